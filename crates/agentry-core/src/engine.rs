@@ -1,0 +1,983 @@
+//! The engine: runs executions step by step, checkpoints after every step, emits events,
+//! suspends and resumes.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use futures::future::{BoxFuture, select_all, try_join_all};
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SystemClock};
+use crate::event::{EventKind, WorkflowEvent};
+use crate::state::{
+    ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError, transition,
+};
+use crate::store::{ExecutionRecord, ExecutionStore, MemoryStore, Progress, StepRecord, StoreError};
+use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
+
+/// Runs an agent for an `andAgent` step. The agents layer implements it.
+#[async_trait]
+pub trait AgentRunner: Send + Sync + 'static {
+    /// Runs `agent_id` on `prompt` with the execution's context map; returns the agent's answer.
+    async fn run_agent(
+        &self,
+        agent_id: &str,
+        prompt: Value,
+        context: &Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> Result<Value, String>;
+}
+
+/// Why the engine refused or failed an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("Workflow {0} not found")]
+    WorkflowNotFound(String),
+    #[error("Workflow {0} is already registered")]
+    DuplicateWorkflow(String),
+    #[error("Input validation failed: {0}")]
+    InvalidInput(String),
+    #[error("Invalid executionId: {0}")]
+    InvalidExecutionId(String),
+    #[error("Execution {0} already exists")]
+    ExecutionExists(String),
+    #[error("Execution {execution_id} of workflow {workflow_id} not found")]
+    ExecutionNotFound {
+        workflow_id: String,
+        execution_id: String,
+    },
+    #[error("Execution {id} cannot be suspended: {reason}")]
+    NotSuspendable { id: String, reason: String },
+    #[error("Execution {id} is not suspended (status: {status})")]
+    NotSuspended { id: String, status: Status },
+    #[error("Resume data validation failed: {0}")]
+    InvalidResumeData(String),
+    #[error("Step {step_id} not found in workflow {workflow_id}")]
+    UnknownStep {
+        workflow_id: String,
+        step_id: String,
+    },
+    #[error("Execution {0} is being changed by too many writers at once")]
+    Contention(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Options of an execute call.
+#[derive(Debug, Clone, Default)]
+pub struct ExecuteOptions {
+    pub execution_id: Option<String>,
+    pub user_id: Option<String>,
+    pub conversation_id: Option<String>,
+    /// Caller-supplied context entries (`user` among them when authenticated).
+    pub context: Map<String, Value>,
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long a suspend request waits for the execution to reach a step boundary.
+    pub suspend_wait: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            suspend_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A run in progress: its events as they happen and its final record.
+pub struct RunHandle {
+    pub execution_id: String,
+    pub events: mpsc::UnboundedReceiver<WorkflowEvent>,
+    pub outcome: JoinHandle<Result<ExecutionRecord, EngineError>>,
+}
+
+impl RunHandle {
+    /// Waits for the run to stop (completed, suspended or error).
+    pub async fn finish(self) -> Result<ExecutionRecord, EngineError> {
+        match self.outcome.await {
+            Ok(r) => r,
+            Err(e) => Err(EngineError::Internal(format!("execution task failed: {e}"))),
+        }
+    }
+}
+
+/// The workflow engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    workflows: RwLock<Vec<Arc<Workflow>>>,
+    store: Arc<dyn ExecutionStore>,
+    clock: Arc<dyn Clock>,
+    agents: RwLock<Option<Arc<dyn AgentRunner>>>,
+    live: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<WorkflowEvent>>>>,
+    all_events: broadcast::Sender<WorkflowEvent>,
+    config: EngineConfig,
+    shutdown: CancellationToken,
+}
+
+type ChildLog = Arc<Mutex<Vec<(String, StepRecord)>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Execution ids are used in paths: keep them to a safe alphabet.
+fn check_execution_id(id: &str) -> Result<(), EngineError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(EngineError::InvalidExecutionId(
+            "use 1 to 128 letters, digits, '-', '_', '.' or ':'".into(),
+        ))
+    }
+}
+
+impl Engine {
+    /// An engine over `store` with the wall clock and default settings.
+    pub fn new(store: Arc<dyn ExecutionStore>) -> Self {
+        Self::with(store, Arc::new(SystemClock), EngineConfig::default())
+    }
+
+    /// An engine that keeps executions in memory.
+    pub fn in_memory() -> Self {
+        Self::new(Arc::new(MemoryStore::new()))
+    }
+
+    pub fn with(store: Arc<dyn ExecutionStore>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
+        let (all_events, _) = broadcast::channel(1024);
+        Self {
+            inner: Arc::new(Inner {
+                workflows: RwLock::new(Vec::new()),
+                store,
+                clock,
+                agents: RwLock::new(None),
+                live: Mutex::new(HashMap::new()),
+                all_events,
+                config,
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Registers a workflow; ids are unique.
+    pub fn register(&self, wf: Workflow) -> Result<(), EngineError> {
+        let mut wfs = self
+            .inner
+            .workflows
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        if wfs.iter().any(|w| w.id() == wf.id()) {
+            return Err(EngineError::DuplicateWorkflow(wf.id().to_owned()));
+        }
+        wfs.push(Arc::new(wf));
+        Ok(())
+    }
+
+    /// Sets what runs `andAgent` steps.
+    pub fn set_agent_runner(&self, runner: Arc<dyn AgentRunner>) {
+        *self.inner.agents.write().unwrap_or_else(|p| p.into_inner()) = Some(runner);
+    }
+
+    /// Registered workflows, in registration order.
+    pub fn workflows(&self) -> Vec<Arc<Workflow>> {
+        self.inner
+            .workflows
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
+        self.inner
+            .workflows
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|w| w.id() == id)
+            .cloned()
+    }
+
+    fn require_workflow(&self, id: &str) -> Result<Arc<Workflow>, EngineError> {
+        self.workflow(id)
+            .ok_or_else(|| EngineError::WorkflowNotFound(id.to_owned()))
+    }
+
+    pub fn store(&self) -> &Arc<dyn ExecutionStore> {
+        &self.inner.store
+    }
+
+    /// Every event of every execution (for logs and dashboards); slow receivers may lag.
+    pub fn all_events(&self) -> broadcast::Receiver<WorkflowEvent> {
+        self.inner.all_events.subscribe()
+    }
+
+    /// Live events of an execution running in this process, or `None` when it is not running
+    /// here.
+    pub fn subscribe(&self, execution_id: &str) -> Option<mpsc::UnboundedReceiver<WorkflowEvent>> {
+        let mut live = lock(&self.inner.live);
+        let subs = live.get_mut(execution_id)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        subs.push(tx);
+        Some(rx)
+    }
+
+    /// Starts an execution and returns at once with its live events.
+    pub async fn start(
+        &self,
+        workflow_id: &str,
+        input: Value,
+        options: ExecuteOptions,
+    ) -> Result<RunHandle, EngineError> {
+        let wf = self.require_workflow(workflow_id)?;
+        wf.validate_input(&input)
+            .map_err(EngineError::InvalidInput)?;
+        let id = match options.execution_id {
+            Some(id) => {
+                check_execution_id(&id)?;
+                id
+            }
+            None => uuid::Uuid::now_v7().to_string(),
+        };
+        let mut context = options.context;
+        let user_id = options.user_id.or_else(|| {
+            context
+                .get("user")
+                .and_then(|u| u.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        if let Some(uid) = &user_id {
+            context.insert("userId".into(), Value::String(uid.clone()));
+        }
+        if let Some(cid) = &options.conversation_id {
+            context.insert("conversationId".into(), Value::String(cid.clone()));
+        }
+        let now = self.inner.clock.now();
+        let state = transition(&ExecutionState::Idle, Transition::Start)
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        let record = ExecutionRecord {
+            id: id.clone(),
+            workflow_id: wf.id().to_owned(),
+            state,
+            input,
+            context,
+            user_id,
+            start_at: now,
+            updated_at: now,
+            progress: Progress::default(),
+            version: 1,
+        };
+        match self.inner.store.insert(&record).await {
+            Err(StoreError::Duplicate(id)) => return Err(EngineError::ExecutionExists(id)),
+            other => other?,
+        }
+        Ok(self.spawn_run(wf, record, 0, None, false))
+    }
+
+    /// Runs an execution to its end (completed, suspended or error).
+    pub async fn execute(
+        &self,
+        workflow_id: &str,
+        input: Value,
+        options: ExecuteOptions,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.start(workflow_id, input, options).await?.finish().await
+    }
+
+    /// Reads an execution, checking it belongs to `workflow_id`.
+    pub async fn state(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.require_workflow(workflow_id)?;
+        self.load(workflow_id, execution_id).await
+    }
+
+    async fn load(&self, workflow_id: &str, execution_id: &str) -> Result<ExecutionRecord, EngineError> {
+        let not_found = || EngineError::ExecutionNotFound {
+            workflow_id: workflow_id.to_owned(),
+            execution_id: execution_id.to_owned(),
+        };
+        let rec = self
+            .inner
+            .store
+            .get(execution_id)
+            .await?
+            .ok_or_else(not_found)?;
+        if rec.workflow_id != workflow_id {
+            return Err(not_found());
+        }
+        Ok(rec)
+    }
+
+    /// Asks a running execution to suspend at its next step boundary and waits until it has
+    /// (or until the configured wait runs out, when the record is returned still running with
+    /// the request pending).
+    pub async fn suspend(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        reason: String,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.require_workflow(workflow_id)?;
+        let current = self.load(workflow_id, execution_id).await?;
+        let request = SuspendRequest {
+            requested_at: self.inner.clock.now(),
+            reason,
+        };
+        let id = execution_id.to_owned();
+        self.update(Some(current), &id, |r| {
+            let state = transition(&r.state, Transition::RequestSuspend(request.clone())).map_err(
+                |e| EngineError::NotSuspendable {
+                    id: r.id.clone(),
+                    reason: e.to_string(),
+                },
+            )?;
+            Ok(ExecutionRecord { state, ..r.clone() })
+        })
+        .await?;
+        let deadline = tokio::time::Instant::now() + self.inner.config.suspend_wait;
+        loop {
+            let rec = self.load(workflow_id, execution_id).await?;
+            match rec.state.status() {
+                Status::Suspended => return Ok(rec),
+                Status::Running if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Status::Running => return Ok(rec),
+                other => {
+                    return Err(EngineError::NotSuspendable {
+                        id: rec.id,
+                        reason: format!(
+                            "execution is {other}: it ended before reaching a step boundary"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Resumes a suspended execution from its suspended step (or from `step_id`) and returns at
+    /// once with its live events.
+    pub async fn start_resume(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        resume_data: Value,
+        step_id: Option<&str>,
+    ) -> Result<RunHandle, EngineError> {
+        let wf = self.require_workflow(workflow_id)?;
+        let current = self.load(workflow_id, execution_id).await?;
+        let suspension = match &current.state {
+            ExecutionState::Suspended(s) => s.clone(),
+            other => {
+                return Err(EngineError::NotSuspended {
+                    id: current.id.clone(),
+                    status: other.status(),
+                });
+            }
+        };
+        let index = match step_id {
+            Some(sid) => wf.step_index(sid).ok_or_else(|| EngineError::UnknownStep {
+                workflow_id: workflow_id.to_owned(),
+                step_id: sid.to_owned(),
+            })?,
+            None => suspension.step_index,
+        };
+        wf.validate_resume(index, &resume_data)
+            .map_err(EngineError::InvalidResumeData)?;
+        let rec = self
+            .update(Some(current), execution_id, |r| {
+                let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
+                    TransitionError::NotSuspended(status) => EngineError::NotSuspended {
+                        id: r.id.clone(),
+                        status,
+                    },
+                    other => EngineError::Internal(other.to_string()),
+                })?;
+                let mut next = r.clone();
+                next.state = state;
+                next.progress.next_step = index;
+                Ok(next)
+            })
+            .await?;
+        let suspend_data = (index == suspension.step_index)
+            .then_some(suspension.data)
+            .flatten();
+        Ok(self.spawn_run(wf, rec, index, Some((resume_data, suspend_data)), true))
+    }
+
+    /// Resumes and waits for the run to stop again.
+    pub async fn resume(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        resume_data: Value,
+        step_id: Option<&str>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.start_resume(workflow_id, execution_id, resume_data, step_id)
+            .await?
+            .finish()
+            .await
+    }
+
+    /// Graceful stop: every execution running in this process is asked to suspend at its next
+    /// step boundary (reason `server shutting down`); waits up to `grace` for them. What has not
+    /// reached a boundary by then stays `running` at its last checkpoint.
+    pub async fn shutdown(&self, grace: Duration) {
+        let ids: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
+        for id in &ids {
+            if let Ok(Some(rec)) = self.inner.store.get(id).await {
+                let wf = rec.workflow_id.clone();
+                let engine = self.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let _ = engine.suspend(&wf, &id, "server shutting down".into()).await;
+                });
+            }
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while !lock(&self.inner.live).is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.inner.shutdown.cancel();
+    }
+
+    /// Number of executions running in this process.
+    pub fn running_here(&self) -> usize {
+        lock(&self.inner.live).len()
+    }
+
+    fn spawn_run(
+        &self,
+        wf: Arc<Workflow>,
+        record: ExecutionRecord,
+        start: usize,
+        resume: Option<(Value, Option<Value>)>,
+        resumed: bool,
+    ) -> RunHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id = record.id.clone();
+        lock(&self.inner.live).insert(id.clone(), vec![tx]);
+        let engine = self.clone();
+        let outcome = tokio::spawn(async move { engine.run(wf, record, start, resume, resumed).await });
+        RunHandle {
+            execution_id: id,
+            events: rx,
+            outcome,
+        }
+    }
+
+    fn emit(&self, rec: &ExecutionRecord, kind: EventKind) {
+        let ev = WorkflowEvent {
+            execution_id: rec.id.clone(),
+            workflow_id: rec.workflow_id.clone(),
+            timestamp: self.inner.clock.now(),
+            kind,
+        };
+        if let Some(subs) = lock(&self.inner.live).get_mut(&rec.id) {
+            subs.retain(|s| s.send(ev.clone()).is_ok());
+        }
+        let _ = self.inner.all_events.send(ev);
+    }
+
+    /// Runs, then emits the final `workflow-result` and ends the live event streams.
+    async fn run(
+        &self,
+        wf: Arc<Workflow>,
+        record: ExecutionRecord,
+        start: usize,
+        resume: Option<(Value, Option<Value>)>,
+        resumed: bool,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = record.id.clone();
+        let span = tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
+        let outcome = {
+            use tracing::Instrument;
+            self.drive(wf, record, start, resume, resumed)
+                .instrument(span)
+                .await
+        };
+        let outcome = match outcome {
+            Ok(rec) => Ok(rec),
+            Err(err) => {
+                tracing::error!(execution_id = %id, error = %err, "execution stopped by an engine error");
+                // Keep the store truthful: an execution the engine gave up on ends in error.
+                let message = err.to_string();
+                let at = self.inner.clock.now();
+                match self
+                    .update(None, &id, |r| {
+                        let state = transition(
+                            &r.state,
+                            Transition::Fail {
+                                message: message.clone(),
+                                at,
+                            },
+                        )
+                        .map_err(|e| EngineError::Internal(e.to_string()))?;
+                        Ok(ExecutionRecord { state, ..r.clone() })
+                    })
+                    .await
+                {
+                    Ok(rec) => {
+                        self.emit(&rec, EventKind::WorkflowError { error: message });
+                        Ok(rec)
+                    }
+                    Err(_) => Err(err),
+                }
+            }
+        };
+        if let Ok(rec) = &outcome {
+            self.emit(
+                rec,
+                EventKind::WorkflowResult {
+                    execution: Box::new(rec.clone()),
+                },
+            );
+        }
+        lock(&self.inner.live).remove(&id);
+        outcome
+    }
+
+    fn input_for(wf: &Workflow, rec: &ExecutionRecord, index: usize) -> Value {
+        if index == 0 {
+            return rec.input.clone();
+        }
+        wf.steps()
+            .get(index - 1)
+            .and_then(|prev| rec.progress.steps.get(&prev.id))
+            .and_then(|r| r.get("output"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    async fn drive(
+        &self,
+        wf: Arc<Workflow>,
+        mut rec: ExecutionRecord,
+        start: usize,
+        mut resume: Option<(Value, Option<Value>)>,
+        resumed: bool,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = rec.id.clone();
+        self.emit(
+            &rec,
+            EventKind::WorkflowStart {
+                input: rec.input.clone(),
+                resumed,
+            },
+        );
+        let workflow_input = Arc::new(rec.input.clone());
+        let context = Arc::new(rec.context.clone());
+        let steps = wf.steps();
+        let mut input = Self::input_for(&wf, &rec, start);
+        for (index, step) in steps.iter().enumerate().skip(start) {
+            self.emit(
+                &rec,
+                EventKind::StepStart {
+                    step_id: step.id.clone(),
+                    step_index: index,
+                    step_type: step.step_type(),
+                    input: input.clone(),
+                },
+            );
+            let (resume_data, suspend_data) = match resume.take() {
+                Some((r, s)) => (Some(r), s),
+                None => (None, None),
+            };
+            let ctx = StepContext {
+                execution_id: id.clone(),
+                workflow_id: wf.id().to_owned(),
+                step_id: step.id.clone(),
+                step_index: index,
+                input: input.clone(),
+                workflow_input: workflow_input.clone(),
+                context: context.clone(),
+                resume_data,
+                suspend_data,
+                cancel: self.inner.shutdown.child_token(),
+                steps: Arc::new(rec.progress.steps.clone()),
+            };
+            let log: ChildLog = Arc::default();
+            let result = self.run_step(step, ctx, log.clone()).await;
+            match result {
+                Ok((output, ran)) => {
+                    let children = std::mem::take(&mut *lock(&log));
+                    let record = StepRecord {
+                        input: input.clone(),
+                        output: output.clone(),
+                        status: if ran { "completed" } else { "skipped" }.into(),
+                    };
+                    rec = self
+                        .update(Some(rec), &id, |r| {
+                            if r.state.status() != Status::Running {
+                                return Err(EngineError::Internal(format!(
+                                    "execution became {} while its step {} ran",
+                                    r.state.status(),
+                                    step.id
+                                )));
+                            }
+                            let mut next = r.clone();
+                            for (cid, crec) in &children {
+                                next.progress.steps.insert(cid.clone(), json!(crec));
+                            }
+                            next.progress.steps.insert(step.id.clone(), json!(record));
+                            next.progress.next_step = index + 1;
+                            Ok(next)
+                        })
+                        .await?;
+                    self.emit(
+                        &rec,
+                        EventKind::StepComplete {
+                            step_id: step.id.clone(),
+                            step_index: index,
+                            step_type: step.step_type(),
+                            output: output.clone(),
+                            ran,
+                        },
+                    );
+                    input = output;
+                    if let Some(req) = rec.state.suspend_request().cloned()
+                        && let Some(next_step) = steps.get(index + 1)
+                    {
+                        let suspension = Suspension {
+                            suspended_at: self.inner.clock.now(),
+                            reason: req.reason,
+                            step_index: index + 1,
+                            step_id: next_step.id.clone(),
+                            data: None,
+                        };
+                        return self.suspend_now(rec, suspension).await;
+                    }
+                }
+                Err(StepError::Suspend { reason, data }) => {
+                    if let Some(d) = &data
+                        && !matches!(step.kind, StepKind::Workflow { .. })
+                        && let Err(detail) = wf.validate_suspend(index, d)
+                    {
+                        return self
+                            .fail_now(rec, format!("Step {} suspended with invalid data: {detail}", step.id))
+                            .await;
+                    }
+                    let suspension = Suspension {
+                        suspended_at: self.inner.clock.now(),
+                        reason,
+                        step_index: index,
+                        step_id: step.id.clone(),
+                        data,
+                    };
+                    return self.suspend_now(rec, suspension).await;
+                }
+                Err(StepError::Failed(message)) => {
+                    return self
+                        .fail_now(rec, format!("Step {} failed: {message}", step.id))
+                        .await;
+                }
+                Err(StepError::Cancelled) => {
+                    return self
+                        .fail_now(rec, format!("Step {} was cancelled", step.id))
+                        .await;
+                }
+            }
+        }
+        let at = self.inner.clock.now();
+        let result = input;
+        let rec = self
+            .update(Some(rec), &id, |r| {
+                let state = transition(
+                    &r.state,
+                    Transition::Complete {
+                        result: result.clone(),
+                        at,
+                    },
+                )
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+                Ok(ExecutionRecord { state, ..r.clone() })
+            })
+            .await?;
+        self.emit(&rec, EventKind::WorkflowComplete { result });
+        Ok(rec)
+    }
+
+    async fn suspend_now(
+        &self,
+        rec: ExecutionRecord,
+        suspension: Suspension,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = rec.id.clone();
+        let rec = self
+            .update(Some(rec), &id, |r| {
+                let state = transition(&r.state, Transition::Suspend(suspension.clone()))
+                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                let mut next = r.clone();
+                next.state = state;
+                next.progress.next_step = suspension.step_index;
+                Ok(next)
+            })
+            .await?;
+        self.emit(&rec, EventKind::WorkflowSuspended { suspension });
+        Ok(rec)
+    }
+
+    async fn fail_now(&self, rec: ExecutionRecord, message: String) -> Result<ExecutionRecord, EngineError> {
+        let id = rec.id.clone();
+        let at = self.inner.clock.now();
+        tracing::warn!(execution_id = %id, error = %message, "execution failed");
+        let rec = self
+            .update(Some(rec), &id, |r| {
+                let state = transition(
+                    &r.state,
+                    Transition::Fail {
+                        message: message.clone(),
+                        at,
+                    },
+                )
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+                Ok(ExecutionRecord { state, ..r.clone() })
+            })
+            .await?;
+        self.emit(&rec, EventKind::WorkflowError { error: message });
+        Ok(rec)
+    }
+
+    /// Applies `f` to the stored record and writes the result with a compare-and-set on the
+    /// version, re-reading and re-applying on a conflict. `known` saves the first read.
+    async fn update<F>(
+        &self,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        f: F,
+    ) -> Result<ExecutionRecord, EngineError>
+    where
+        F: Fn(&ExecutionRecord) -> Result<ExecutionRecord, EngineError>,
+    {
+        let mut current = known;
+        for attempt in 0..200u32 {
+            let cur = match current.take() {
+                Some(c) => c,
+                None => self.inner.store.get(id).await?.ok_or_else(|| {
+                    EngineError::Internal(format!("execution {id} disappeared from the store"))
+                })?,
+            };
+            let mut next = f(&cur)?;
+            next.version = cur.version + 1;
+            next.updated_at = self.inner.clock.now();
+            if self.inner.store.compare_and_set(&next, cur.version).await? {
+                return Ok(next);
+            }
+            if attempt > 2 {
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
+            }
+        }
+        Err(EngineError::Contention(id.to_owned()))
+    }
+
+    fn child_ctx(parent: &StepContext, child: &Step, cancel: CancellationToken) -> StepContext {
+        StepContext {
+            step_id: child.id.clone(),
+            cancel,
+            ..parent.clone()
+        }
+    }
+
+    /// Runs one step of any kind; returns its output and whether it ran (false for a skipped
+    /// `andWhen`). Records of nested children go to `log`.
+    fn run_step(
+        &self,
+        step: &Step,
+        ctx: StepContext,
+        log: ChildLog,
+    ) -> BoxFuture<'static, Result<(Value, bool), StepError>> {
+        let step = step.clone();
+        let engine = self.clone();
+        Box::pin(async move {
+            match &step.kind {
+                StepKind::Then(f) => guarded(f(ctx)).await.map(|v| (v, true)),
+                StepKind::Tap(f) => {
+                    let input = ctx.input.clone();
+                    guarded(f(ctx)).await?;
+                    Ok((input, true))
+                }
+                StepKind::When { condition, step: child } => {
+                    let holds = AssertUnwindSafe(condition(ctx.clone()))
+                        .catch_unwind()
+                        .await
+                        .map_err(|_| StepError::failed("the condition panicked"))?;
+                    if !holds {
+                        return Ok((ctx.input, false));
+                    }
+                    let cctx = Self::child_ctx(&ctx, child, ctx.cancel.clone());
+                    let input = cctx.input.clone();
+                    let (out, ran) = engine.run_step(child, cctx, log.clone()).await?;
+                    lock(&log).push((child.id.clone(), record(input, out.clone(), ran)));
+                    Ok((out, true))
+                }
+                StepKind::All(children) => {
+                    let futs = children.iter().map(|c| {
+                        let cctx = Self::child_ctx(&ctx, c, ctx.cancel.child_token());
+                        engine.run_step(c, cctx, log.clone())
+                    });
+                    let outs = try_join_all(futs).await?;
+                    let mut values = Vec::with_capacity(outs.len());
+                    for (c, (out, ran)) in children.iter().zip(outs) {
+                        lock(&log).push((c.id.clone(), record(ctx.input.clone(), out.clone(), ran)));
+                        values.push(out);
+                    }
+                    Ok((Value::Array(values), true))
+                }
+                StepKind::Race(children) => {
+                    if children.is_empty() {
+                        return Ok((ctx.input, true));
+                    }
+                    let tokens: Vec<CancellationToken> =
+                        children.iter().map(|_| ctx.cancel.child_token()).collect();
+                    let futs: Vec<_> = children
+                        .iter()
+                        .zip(&tokens)
+                        .map(|(c, t)| {
+                            let cctx = Self::child_ctx(&ctx, c, t.clone());
+                            engine.run_step(c, cctx, log.clone())
+                        })
+                        .collect();
+                    let (result, winner, rest) = select_all(futs).await;
+                    for (i, t) in tokens.iter().enumerate() {
+                        if i != winner {
+                            t.cancel();
+                        }
+                    }
+                    drop(rest);
+                    let (out, ran) = result?;
+                    lock(&log).push((
+                        children[winner].id.clone(),
+                        record(ctx.input.clone(), out.clone(), ran),
+                    ));
+                    Ok((out, true))
+                }
+                StepKind::Agent {
+                    agent_id,
+                    prompt,
+                    output,
+                } => {
+                    let runner = engine
+                        .inner
+                        .agents
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone()
+                        .ok_or_else(|| StepError::failed("no agent runner is configured"))?;
+                    let p = prompt(&ctx);
+                    let answer = runner
+                        .run_agent(agent_id, p, &ctx.context, ctx.cancel.clone())
+                        .await
+                        .map_err(|e| StepError::failed(format!("agent {agent_id}: {e}")))?;
+                    let out = match output {
+                        Some(map) => map(answer),
+                        None => answer,
+                    };
+                    Ok((out, true))
+                }
+                StepKind::Workflow { workflow_id, input } => {
+                    let out = engine.run_child(workflow_id, input.as_ref(), &ctx).await?;
+                    Ok((out, true))
+                }
+            }
+        })
+    }
+
+    /// Runs a sub-workflow as a child execution; a child that suspends suspends the parent
+    /// step, and resuming the parent resumes the child.
+    async fn run_child(
+        &self,
+        workflow_id: &str,
+        input_map: Option<&crate::workflow::MapFn>,
+        ctx: &StepContext,
+    ) -> Result<Value, StepError> {
+        let child_id = ctx
+            .suspend_data
+            .as_ref()
+            .and_then(|d| d.get("childExecutionId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let outcome = match (child_id, &ctx.resume_data) {
+            (Some(child_id), Some(resume)) => {
+                self.resume(workflow_id, &child_id, resume.clone(), None).await
+            }
+            _ => {
+                let input = input_map.map(|m| m(ctx)).unwrap_or_else(|| ctx.input.clone());
+                let mut context = (*ctx.context).clone();
+                context.insert("parentExecutionId".into(), json!(ctx.execution_id));
+                context.insert("parentStepId".into(), json!(ctx.step_id));
+                self.execute(
+                    workflow_id,
+                    input,
+                    ExecuteOptions {
+                        user_id: ctx.user_id().map(str::to_owned),
+                        context,
+                        ..Default::default()
+                    },
+                )
+                .await
+            }
+        };
+        let rec = outcome.map_err(|e| StepError::failed(format!("sub-workflow {workflow_id}: {e}")))?;
+        match rec.state {
+            ExecutionState::Completed { result, .. } => Ok(result),
+            ExecutionState::Error { message, .. } => Err(StepError::failed(format!(
+                "sub-workflow {workflow_id} failed: {message}"
+            ))),
+            ExecutionState::Suspended(s) => Err(StepError::Suspend {
+                reason: s.reason,
+                data: Some(json!({"childExecutionId": rec.id, "childWorkflowId": workflow_id, "data": s.data})),
+            }),
+            other => Err(StepError::failed(format!(
+                "sub-workflow {workflow_id} stopped while {}",
+                other.status()
+            ))),
+        }
+    }
+}
+
+fn record(input: Value, output: Value, ran: bool) -> StepRecord {
+    StepRecord {
+        input,
+        output,
+        status: if ran { "completed" } else { "skipped" }.into(),
+    }
+}
+
+/// Awaits a user step, turning a panic into a step failure.
+async fn guarded(fut: crate::workflow::StepFuture) -> Result<Value, StepError> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(StepError::failed(format!("the step panicked: {msg}")))
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! agentry-core: the domain of agentry.
+//!
+//! Workflows ([`workflow`]), the execution state machine ([`state`]), the engine that runs,
+//! checkpoints, suspends and resumes executions ([`engine`]), the events it emits ([`event`]) and
+//! the store trait it persists through ([`store`]).
+//!
+//! This crate knows nothing of HTTP, SQL or any model vendor: it is reused by the server, by
+//! tests and by any tool that wants to run workflows in-process (see
+//! `cargo run -p agentry-core --example in_process`).
+
+pub mod clock;
+pub mod engine;
+pub mod event;
+pub mod schema;
+pub mod state;
+pub mod store;
+pub mod workflow;
+
+pub use engine::{AgentRunner, Engine, EngineConfig, EngineError, ExecuteOptions, RunHandle};
+pub use event::{EventKind, WorkflowEvent};
+pub use state::{ExecutionState, Status, Suspension};
+pub use store::{ExecutionRecord, ExecutionStore, MemoryStore};
+pub use workflow::{Step, StepContext, StepError, StepType, Workflow, step};

@@ -1,0 +1,486 @@
+//! The execution state machine.
+//!
+//! Every change of an execution's status goes through [`transition`]: it takes the current
+//! [`ExecutionState`] and a [`Transition`] and returns the next state or a [`TransitionError`].
+//! The states carry exactly their data, so a suspended execution without a suspension record, or a
+//! completed one without an end time, cannot be written.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The status values of spec section 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Idle,
+    Running,
+    Suspended,
+    Completed,
+    Error,
+}
+
+impl Status {
+    pub const ALL: [Status; 5] = [
+        Status::Idle,
+        Status::Running,
+        Status::Suspended,
+        Status::Completed,
+        Status::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Idle => "idle",
+            Status::Running => "running",
+            Status::Suspended => "suspended",
+            Status::Completed => "completed",
+            Status::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Completed and error are final: nothing moves out of them.
+    pub fn is_final(self) -> bool {
+        matches!(self, Status::Completed | Status::Error)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why and where an execution is paused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Suspension {
+    pub suspended_at: DateTime<Utc>,
+    pub reason: String,
+    /// Index of the step that runs on resume.
+    pub step_index: usize,
+    /// Id of the step that runs on resume.
+    pub step_id: String,
+    /// Data the suspending step attached (validated against the suspend schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// A suspend asked for from outside while the execution runs; it takes effect at the next step
+/// boundary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspendRequest {
+    pub requested_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// An execution's status with exactly the data that status has.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecutionState {
+    Idle,
+    Running {
+        suspend_request: Option<SuspendRequest>,
+    },
+    Suspended(Suspension),
+    Completed {
+        result: Value,
+        end_at: DateTime<Utc>,
+    },
+    Error {
+        message: String,
+        end_at: DateTime<Utc>,
+    },
+}
+
+impl ExecutionState {
+    pub fn status(&self) -> Status {
+        match self {
+            ExecutionState::Idle => Status::Idle,
+            ExecutionState::Running { .. } => Status::Running,
+            ExecutionState::Suspended(_) => Status::Suspended,
+            ExecutionState::Completed { .. } => Status::Completed,
+            ExecutionState::Error { .. } => Status::Error,
+        }
+    }
+
+    pub fn suspension(&self) -> Option<&Suspension> {
+        match self {
+            ExecutionState::Suspended(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn end_at(&self) -> Option<DateTime<Utc>> {
+        match self {
+            ExecutionState::Completed { end_at, .. } | ExecutionState::Error { end_at, .. } => {
+                Some(*end_at)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn result(&self) -> Option<&Value> {
+        match self {
+            ExecutionState::Completed { result, .. } => Some(result),
+            _ => None,
+        }
+    }
+
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            ExecutionState::Error { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
+    pub fn suspend_request(&self) -> Option<&SuspendRequest> {
+        match self {
+            ExecutionState::Running { suspend_request } => suspend_request.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Flattens the state into the columns a store keeps.
+    pub fn to_parts(&self) -> StateParts {
+        StateParts {
+            status: self.status(),
+            end_at: self.end_at(),
+            result: self.result().cloned(),
+            error: self.error().map(str::to_owned),
+            suspension: self.suspension().cloned(),
+            suspend_request: self.suspend_request().cloned(),
+        }
+    }
+
+    /// Rebuilds a state from stored columns, refusing combinations that cannot exist.
+    pub fn from_parts(parts: StateParts) -> Result<Self, String> {
+        let StateParts {
+            status,
+            end_at,
+            result,
+            error,
+            suspension,
+            suspend_request,
+        } = parts;
+        Ok(match status {
+            Status::Idle => ExecutionState::Idle,
+            Status::Running => ExecutionState::Running { suspend_request },
+            Status::Suspended => ExecutionState::Suspended(
+                suspension.ok_or("a suspended execution has no suspension record")?,
+            ),
+            Status::Completed => ExecutionState::Completed {
+                result: result.unwrap_or(Value::Null),
+                end_at: end_at.ok_or("a completed execution has no end time")?,
+            },
+            Status::Error => ExecutionState::Error {
+                message: error.unwrap_or_default(),
+                end_at: end_at.ok_or("a failed execution has no end time")?,
+            },
+        })
+    }
+}
+
+/// The stored columns of an [`ExecutionState`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateParts {
+    pub status: Status,
+    pub end_at: Option<DateTime<Utc>>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub suspension: Option<Suspension>,
+    pub suspend_request: Option<SuspendRequest>,
+}
+
+/// What can happen to an execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transition {
+    /// A new execution begins running.
+    Start,
+    /// Someone asks a running execution to pause at its next step boundary.
+    RequestSuspend(SuspendRequest),
+    /// The engine pauses the execution (a step suspended, or a requested suspend took effect).
+    Suspend(Suspension),
+    /// A suspended execution continues.
+    Resume,
+    /// The last step finished.
+    Complete { result: Value, at: DateTime<Utc> },
+    /// A step failed.
+    Fail { message: String, at: DateTime<Utc> },
+}
+
+impl Transition {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transition::Start => "start",
+            Transition::RequestSuspend(_) => "suspend",
+            Transition::Suspend(_) => "suspend",
+            Transition::Resume => "resume",
+            Transition::Complete { .. } => "complete",
+            Transition::Fail { .. } => "fail",
+        }
+    }
+}
+
+/// A move the state machine refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    /// Suspend asked of an execution that is not running (already suspended or finished).
+    #[error("execution is {0}, only a running execution can be suspended")]
+    NotSuspendable(Status),
+    /// Suspend asked twice before the first took effect.
+    #[error("a suspend of this execution is already pending")]
+    SuspendPending,
+    /// Resume asked of an execution that is not suspended.
+    #[error("execution is {0}, not suspended")]
+    NotSuspended(Status),
+    /// Any other move out of a state that does not allow it.
+    #[error("cannot {transition} an execution that is {from}")]
+    Refused {
+        from: Status,
+        transition: &'static str,
+    },
+}
+
+/// The one transition function every status change goes through.
+pub fn transition(
+    state: &ExecutionState,
+    t: Transition,
+) -> Result<ExecutionState, TransitionError> {
+    use ExecutionState as S;
+    let from = state.status();
+    match (state, t) {
+        (S::Idle, Transition::Start) => Ok(S::Running {
+            suspend_request: None,
+        }),
+        (
+            S::Running {
+                suspend_request: None,
+            },
+            Transition::RequestSuspend(req),
+        ) => Ok(S::Running {
+            suspend_request: Some(req),
+        }),
+        (
+            S::Running {
+                suspend_request: Some(_),
+            },
+            Transition::RequestSuspend(_),
+        ) => Err(TransitionError::SuspendPending),
+        (_, Transition::RequestSuspend(_)) => Err(TransitionError::NotSuspendable(from)),
+        (S::Running { .. }, Transition::Suspend(s)) => Ok(S::Suspended(s)),
+        (S::Suspended(_), Transition::Resume) => Ok(S::Running {
+            suspend_request: None,
+        }),
+        (_, Transition::Resume) => Err(TransitionError::NotSuspended(from)),
+        (S::Running { .. }, Transition::Complete { result, at }) => Ok(S::Completed {
+            result,
+            end_at: at,
+        }),
+        (S::Running { .. }, Transition::Fail { message, at }) => Ok(S::Error {
+            message,
+            end_at: at,
+        }),
+        (_, t) => Err(TransitionError::Refused {
+            from,
+            transition: t.name(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn at() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn suspension() -> Suspension {
+        Suspension {
+            suspended_at: at(),
+            reason: "wait".into(),
+            step_index: 1,
+            step_id: "b".into(),
+            data: None,
+        }
+    }
+
+    fn request() -> SuspendRequest {
+        SuspendRequest {
+            requested_at: at(),
+            reason: "pause".into(),
+        }
+    }
+
+    fn running() -> ExecutionState {
+        ExecutionState::Running {
+            suspend_request: None,
+        }
+    }
+
+    fn pending() -> ExecutionState {
+        ExecutionState::Running {
+            suspend_request: Some(request()),
+        }
+    }
+
+    fn states() -> Vec<ExecutionState> {
+        vec![
+            ExecutionState::Idle,
+            running(),
+            pending(),
+            ExecutionState::Suspended(suspension()),
+            ExecutionState::Completed {
+                result: json!(1),
+                end_at: at(),
+            },
+            ExecutionState::Error {
+                message: "boom".into(),
+                end_at: at(),
+            },
+        ]
+    }
+
+    fn transitions() -> Vec<Transition> {
+        vec![
+            Transition::Start,
+            Transition::RequestSuspend(request()),
+            Transition::Suspend(suspension()),
+            Transition::Resume,
+            Transition::Complete {
+                result: json!(2),
+                at: at(),
+            },
+            Transition::Fail {
+                message: "x".into(),
+                at: at(),
+            },
+        ]
+    }
+
+    /// The full table: every state against every transition, allowed moves listed explicitly.
+    #[test]
+    fn every_move_is_either_allowed_or_refused_as_the_table_says() {
+        for state in states() {
+            for t in transitions() {
+                let got = transition(&state, t.clone());
+                let expected: Result<ExecutionState, TransitionError> = match (&state, &t) {
+                    (ExecutionState::Idle, Transition::Start) => Ok(running()),
+                    (s, Transition::RequestSuspend(_)) if *s == running() => Ok(pending()),
+                    (s, Transition::RequestSuspend(_)) if *s == pending() => {
+                        Err(TransitionError::SuspendPending)
+                    }
+                    (s, Transition::RequestSuspend(_)) => {
+                        Err(TransitionError::NotSuspendable(s.status()))
+                    }
+                    (ExecutionState::Running { .. }, Transition::Suspend(s)) => {
+                        Ok(ExecutionState::Suspended(s.clone()))
+                    }
+                    (ExecutionState::Suspended(_), Transition::Resume) => Ok(running()),
+                    (s, Transition::Resume) => Err(TransitionError::NotSuspended(s.status())),
+                    (ExecutionState::Running { .. }, Transition::Complete { result, at }) => {
+                        Ok(ExecutionState::Completed {
+                            result: result.clone(),
+                            end_at: *at,
+                        })
+                    }
+                    (ExecutionState::Running { .. }, Transition::Fail { message, at }) => {
+                        Ok(ExecutionState::Error {
+                            message: message.clone(),
+                            end_at: *at,
+                        })
+                    }
+                    (s, t) => Err(TransitionError::Refused {
+                        from: s.status(),
+                        transition: t.name(),
+                    }),
+                };
+                assert_eq!(got, expected, "{state:?} + {t:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn spec_moves() {
+        // running -> suspend -> (pending, then) suspended
+        let s = transition(&running(), Transition::RequestSuspend(request())).unwrap();
+        let s = transition(&s, Transition::Suspend(suspension())).unwrap();
+        assert_eq!(s.status(), Status::Suspended);
+        // completed or suspended -> suspend -> refused (400)
+        assert_eq!(
+            transition(&s, Transition::RequestSuspend(request())),
+            Err(TransitionError::NotSuspendable(Status::Suspended))
+        );
+        let done = ExecutionState::Completed {
+            result: json!({}),
+            end_at: at(),
+        };
+        assert_eq!(
+            transition(&done, Transition::RequestSuspend(request())),
+            Err(TransitionError::NotSuspendable(Status::Completed))
+        );
+        // suspended -> resume -> running -> complete
+        let s = transition(&s, Transition::Resume).unwrap();
+        assert_eq!(s.status(), Status::Running);
+        let s = transition(
+            &s,
+            Transition::Complete {
+                result: json!(1),
+                at: at(),
+            },
+        )
+        .unwrap();
+        assert_eq!(s.status(), Status::Completed);
+        // not suspended -> resume -> refused (404)
+        assert_eq!(
+            transition(&s, Transition::Resume),
+            Err(TransitionError::NotSuspended(Status::Completed))
+        );
+        assert_eq!(
+            transition(&running(), Transition::Resume),
+            Err(TransitionError::NotSuspended(Status::Running))
+        );
+    }
+
+    #[test]
+    fn final_states_never_move() {
+        for s in states().into_iter().filter(|s| s.status().is_final()) {
+            for t in transitions() {
+                assert!(transition(&s, t).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn parts_round_trip_and_refuse_impossible_rows() {
+        for s in states() {
+            assert_eq!(ExecutionState::from_parts(s.to_parts()).unwrap(), s);
+        }
+        let mut parts = ExecutionState::Suspended(suspension()).to_parts();
+        parts.suspension = None;
+        assert!(ExecutionState::from_parts(parts).is_err());
+        let mut parts = ExecutionState::Completed {
+            result: json!(1),
+            end_at: at(),
+        }
+        .to_parts();
+        parts.end_at = None;
+        assert!(ExecutionState::from_parts(parts).is_err());
+    }
+
+    #[test]
+    fn status_names() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("paused"), None);
+    }
+}

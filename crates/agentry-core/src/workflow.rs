@@ -1,0 +1,700 @@
+//! Defining workflows: steps, step kinds and the context a step runs with.
+//!
+//! ```
+//! use agentry_core::workflow::{Workflow, step};
+//! use serde_json::json;
+//!
+//! let wf = Workflow::new("double", "Double")
+//!     .purpose("doubles a number")
+//!     .input_schema(json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}))
+//!     .and_then(step("double", |ctx| async move {
+//!         Ok(json!({"n": ctx.input["n"].as_f64().unwrap_or(0.0) * 2.0}))
+//!     }))
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(wf.steps().len(), 1);
+//! ```
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::schema::{Schema, SchemaError};
+
+/// What a step returns.
+pub type StepResult = Result<Value, StepError>;
+/// A boxed step future.
+pub type StepFuture = Pin<Box<dyn Future<Output = StepResult> + Send>>;
+/// A step body: an async function of its context.
+pub type StepFn = Arc<dyn Fn(StepContext) -> StepFuture + Send + Sync>;
+/// The condition of an `andWhen` step.
+pub type ConditionFn =
+    Arc<dyn Fn(StepContext) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+/// Builds the input of an `andAgent` or `andWorkflow` step from its context.
+pub type MapFn = Arc<dyn Fn(&StepContext) -> Value + Send + Sync>;
+
+/// Why a step did not produce an output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepError {
+    /// The step asks the execution to pause; resume data comes back to this step.
+    Suspend { reason: String, data: Option<Value> },
+    /// The step failed; the execution ends in `error` with this message.
+    Failed(String),
+    /// The step noticed its cancellation signal (a lost race) and gave up.
+    Cancelled,
+}
+
+impl StepError {
+    pub fn failed(msg: impl Into<String>) -> Self {
+        StepError::Failed(msg.into())
+    }
+}
+
+impl From<String> for StepError {
+    fn from(s: String) -> Self {
+        StepError::Failed(s)
+    }
+}
+
+impl From<&str> for StepError {
+    fn from(s: &str) -> Self {
+        StepError::Failed(s.to_owned())
+    }
+}
+
+/// Everything a step can see.
+#[derive(Clone)]
+pub struct StepContext {
+    pub execution_id: String,
+    pub workflow_id: String,
+    pub step_id: String,
+    pub step_index: usize,
+    /// The previous step's output (the workflow input for the first step).
+    pub input: Value,
+    /// The input the execution was started with.
+    pub workflow_input: Arc<Value>,
+    /// The context map: caller entries, and `user` / `userId` when authenticated.
+    pub context: Arc<Map<String, Value>>,
+    /// Data given to resume, for the step that runs first after a resume.
+    pub resume_data: Option<Value>,
+    /// The data this step suspended with, when it is being resumed.
+    pub suspend_data: Option<Value>,
+    /// Fires when the step should stop (it lost a race, or the engine shuts down).
+    pub cancel: CancellationToken,
+    pub(crate) steps: Arc<Map<String, Value>>,
+}
+
+impl StepContext {
+    /// The stored record of an earlier step: `{input, output, status}`.
+    pub fn step(&self, id: &str) -> Option<&Value> {
+        self.steps.get(id)
+    }
+
+    /// An earlier step's output.
+    pub fn step_output(&self, id: &str) -> Option<&Value> {
+        self.steps.get(id).and_then(|r| r.get("output"))
+    }
+
+    /// An earlier step's input.
+    pub fn step_input(&self, id: &str) -> Option<&Value> {
+        self.steps.get(id).and_then(|r| r.get("input"))
+    }
+
+    /// Whether an earlier step actually ran (an `andWhen` whose condition failed did not).
+    pub fn step_ran(&self, id: &str) -> bool {
+        self.steps
+            .get(id)
+            .and_then(|r| r.get("status"))
+            .and_then(Value::as_str)
+            == Some("completed")
+    }
+
+    /// The authenticated user, when there is one.
+    pub fn user(&self) -> Option<&Value> {
+        self.context.get("user")
+    }
+
+    /// The user id, when known.
+    pub fn user_id(&self) -> Option<&str> {
+        self.context.get("userId").and_then(Value::as_str)
+    }
+
+    /// Builds the error that suspends the execution at this step.
+    pub fn suspend(&self, reason: impl Into<String>, data: Option<Value>) -> StepError {
+        StepError::Suspend {
+            reason: reason.into(),
+            data,
+        }
+    }
+
+    /// Sleeps, or returns [`StepError::Cancelled`] as soon as the step is cancelled.
+    pub async fn sleep(&self, d: Duration) -> Result<(), StepError> {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Ok(()),
+            _ = self.cancel.cancelled() => Err(StepError::Cancelled),
+        }
+    }
+}
+
+/// The seven step types of the spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepType {
+    Then,
+    When,
+    All,
+    Race,
+    Tap,
+    Agent,
+    Workflow,
+}
+
+impl StepType {
+    /// The wire name (`andThen`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepType::Then => "andThen",
+            StepType::When => "andWhen",
+            StepType::All => "andAll",
+            StepType::Race => "andRace",
+            StepType::Tap => "andTap",
+            StepType::Agent => "andAgent",
+            StepType::Workflow => "andWorkflow",
+        }
+    }
+}
+
+/// What a step does.
+#[derive(Clone)]
+pub enum StepKind {
+    /// Runs its function; the output flows on.
+    Then(StepFn),
+    /// Runs `step` only when `condition` holds; passes its input through otherwise.
+    When {
+        condition: ConditionFn,
+        step: Box<Step>,
+    },
+    /// Runs its children concurrently; outputs their outputs in order.
+    All(Vec<Step>),
+    /// Runs its children concurrently; the first to finish wins, the rest are cancelled.
+    Race(Vec<Step>),
+    /// Runs its function for its effect; passes its input through.
+    Tap(StepFn),
+    /// Runs a registered agent with the prompt `prompt` builds; output is the agent's result,
+    /// shaped by `output` when given.
+    Agent {
+        agent_id: String,
+        prompt: MapFn,
+        output: Option<Arc<dyn Fn(Value) -> Value + Send + Sync>>,
+    },
+    /// Runs a registered workflow as a child execution; output is its result.
+    Workflow {
+        workflow_id: String,
+        input: Option<MapFn>,
+    },
+}
+
+/// One step of a workflow.
+#[derive(Clone)]
+pub struct Step {
+    pub id: String,
+    pub name: String,
+    pub purpose: String,
+    pub kind: StepKind,
+    pub input_schema: Option<Value>,
+    pub output_schema: Option<Value>,
+    pub suspend_schema: Option<Value>,
+    pub resume_schema: Option<Value>,
+}
+
+impl std::fmt::Debug for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Step")
+            .field("id", &self.id)
+            .field("type", &self.step_type().as_str())
+            .finish()
+    }
+}
+
+fn boxed<F, Fut>(f: F) -> StepFn
+where
+    F: Fn(StepContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = StepResult> + Send + 'static,
+{
+    Arc::new(move |ctx| Box::pin(f(ctx)))
+}
+
+/// A plain step (`andThen` unless added with another `and_*`).
+pub fn step<F, Fut>(id: impl Into<String>, f: F) -> Step
+where
+    F: Fn(StepContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = StepResult> + Send + 'static,
+{
+    Step::with_kind(id, StepKind::Then(boxed(f)))
+}
+
+impl Step {
+    pub fn with_kind(id: impl Into<String>, kind: StepKind) -> Self {
+        let id = id.into();
+        Self {
+            name: id.clone(),
+            purpose: String::new(),
+            id,
+            kind,
+            input_schema: None,
+            output_schema: None,
+            suspend_schema: None,
+            resume_schema: None,
+        }
+    }
+
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    pub fn purpose(mut self, purpose: impl Into<String>) -> Self {
+        self.purpose = purpose.into();
+        self
+    }
+
+    pub fn input_schema(mut self, s: Value) -> Self {
+        self.input_schema = Some(s);
+        self
+    }
+
+    pub fn output_schema(mut self, s: Value) -> Self {
+        self.output_schema = Some(s);
+        self
+    }
+
+    pub fn suspend_schema(mut self, s: Value) -> Self {
+        self.suspend_schema = Some(s);
+        self
+    }
+
+    pub fn resume_schema(mut self, s: Value) -> Self {
+        self.resume_schema = Some(s);
+        self
+    }
+
+    pub fn step_type(&self) -> StepType {
+        match self.kind {
+            StepKind::Then(_) => StepType::Then,
+            StepKind::When { .. } => StepType::When,
+            StepKind::All(_) => StepType::All,
+            StepKind::Race(_) => StepType::Race,
+            StepKind::Tap(_) => StepType::Tap,
+            StepKind::Agent { .. } => StepType::Agent,
+            StepKind::Workflow { .. } => StepType::Workflow,
+        }
+    }
+
+    /// Children of `andAll`, `andRace` and `andWhen`.
+    pub fn children(&self) -> Vec<&Step> {
+        match &self.kind {
+            StepKind::All(c) | StepKind::Race(c) => c.iter().collect(),
+            StepKind::When { step, .. } => vec![step.as_ref()],
+            _ => Vec::new(),
+        }
+    }
+
+    fn into_tap(self) -> Self {
+        let kind = match self.kind {
+            StepKind::Then(f) => StepKind::Tap(f),
+            other => other,
+        };
+        Self { kind, ..self }
+    }
+}
+
+/// A workflow being defined; [`WorkflowBuilder::build`] checks and compiles it.
+pub struct WorkflowBuilder {
+    id: String,
+    name: String,
+    purpose: String,
+    input_schema: Option<Value>,
+    suspend_schema: Option<Value>,
+    resume_schema: Option<Value>,
+    steps: Vec<Step>,
+}
+
+/// Why a workflow definition was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    #[error("workflow {0} has no steps")]
+    NoSteps(String),
+    #[error("workflow {workflow}: step id {step} is used twice")]
+    DuplicateStep { workflow: String, step: String },
+    #[error("workflow {workflow}: {what}: {source}")]
+    Schema {
+        workflow: String,
+        what: String,
+        source: SchemaError,
+    },
+    #[error("workflow id {0:?} is not usable in a path (use letters, digits, '-', '_', '.')")]
+    BadId(String),
+}
+
+impl WorkflowBuilder {
+    pub fn purpose(mut self, purpose: impl Into<String>) -> Self {
+        self.purpose = purpose.into();
+        self
+    }
+
+    pub fn input_schema(mut self, s: Value) -> Self {
+        self.input_schema = Some(s);
+        self
+    }
+
+    pub fn suspend_schema(mut self, s: Value) -> Self {
+        self.suspend_schema = Some(s);
+        self
+    }
+
+    pub fn resume_schema(mut self, s: Value) -> Self {
+        self.resume_schema = Some(s);
+        self
+    }
+
+    /// A sequential step.
+    pub fn and_then(mut self, step: Step) -> Self {
+        self.steps.push(step);
+        self
+    }
+
+    /// A conditional step: `step` runs only when `condition` holds.
+    pub fn and_when<C, Fut>(mut self, id: impl Into<String>, condition: C, step: Step) -> Self
+    where
+        C: Fn(StepContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = bool> + Send + 'static,
+    {
+        let condition: ConditionFn = Arc::new(move |ctx| Box::pin(condition(ctx)));
+        self.steps.push(Step::with_kind(
+            id,
+            StepKind::When {
+                condition,
+                step: Box::new(step),
+            },
+        ));
+        self
+    }
+
+    /// Parallel children; the output is the array of their outputs.
+    pub fn and_all(mut self, id: impl Into<String>, children: Vec<Step>) -> Self {
+        self.steps.push(Step::with_kind(id, StepKind::All(children)));
+        self
+    }
+
+    /// Racing children; the first to finish wins.
+    pub fn and_race(mut self, id: impl Into<String>, children: Vec<Step>) -> Self {
+        self.steps.push(Step::with_kind(id, StepKind::Race(children)));
+        self
+    }
+
+    /// A side effect; the input passes through.
+    pub fn and_tap(mut self, step: Step) -> Self {
+        self.steps.push(step.into_tap());
+        self
+    }
+
+    /// Runs a registered agent with the prompt built from the step context.
+    pub fn and_agent<P>(mut self, id: impl Into<String>, agent_id: impl Into<String>, prompt: P) -> Self
+    where
+        P: Fn(&StepContext) -> Value + Send + Sync + 'static,
+    {
+        self.steps.push(Step::with_kind(
+            id,
+            StepKind::Agent {
+                agent_id: agent_id.into(),
+                prompt: Arc::new(prompt),
+                output: None,
+            },
+        ));
+        self
+    }
+
+    /// Runs a registered workflow as a sub-workflow, with `input` building its input (the step
+    /// input when `None`).
+    pub fn and_workflow(
+        mut self,
+        id: impl Into<String>,
+        workflow_id: impl Into<String>,
+        input: Option<MapFn>,
+    ) -> Self {
+        self.steps.push(Step::with_kind(
+            id,
+            StepKind::Workflow {
+                workflow_id: workflow_id.into(),
+                input,
+            },
+        ));
+        self
+    }
+
+    /// Adds a fully built step of any kind (for setting a name, purpose or schemas on an
+    /// `andWhen`/`andAll`/... step).
+    pub fn step(mut self, step: Step) -> Self {
+        self.steps.push(step);
+        self
+    }
+
+    /// Changes the last added step (name, purpose, schemas).
+    pub fn with_last(mut self, f: impl FnOnce(Step) -> Step) -> Self {
+        if let Some(last) = self.steps.pop() {
+            self.steps.push(f(last));
+        }
+        self
+    }
+
+    /// Checks the definition and compiles its schemas.
+    pub fn build(self) -> Result<Workflow, DefinitionError> {
+        let valid_id = !self.id.is_empty()
+            && self
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid_id {
+            return Err(DefinitionError::BadId(self.id));
+        }
+        if self.steps.is_empty() {
+            return Err(DefinitionError::NoSteps(self.id));
+        }
+        let mut seen = HashSet::new();
+        fn walk<'a>(s: &'a Step, out: &mut Vec<&'a Step>) {
+            out.push(s);
+            for c in s.children() {
+                walk(c, out);
+            }
+        }
+        let mut all = Vec::new();
+        for s in &self.steps {
+            walk(s, &mut all);
+        }
+        for s in &all {
+            if !seen.insert(s.id.clone()) {
+                return Err(DefinitionError::DuplicateStep {
+                    workflow: self.id.clone(),
+                    step: s.id.clone(),
+                });
+            }
+        }
+        let compile = |what: String, s: &Option<Value>| -> Result<Option<Schema>, DefinitionError> {
+            s.clone()
+                .map(Schema::compile)
+                .transpose()
+                .map_err(|source| DefinitionError::Schema {
+                    workflow: self.id.clone(),
+                    what,
+                    source,
+                })
+        };
+        let input = compile("inputSchema".into(), &self.input_schema)?;
+        let suspend = compile("suspendSchema".into(), &self.suspend_schema)?;
+        let resume = compile("resumeSchema".into(), &self.resume_schema)?;
+        let mut step_resume = Vec::new();
+        let mut step_suspend = Vec::new();
+        for s in &self.steps {
+            step_resume.push(compile(format!("step {} resumeSchema", s.id), &s.resume_schema)?);
+            step_suspend.push(compile(format!("step {} suspendSchema", s.id), &s.suspend_schema)?);
+        }
+        Ok(Workflow {
+            id: self.id,
+            name: self.name,
+            purpose: self.purpose,
+            input_schema: input,
+            suspend_schema: suspend,
+            resume_schema: resume,
+            step_resume_schemas: step_resume,
+            step_suspend_schemas: step_suspend,
+            steps: self.steps,
+        })
+    }
+}
+
+/// A checked, compiled workflow definition.
+pub struct Workflow {
+    id: String,
+    name: String,
+    purpose: String,
+    input_schema: Option<Schema>,
+    suspend_schema: Option<Schema>,
+    resume_schema: Option<Schema>,
+    step_resume_schemas: Vec<Option<Schema>>,
+    step_suspend_schemas: Vec<Option<Schema>>,
+    steps: Vec<Step>,
+}
+
+impl std::fmt::Debug for Workflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workflow")
+            .field("id", &self.id)
+            .field("steps", &self.steps)
+            .finish()
+    }
+}
+
+impl Workflow {
+    /// Starts a definition.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> WorkflowBuilder {
+        WorkflowBuilder {
+            id: id.into(),
+            name: name.into(),
+            purpose: String::new(),
+            input_schema: None,
+            suspend_schema: None,
+            resume_schema: None,
+            steps: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn purpose(&self) -> &str {
+        &self.purpose
+    }
+
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The input schema as JSON Schema; `{"type": "object"}` when none was given.
+    pub fn input_schema_json(&self) -> Value {
+        self.input_schema
+            .as_ref()
+            .map(|s| s.source().clone())
+            .unwrap_or_else(|| json!({"type": "object"}))
+    }
+
+    pub fn suspend_schema_json(&self) -> Option<&Value> {
+        self.suspend_schema.as_ref().map(Schema::source)
+    }
+
+    pub fn resume_schema_json(&self) -> Option<&Value> {
+        self.resume_schema.as_ref().map(Schema::source)
+    }
+
+    /// Validates an execution input.
+    pub fn validate_input(&self, input: &Value) -> Result<(), String> {
+        match &self.input_schema {
+            Some(s) => s.validate(input),
+            None => Ok(()),
+        }
+    }
+
+    /// Validates resume data for the step at `index`: its own resume schema, else the
+    /// workflow's.
+    pub fn validate_resume(&self, index: usize, data: &Value) -> Result<(), String> {
+        let schema = self
+            .step_resume_schemas
+            .get(index)
+            .and_then(Option::as_ref)
+            .or(self.resume_schema.as_ref());
+        match schema {
+            Some(s) => s.validate(data),
+            None => Ok(()),
+        }
+    }
+
+    /// Validates suspend data of the step at `index`: its own suspend schema, else the
+    /// workflow's.
+    pub fn validate_suspend(&self, index: usize, data: &Value) -> Result<(), String> {
+        let schema = self
+            .step_suspend_schemas
+            .get(index)
+            .and_then(Option::as_ref)
+            .or(self.suspend_schema.as_ref());
+        match schema {
+            Some(s) => s.validate(data),
+            None => Ok(()),
+        }
+    }
+
+    /// Index of a top-level step.
+    pub fn step_index(&self, id: &str) -> Option<usize> {
+        self.steps.iter().position(|s| s.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noop(id: &str) -> Step {
+        step(id, |ctx| async move { Ok(ctx.input) })
+    }
+
+    #[test]
+    fn refuses_duplicate_ids_even_in_children() {
+        let err = Workflow::new("w", "W")
+            .and_then(noop("a"))
+            .and_all("b", vec![noop("a")])
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, DefinitionError::DuplicateStep { .. }));
+    }
+
+    #[test]
+    fn refuses_empty_and_bad_ids() {
+        assert!(matches!(
+            Workflow::new("w", "W").build(),
+            Err(DefinitionError::NoSteps(_))
+        ));
+        assert!(matches!(
+            Workflow::new("a/b", "W").and_then(noop("x")).build(),
+            Err(DefinitionError::BadId(_))
+        ));
+    }
+
+    #[test]
+    fn step_types_follow_the_builder_method() {
+        let wf = Workflow::new("w", "W")
+            .and_then(noop("a"))
+            .and_when("b", |_| async { true }, noop("b1"))
+            .and_all("c", vec![noop("c1")])
+            .and_race("d", vec![noop("d1")])
+            .and_tap(noop("e"))
+            .and_agent("f", "writer", |_| Value::Null)
+            .and_workflow("g", "other", None)
+            .build()
+            .unwrap();
+        let types: Vec<&str> = wf.steps().iter().map(|s| s.step_type().as_str()).collect();
+        assert_eq!(
+            types,
+            [
+                "andThen",
+                "andWhen",
+                "andAll",
+                "andRace",
+                "andTap",
+                "andAgent",
+                "andWorkflow"
+            ]
+        );
+    }
+
+    #[test]
+    fn resume_schema_of_the_step_wins_over_the_workflows() {
+        let wf = Workflow::new("w", "W")
+            .resume_schema(json!({"type": "object"}))
+            .and_then(noop("a").resume_schema(json!({"type": "string"})))
+            .and_then(noop("b"))
+            .build()
+            .unwrap();
+        assert!(wf.validate_resume(0, &json!("x")).is_ok());
+        assert!(wf.validate_resume(0, &json!({})).is_err());
+        assert!(wf.validate_resume(1, &json!({})).is_ok());
+        assert!(wf.validate_resume(1, &json!("x")).is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! agentry-store: the store traits of `agentry-core` implemented with sqlx on SQLite (the
+//! embedded default) and PostgreSQL.
+//!
+//! One migration series per database lives in the top-level `migrations/` folder
+//! (`migrations/sqlite`, `migrations/postgres`) and is embedded in this crate.
+
+mod postgres;
+mod row;
+mod sqlite;
+
+use std::sync::Arc;
+
+use agentry_core::store::ExecutionStore;
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// A connected database, chosen by the URL's scheme.
+#[derive(Debug, Clone)]
+pub enum Database {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("unsupported database URL {0:?}: use sqlite://PATH, sqlite::memory: or postgres://...")]
+    UnsupportedUrl(String),
+    #[error("cannot connect to the database: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl Database {
+    /// Connects to `url`: `sqlite://PATH` (created if missing), `sqlite::memory:`, or
+    /// `postgres://...` / `postgresql://...`.
+    pub async fn connect(url: &str) -> Result<Self, DbError> {
+        if url.starts_with("sqlite:") {
+            sqlite::connect(url)
+                .await
+                .map(Database::Sqlite)
+                .map_err(DbError::Connect)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            postgres::connect(url)
+                .await
+                .map(Database::Postgres)
+                .map_err(DbError::Connect)
+        } else {
+            Err(DbError::UnsupportedUrl(url.to_owned()))
+        }
+    }
+
+    /// Applies pending migrations; a no-op when there are none.
+    pub async fn migrate(&self) -> Result<(), DbError> {
+        match self {
+            Database::Sqlite(pool) => sqlx::migrate!("../../migrations/sqlite").run(pool).await?,
+            Database::Postgres(pool) => {
+                sqlx::migrate!("../../migrations/postgres").run(pool).await?
+            }
+        }
+        Ok(())
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "sqlite",
+            Database::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The execution store on this database.
+    pub fn execution_store(&self) -> Arc<dyn ExecutionStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(PgStore::new(pool.clone())),
+        }
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        match self {
+            Database::Sqlite(p) => p.close().await,
+            Database::Postgres(p) => p.close().await,
+        }
+    }
+}
