@@ -19,7 +19,9 @@ use crate::event::{EventKind, WorkflowEvent};
 use crate::state::{
     ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError, transition,
 };
-use crate::store::{ExecutionRecord, ExecutionStore, MemoryStore, Progress, StepRecord, StoreError};
+use crate::store::{
+    ExecutionRecord, ExecutionStore, MemoryStore, Progress, StepRecord, StoreError,
+};
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.
@@ -164,7 +166,11 @@ impl Engine {
         Self::new(Arc::new(MemoryStore::new()))
     }
 
-    pub fn with(store: Arc<dyn ExecutionStore>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
+    pub fn with(
+        store: Arc<dyn ExecutionStore>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Self {
         let (all_events, _) = broadcast::channel(1024);
         Self {
             inner: Arc::new(Inner {
@@ -302,7 +308,10 @@ impl Engine {
         input: Value,
         options: ExecuteOptions,
     ) -> Result<ExecutionRecord, EngineError> {
-        self.start(workflow_id, input, options).await?.finish().await
+        self.start(workflow_id, input, options)
+            .await?
+            .finish()
+            .await
     }
 
     /// Reads an execution, checking it belongs to `workflow_id`.
@@ -315,7 +324,11 @@ impl Engine {
         self.load(workflow_id, execution_id).await
     }
 
-    async fn load(&self, workflow_id: &str, execution_id: &str) -> Result<ExecutionRecord, EngineError> {
+    async fn load(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<ExecutionRecord, EngineError> {
         let not_found = || EngineError::ExecutionNotFound {
             workflow_id: workflow_id.to_owned(),
             execution_id: execution_id.to_owned(),
@@ -349,12 +362,13 @@ impl Engine {
         };
         let id = execution_id.to_owned();
         self.update(Some(current), &id, |r| {
-            let state = transition(&r.state, Transition::RequestSuspend(request.clone())).map_err(
-                |e| EngineError::NotSuspendable {
-                    id: r.id.clone(),
-                    reason: e.to_string(),
-                },
-            )?;
+            let state =
+                transition(&r.state, Transition::RequestSuspend(request.clone())).map_err(|e| {
+                    EngineError::NotSuspendable {
+                        id: r.id.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
             Ok(ExecutionRecord { state, ..r.clone() })
         })
         .await?;
@@ -454,7 +468,9 @@ impl Engine {
                 let engine = self.clone();
                 let id = id.clone();
                 tokio::spawn(async move {
-                    let _ = engine.suspend(&wf, &id, "server shutting down".into()).await;
+                    let _ = engine
+                        .suspend(&wf, &id, "server shutting down".into())
+                        .await;
                 });
             }
         }
@@ -482,7 +498,8 @@ impl Engine {
         let id = record.id.clone();
         lock(&self.inner.live).insert(id.clone(), vec![tx]);
         let engine = self.clone();
-        let outcome = tokio::spawn(async move { engine.run(wf, record, start, resume, resumed).await });
+        let outcome =
+            tokio::spawn(async move { engine.run(wf, record, start, resume, resumed).await });
         RunHandle {
             execution_id: id,
             events: rx,
@@ -513,7 +530,8 @@ impl Engine {
         resumed: bool,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = record.id.clone();
-        let span = tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
+        let span =
+            tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
         let outcome = {
             use tracing::Instrument;
             self.drive(wf, record, start, resume, resumed)
@@ -678,7 +696,10 @@ impl Engine {
                         && let Err(detail) = wf.validate_suspend(index, d)
                     {
                         return self
-                            .fail_now(rec, format!("Step {} suspended with invalid data: {detail}", step.id))
+                            .fail_now(
+                                rec,
+                                format!("Step {} suspended with invalid data: {detail}", step.id),
+                            )
                             .await;
                     }
                     let suspension = Suspension {
@@ -741,7 +762,11 @@ impl Engine {
         Ok(rec)
     }
 
-    async fn fail_now(&self, rec: ExecutionRecord, message: String) -> Result<ExecutionRecord, EngineError> {
+    async fn fail_now(
+        &self,
+        rec: ExecutionRecord,
+        message: String,
+    ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
         let at = self.inner.clock.now();
         tracing::warn!(execution_id = %id, error = %message, "execution failed");
@@ -820,7 +845,10 @@ impl Engine {
                     guarded(f(ctx)).await?;
                     Ok((input, true))
                 }
-                StepKind::When { condition, step: child } => {
+                StepKind::When {
+                    condition,
+                    step: child,
+                } => {
                     let holds = AssertUnwindSafe(condition(ctx.clone()))
                         .catch_unwind()
                         .await
@@ -842,7 +870,8 @@ impl Engine {
                     let outs = try_join_all(futs).await?;
                     let mut values = Vec::with_capacity(outs.len());
                     for (c, (out, ran)) in children.iter().zip(outs) {
-                        lock(&log).push((c.id.clone(), record(ctx.input.clone(), out.clone(), ran)));
+                        lock(&log)
+                            .push((c.id.clone(), record(ctx.input.clone(), out.clone(), ran)));
                         values.push(out);
                     }
                     Ok((Value::Array(values), true))
@@ -922,10 +951,13 @@ impl Engine {
             .map(str::to_owned);
         let outcome = match (child_id, &ctx.resume_data) {
             (Some(child_id), Some(resume)) => {
-                self.resume(workflow_id, &child_id, resume.clone(), None).await
+                self.resume(workflow_id, &child_id, resume.clone(), None)
+                    .await
             }
             _ => {
-                let input = input_map.map(|m| m(ctx)).unwrap_or_else(|| ctx.input.clone());
+                let input = input_map
+                    .map(|m| m(ctx))
+                    .unwrap_or_else(|| ctx.input.clone());
                 let mut context = (*ctx.context).clone();
                 context.insert("parentExecutionId".into(), json!(ctx.execution_id));
                 context.insert("parentStepId".into(), json!(ctx.step_id));
@@ -941,7 +973,8 @@ impl Engine {
                 .await
             }
         };
-        let rec = outcome.map_err(|e| StepError::failed(format!("sub-workflow {workflow_id}: {e}")))?;
+        let rec =
+            outcome.map_err(|e| StepError::failed(format!("sub-workflow {workflow_id}: {e}")))?;
         match rec.state {
             ExecutionState::Completed { result, .. } => Ok(result),
             ExecutionState::Error { message, .. } => Err(StepError::failed(format!(
@@ -949,7 +982,9 @@ impl Engine {
             ))),
             ExecutionState::Suspended(s) => Err(StepError::Suspend {
                 reason: s.reason,
-                data: Some(json!({"childExecutionId": rec.id, "childWorkflowId": workflow_id, "data": s.data})),
+                data: Some(
+                    json!({"childExecutionId": rec.id, "childWorkflowId": workflow_id, "data": s.data}),
+                ),
             }),
             other => Err(StepError::failed(format!(
                 "sub-workflow {workflow_id} stopped while {}",

@@ -22,7 +22,10 @@ pub struct WorkflowEvent {
 #[derive(Debug, Clone)]
 pub enum EventKind {
     /// The execution started (or continued after a resume, with `resumed` set).
-    WorkflowStart { input: Value, resumed: bool },
+    WorkflowStart {
+        input: Value,
+        resumed: bool,
+    },
     StepStart {
         step_id: String,
         step_index: usize,
@@ -37,11 +40,19 @@ pub enum EventKind {
         /// False for an `andWhen` whose condition did not hold.
         ran: bool,
     },
-    WorkflowSuspended { suspension: Suspension },
-    WorkflowComplete { result: Value },
-    WorkflowError { error: String },
+    WorkflowSuspended {
+        suspension: Suspension,
+    },
+    WorkflowComplete {
+        result: Value,
+    },
+    WorkflowError {
+        error: String,
+    },
     /// The last event of a run: the execution as it now stands.
-    WorkflowResult { execution: Box<ExecutionRecord> },
+    WorkflowResult {
+        execution: Box<ExecutionRecord>,
+    },
 }
 
 impl EventKind {

@@ -277,10 +277,9 @@ pub fn transition(
             suspend_request: None,
         }),
         (_, Transition::Resume) => Err(TransitionError::NotSuspended(from)),
-        (S::Running { .. }, Transition::Complete { result, at }) => Ok(S::Completed {
-            result,
-            end_at: at,
-        }),
+        (S::Running { .. }, Transition::Complete { result, at }) => {
+            Ok(S::Completed { result, end_at: at })
+        }
         (S::Running { .. }, Transition::Fail { message, at }) => Ok(S::Error {
             message,
             end_at: at,

@@ -386,13 +386,15 @@ impl WorkflowBuilder {
 
     /// Parallel children; the output is the array of their outputs.
     pub fn and_all(mut self, id: impl Into<String>, children: Vec<Step>) -> Self {
-        self.steps.push(Step::with_kind(id, StepKind::All(children)));
+        self.steps
+            .push(Step::with_kind(id, StepKind::All(children)));
         self
     }
 
     /// Racing children; the first to finish wins.
     pub fn and_race(mut self, id: impl Into<String>, children: Vec<Step>) -> Self {
-        self.steps.push(Step::with_kind(id, StepKind::Race(children)));
+        self.steps
+            .push(Step::with_kind(id, StepKind::Race(children)));
         self
     }
 
@@ -403,7 +405,12 @@ impl WorkflowBuilder {
     }
 
     /// Runs a registered agent with the prompt built from the step context.
-    pub fn and_agent<P>(mut self, id: impl Into<String>, agent_id: impl Into<String>, prompt: P) -> Self
+    pub fn and_agent<P>(
+        mut self,
+        id: impl Into<String>,
+        agent_id: impl Into<String>,
+        prompt: P,
+    ) -> Self
     where
         P: Fn(&StepContext) -> Value + Send + Sync + 'static,
     {
@@ -483,24 +490,31 @@ impl WorkflowBuilder {
                 });
             }
         }
-        let compile = |what: String, s: &Option<Value>| -> Result<Option<Schema>, DefinitionError> {
-            s.clone()
-                .map(Schema::compile)
-                .transpose()
-                .map_err(|source| DefinitionError::Schema {
-                    workflow: self.id.clone(),
-                    what,
-                    source,
-                })
-        };
+        let compile =
+            |what: String, s: &Option<Value>| -> Result<Option<Schema>, DefinitionError> {
+                s.clone()
+                    .map(Schema::compile)
+                    .transpose()
+                    .map_err(|source| DefinitionError::Schema {
+                        workflow: self.id.clone(),
+                        what,
+                        source,
+                    })
+            };
         let input = compile("inputSchema".into(), &self.input_schema)?;
         let suspend = compile("suspendSchema".into(), &self.suspend_schema)?;
         let resume = compile("resumeSchema".into(), &self.resume_schema)?;
         let mut step_resume = Vec::new();
         let mut step_suspend = Vec::new();
         for s in &self.steps {
-            step_resume.push(compile(format!("step {} resumeSchema", s.id), &s.resume_schema)?);
-            step_suspend.push(compile(format!("step {} suspendSchema", s.id), &s.suspend_schema)?);
+            step_resume.push(compile(
+                format!("step {} resumeSchema", s.id),
+                &s.resume_schema,
+            )?);
+            step_suspend.push(compile(
+                format!("step {} suspendSchema", s.id),
+                &s.suspend_schema,
+            )?);
         }
         Ok(Workflow {
             id: self.id,

@@ -56,7 +56,9 @@ impl Database {
         match self {
             Database::Sqlite(pool) => sqlx::migrate!("../../migrations/sqlite").run(pool).await?,
             Database::Postgres(pool) => {
-                sqlx::migrate!("../../migrations/postgres").run(pool).await?
+                sqlx::migrate!("../../migrations/postgres")
+                    .run(pool)
+                    .await?
             }
         }
         Ok(())

@@ -119,8 +119,9 @@ impl ExecutionStore for PgStore {
     }
 
     async fn list(&self, filter: &ExecutionFilter) -> Result<Vec<ExecutionRecord>, StoreError> {
-        let mut q: QueryBuilder<Postgres> =
-            QueryBuilder::new(format!("SELECT {COLUMNS} FROM workflow_executions WHERE TRUE"));
+        let mut q: QueryBuilder<Postgres> = QueryBuilder::new(format!(
+            "SELECT {COLUMNS} FROM workflow_executions WHERE TRUE"
+        ));
         if let Some(w) = &filter.workflow_id {
             q.push(" AND workflow_id = ").push_bind(w.clone());
         }

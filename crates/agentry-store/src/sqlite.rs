@@ -135,8 +135,9 @@ impl ExecutionStore for SqliteStore {
     }
 
     async fn list(&self, filter: &ExecutionFilter) -> Result<Vec<ExecutionRecord>, StoreError> {
-        let mut q: QueryBuilder<Sqlite> =
-            QueryBuilder::new(format!("SELECT {COLUMNS} FROM workflow_executions WHERE 1 = 1"));
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+            "SELECT {COLUMNS} FROM workflow_executions WHERE 1 = 1"
+        ));
         if let Some(w) = &filter.workflow_id {
             q.push(" AND workflow_id = ").push_bind(w.clone());
         }

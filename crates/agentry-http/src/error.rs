@@ -1,0 +1,115 @@
+//! The failure envelope and the table of errors: every failure leaves as
+//! `{success: false, error: <message>}` with its status.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use agentry_core::EngineError;
+use serde_json::json;
+
+/// An error answered with the failure envelope.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status).json(json!({"success": false, "error": self.message}))
+    }
+}
+
+/// The status each engine error is answered with. Server-side failures (store, internal) are
+/// logged with their cause and answered with `server_message`.
+pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
+    use EngineError as E;
+    let status = match &err {
+        E::WorkflowNotFound(_) | E::ExecutionNotFound { .. } | E::NotSuspended { .. } => {
+            StatusCode::NOT_FOUND
+        }
+        E::InvalidInput(_)
+        | E::InvalidExecutionId(_)
+        | E::NotSuspendable { .. }
+        | E::InvalidResumeData(_)
+        | E::UnknownStep { .. } => StatusCode::BAD_REQUEST,
+        E::ExecutionExists(_) | E::Contention(_) => StatusCode::CONFLICT,
+        E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) => {
+            tracing::error!(error = %err, "{server_message}");
+            return ApiError::internal(server_message);
+        }
+    };
+    ApiError::new(status, err.to_string())
+}
+
+/// Turns actix's JSON extractor failures into failure envelopes (400, or 413 for a body over the
+/// limit) instead of its plaintext default.
+pub fn json_error(err: actix_web::error::JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
+    use actix_web::error::JsonPayloadError as J;
+    let api = match &err {
+        J::OverflowKnownLength { length, limit } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Request body is {length} bytes, over the limit of {limit} bytes"),
+        ),
+        J::Overflow { limit } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Request body is over the limit of {limit} bytes"),
+        ),
+        J::ContentType => {
+            ApiError::bad_request("Invalid request: Content-Type must be application/json")
+        }
+        J::Deserialize(e) if e.is_data() => {
+            ApiError::bad_request(format!("Invalid request body: {e}"))
+        }
+        J::Deserialize(e) => ApiError::bad_request(format!("Invalid JSON: {e}")),
+        other => ApiError::bad_request(format!("Invalid request body: {other}")),
+    };
+    api.into()
+}
+
+/// Path and query extractor failures as envelopes.
+pub fn path_error(err: actix_web::error::PathError, _req: &HttpRequest) -> actix_web::Error {
+    ApiError::bad_request(format!("Invalid path: {err}")).into()
+}
+
+pub fn query_error(
+    err: actix_web::error::QueryPayloadError,
+    _req: &HttpRequest,
+) -> actix_web::Error {
+    ApiError::bad_request(format!("Invalid query: {err}")).into()
+}
+
+/// Unknown routes.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    ApiError::not_found(format!("Route {} {} not found", req.method(), req.path())).error_response()
+}

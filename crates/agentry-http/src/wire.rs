@@ -1,0 +1,284 @@
+//! Wire types: how workflows, executions and events look over HTTP (camelCase, ISO 8601
+//! timestamps). Only this crate decides the wire shape; the engine's types carry meaning.
+
+use agentry_core::state::Suspension;
+use agentry_core::workflow::{Step, Workflow};
+use agentry_core::{EventKind, ExecutionRecord, ExecutionState, WorkflowEvent};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// ISO 8601 with milliseconds and `Z`.
+pub fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowSummary {
+    pub id: String,
+    pub name: String,
+    pub purpose: String,
+    pub steps_count: usize,
+    pub status: &'static str,
+}
+
+impl From<&Workflow> for WorkflowSummary {
+    fn from(w: &Workflow) -> Self {
+        Self {
+            id: w.id().to_owned(),
+            name: w.name().to_owned(),
+            purpose: w.purpose().to_owned(),
+            steps_count: w.steps().len(),
+            status: "idle",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepView {
+    pub id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub step_type: &'static str,
+    pub purpose: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspend_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_schema: Option<Value>,
+}
+
+impl From<&Step> for StepView {
+    fn from(s: &Step) -> Self {
+        Self {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            step_type: s.step_type().as_str(),
+            purpose: s.purpose.clone(),
+            input_schema: s.input_schema.clone(),
+            output_schema: s.output_schema.clone(),
+            suspend_schema: s.suspend_schema.clone(),
+            resume_schema: s.resume_schema.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowDetail {
+    pub id: String,
+    pub name: String,
+    pub purpose: String,
+    pub status: &'static str,
+    pub steps_count: usize,
+    pub steps: Vec<StepView>,
+    pub input_schema: Value,
+    pub suspend_schema: Option<Value>,
+    pub resume_schema: Option<Value>,
+}
+
+impl From<&Workflow> for WorkflowDetail {
+    fn from(w: &Workflow) -> Self {
+        Self {
+            id: w.id().to_owned(),
+            name: w.name().to_owned(),
+            purpose: w.purpose().to_owned(),
+            status: "idle",
+            steps_count: w.steps().len(),
+            steps: w.steps().iter().map(StepView::from).collect(),
+            input_schema: w.input_schema_json(),
+            suspend_schema: w.suspend_schema_json().cloned(),
+            resume_schema: w.resume_schema_json().cloned(),
+        }
+    }
+}
+
+/// `options` of execute and stream.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowOptions {
+    pub user_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub execution_id: Option<String>,
+    #[serde(default)]
+    pub context: Option<Map<String, Value>>,
+}
+
+/// Body of execute and stream.
+#[derive(Debug, Deserialize)]
+pub struct ExecuteRequest {
+    pub input: Value,
+    #[serde(default)]
+    pub options: Option<WorkflowOptions>,
+}
+
+/// Body of suspend.
+#[derive(Debug, Default, Deserialize)]
+pub struct SuspendRequest {
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `options` of resume.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeOptions {
+    pub step_id: Option<String>,
+}
+
+/// Body of resume.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeRequest {
+    #[serde(default)]
+    pub resume_data: Value,
+    #[serde(default)]
+    pub options: Option<ResumeOptions>,
+}
+
+fn suspension_short(s: &Suspension) -> Value {
+    json!({
+        "suspendedAt": iso(s.suspended_at),
+        "reason": s.reason,
+        "suspendedStepIndex": s.step_index,
+        "stepId": s.step_id,
+    })
+}
+
+/// `data` of execute and resume: the completed or suspended form.
+pub fn execution_result(r: &ExecutionRecord) -> Value {
+    let mut out = json!({
+        "executionId": r.id,
+        "startAt": iso(r.start_at),
+        "endAt": r.state.end_at().map(iso),
+        "status": r.state.status().as_str(),
+        "result": r.state.result().cloned().unwrap_or(Value::Null),
+    });
+    if let ExecutionState::Suspended(s) = &r.state {
+        out["suspension"] = suspension_short(s);
+    }
+    if let ExecutionState::Error { message, .. } = &r.state {
+        out["error"] = json!(message);
+    }
+    out
+}
+
+/// `data` of suspend.
+pub fn suspend_result(r: &ExecutionRecord) -> Value {
+    match &r.state {
+        ExecutionState::Suspended(s) => json!({
+            "executionId": r.id,
+            "status": "suspended",
+            "suspension": {
+                "suspendedAt": iso(s.suspended_at),
+                "reason": s.reason,
+                "stepIndex": s.step_index,
+                "stepId": s.step_id,
+            },
+        }),
+        // Still running after the wait: the request is recorded and takes effect at the next
+        // step boundary.
+        other => json!({
+            "executionId": r.id,
+            "status": other.status().as_str(),
+            "suspension": other.suspend_request().map(|q| json!({
+                "requestedAt": iso(q.requested_at),
+                "reason": q.reason,
+                "pending": true,
+            })),
+        }),
+    }
+}
+
+/// `data` of the state endpoint: the whole truth about an execution.
+pub fn execution_state(r: &ExecutionRecord) -> Value {
+    let mut out = json!({
+        "executionId": r.id,
+        "workflowId": r.workflow_id,
+        "status": r.state.status().as_str(),
+        "startAt": iso(r.start_at),
+        "endAt": r.state.end_at().map(iso),
+        "updatedAt": iso(r.updated_at),
+        "input": r.input,
+        "context": r.context,
+        "userId": r.user_id,
+        "result": r.state.result().cloned().unwrap_or(Value::Null),
+        "nextStepIndex": r.progress.next_step,
+        "steps": r.progress.steps,
+    });
+    match &r.state {
+        ExecutionState::Suspended(s) => {
+            out["suspension"] = json!({
+                "suspendedAt": iso(s.suspended_at),
+                "reason": s.reason,
+                "stepIndex": s.step_index,
+                "stepId": s.step_id,
+                "suspendData": s.data,
+            });
+        }
+        ExecutionState::Error { message, .. } => out["error"] = json!(message),
+        ExecutionState::Running {
+            suspend_request: Some(q),
+        } => {
+            out["suspendRequest"] = json!({"requestedAt": iso(q.requested_at), "reason": q.reason});
+        }
+        _ => {}
+    }
+    out
+}
+
+/// One workflow event as the JSON object of an SSE `data:` line (and of WebSocket messages).
+pub fn event_json(ev: &WorkflowEvent) -> Value {
+    let mut out = json!({
+        "type": ev.kind.type_name(),
+        "executionId": ev.execution_id,
+        "workflowId": ev.workflow_id,
+        "timestamp": iso(ev.timestamp),
+    });
+    let extra = match &ev.kind {
+        EventKind::WorkflowStart { input, resumed } => json!({"input": input, "resumed": resumed}),
+        EventKind::StepStart {
+            step_id,
+            step_index,
+            step_type,
+            input,
+        } => json!({
+            "from": step_id,
+            "stepIndex": step_index,
+            "stepType": step_type.as_str(),
+            "input": input,
+        }),
+        EventKind::StepComplete {
+            step_id,
+            step_index,
+            step_type,
+            output,
+            ran,
+        } => json!({
+            "from": step_id,
+            "stepIndex": step_index,
+            "stepType": step_type.as_str(),
+            "output": output,
+            "skipped": !ran,
+        }),
+        EventKind::WorkflowSuspended { suspension } => {
+            json!({"suspension": suspension_short(suspension), "suspendData": suspension.data})
+        }
+        EventKind::WorkflowComplete { result } => json!({"result": result}),
+        EventKind::WorkflowError { error } => json!({"error": error}),
+        EventKind::WorkflowResult { execution } => {
+            let mut v = execution_result(execution);
+            v.as_object_mut().map(|m| m.remove("executionId"));
+            v
+        }
+    };
+    if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    out
+}

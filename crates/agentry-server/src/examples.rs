@@ -1,0 +1,369 @@
+//! The example registry of `examples.md`: a contract, so ids, schemas, step ids, step types and
+//! results change only on purpose.
+
+use std::time::Duration;
+
+use agentry_core::workflow::{StepContext, Workflow, step};
+use agentry_core::{Engine, EngineError, StepError};
+use serde_json::{Value, json};
+
+/// A number as JSON, integral values without a fraction (`15`, not `15.0`).
+fn num(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+fn f64_at(v: &Value, key: &str) -> f64 {
+    v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// Registers every example workflow.
+pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
+    let defs = [
+        expense_approval(),
+        order_fulfillment(),
+        word_count(),
+        countdown(),
+    ];
+    for wf in defs {
+        let wf = wf.map_err(|e| EngineError::Internal(e.to_string()))?;
+        engine.register(wf)?;
+    }
+    Ok(())
+}
+
+type Def = Result<Workflow, agentry_core::workflow::DefinitionError>;
+
+pub fn expense_approval() -> Def {
+    Workflow::new("expense-approval", "Expense Approval")
+        .purpose("Approves an expense; amounts over 1000 wait for a manager.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "employeeId": {"type": "string"},
+                "amount": {"type": "number", "minimum": 0},
+                "category": {"type": "string"}
+            },
+            "required": ["employeeId", "amount", "category"]
+        }))
+        .suspend_schema(json!({
+            "type": "object",
+            "properties": {
+                "employeeId": {"type": "string"},
+                "amount": {"type": "number"}
+            },
+            "required": ["employeeId", "amount"]
+        }))
+        .resume_schema(json!({
+            "type": "object",
+            "properties": {
+                "approved": {"type": "boolean"},
+                "managerId": {"type": "string"}
+            },
+            "required": ["approved", "managerId"]
+        }))
+        .and_then(
+            step("check-approval", |ctx: StepContext| async move {
+                if let Some(r) = &ctx.resume_data {
+                    return Ok(json!({
+                        "approved": r.get("approved").and_then(Value::as_bool).unwrap_or(false),
+                        "approvedBy": r.get("managerId").cloned().unwrap_or(Value::Null),
+                    }));
+                }
+                let amount = f64_at(&ctx.input, "amount");
+                if amount <= 1000.0 {
+                    return Ok(json!({"approved": true, "approvedBy": "auto"}));
+                }
+                Err(ctx.suspend(
+                    "Manager approval required for amounts over 1000",
+                    Some(json!({
+                        "employeeId": ctx.input.get("employeeId").cloned().unwrap_or(Value::Null),
+                        "amount": ctx.input.get("amount").cloned().unwrap_or(Value::Null),
+                    })),
+                ))
+            })
+            .name("Check approval")
+            .purpose("Approves up to 1000 automatically; above that, waits for a manager."),
+        )
+        .and_then(
+            step("record-decision", |ctx: StepContext| async move {
+                let approved = ctx.input.get("approved").and_then(Value::as_bool) == Some(true);
+                Ok(json!({
+                    "status": if approved { "approved" } else { "rejected" },
+                    "employeeId": ctx.workflow_input.get("employeeId").cloned().unwrap_or(Value::Null),
+                    "amount": ctx.workflow_input.get("amount").cloned().unwrap_or(Value::Null),
+                    "approvedBy": ctx.input.get("approvedBy").cloned().unwrap_or(Value::Null),
+                }))
+            })
+            .name("Record decision")
+            .purpose("Records the approval decision."),
+        )
+        .build()
+}
+
+pub fn order_fulfillment() -> Def {
+    let quote = |id: &'static str, wait_ms: u64, carrier: &'static str, cost: i64| {
+        step(id, move |ctx: StepContext| async move {
+            ctx.sleep(Duration::from_millis(wait_ms)).await?;
+            Ok(json!({"carrier": carrier, "cost": cost}))
+        })
+        .name(format!("Quote {carrier}"))
+        .purpose(format!(
+            "Asks {carrier} for a shipping quote ({wait_ms} ms)."
+        ))
+    };
+    Workflow::new("order-fulfillment", "Order Fulfillment")
+        .purpose("Prices, checks and ships an order: every control-flow step type.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "orderId": {"type": "string"},
+                "items": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "sku": {"type": "string"},
+                            "quantity": {"type": "integer", "minimum": 1},
+                            "unitPrice": {"type": "number", "minimum": 0}
+                        },
+                        "required": ["sku", "quantity", "unitPrice"]
+                    }
+                },
+                "express": {"type": "boolean", "default": false}
+            },
+            "required": ["orderId", "items"]
+        }))
+        .and_then(
+            step("price-order", |ctx: StepContext| async move {
+                let subtotal: f64 = ctx
+                    .input
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .map(|items| {
+                        items
+                            .iter()
+                            .map(|i| f64_at(i, "quantity") * f64_at(i, "unitPrice"))
+                            .sum()
+                    })
+                    .unwrap_or(0.0);
+                Ok(json!({
+                    "orderId": ctx.input.get("orderId").cloned().unwrap_or(Value::Null),
+                    "express": ctx.input.get("express").and_then(Value::as_bool).unwrap_or(false),
+                    "subtotal": num(subtotal),
+                }))
+            })
+            .name("Price order")
+            .purpose("Sums quantity times unit price."),
+        )
+        .and_all(
+            "run-checks",
+            vec![
+                step("check-stock", |_ctx: StepContext| async move {
+                    Ok(json!({"inStock": true}))
+                })
+                .name("Check stock")
+                .purpose("Checks every item is in stock."),
+                step("check-fraud", |ctx: StepContext| async move {
+                    let score = if f64_at(&ctx.input, "subtotal") > 10000.0 {
+                        0.9
+                    } else {
+                        0.1
+                    };
+                    Ok(json!({"fraudScore": score}))
+                })
+                .name("Check fraud")
+                .purpose("Scores the order for fraud."),
+            ],
+        )
+        .with_last(|s| {
+            s.name("Run checks")
+                .purpose("Checks stock and fraud concurrently.")
+        })
+        .and_when(
+            "express-fee",
+            |ctx: StepContext| async move {
+                ctx.workflow_input.get("express").and_then(Value::as_bool) == Some(true)
+            },
+            step("add-express-fee", |_ctx: StepContext| async move {
+                Ok(json!({"shippingFee": 15}))
+            })
+            .name("Add express fee")
+            .purpose("Charges the express shipping fee."),
+        )
+        .with_last(|s| {
+            s.name("Express fee")
+                .purpose("Adds a shipping fee of 15 when the order is express.")
+        })
+        .and_race(
+            "pick-carrier",
+            vec![
+                quote("quote-swift", 10, "swift", 7),
+                quote("quote-steady", 300, "steady", 5),
+            ],
+        )
+        .with_last(|s| {
+            s.name("Pick carrier")
+                .purpose("Takes the first carrier quote to arrive.")
+        })
+        .and_tap(
+            step("audit", |ctx: StepContext| async move {
+                tracing::info!(
+                    execution_id = %ctx.execution_id,
+                    order_id = ?ctx.workflow_input.get("orderId"),
+                    carrier = ?ctx.input.get("carrier"),
+                    "order audited"
+                );
+                Ok(Value::Null)
+            })
+            .name("Audit")
+            .purpose("Logs the order; its output is ignored."),
+        )
+        .and_then(
+            step("summarize", |ctx: StepContext| async move {
+                let priced = ctx.step_output("price-order").cloned().unwrap_or_default();
+                let checks = ctx.step_output("run-checks").cloned().unwrap_or_default();
+                let fee = if ctx.step_ran("express-fee") {
+                    ctx.step_output("express-fee")
+                        .map(|o| f64_at(o, "shippingFee"))
+                        .unwrap_or(0.0)
+                } else {
+                    0.0
+                };
+                let carrier = ctx.step_output("pick-carrier").cloned().unwrap_or_default();
+                let subtotal = f64_at(&priced, "subtotal");
+                let cost = f64_at(&carrier, "cost");
+                Ok(json!({
+                    "orderId": priced.get("orderId").cloned().unwrap_or(Value::Null),
+                    "subtotal": num(subtotal),
+                    "shippingFee": num(fee),
+                    "carrier": carrier.get("carrier").cloned().unwrap_or(Value::Null),
+                    "carrierCost": num(cost),
+                    "total": num(subtotal + fee + cost),
+                    "inStock": checks.get(0).and_then(|c| c.get("inStock")).cloned().unwrap_or(Value::Null),
+                    "fraudScore": checks.get(1).and_then(|c| c.get("fraudScore")).cloned().unwrap_or(Value::Null),
+                }))
+            })
+            .name("Summarize")
+            .purpose("Totals the order."),
+        )
+        .build()
+}
+
+pub fn word_count() -> Def {
+    Workflow::new("word-count", "Word Count")
+        .purpose("Counts the whitespace-separated words of a text.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"]
+        }))
+        .and_then(
+            step("count", |ctx: StepContext| async move {
+                let text = ctx.input.get("text").and_then(Value::as_str).unwrap_or("");
+                Ok(json!({"words": text.split_whitespace().count()}))
+            })
+            .name("Count")
+            .purpose("Counts words."),
+        )
+        .build()
+}
+
+pub fn countdown() -> Def {
+    let tick = |n: u64| {
+        step(format!("tick-{n}"), move |ctx: StepContext| async move {
+            let delay = ctx
+                .workflow_input
+                .get("stepDelayMs")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            ctx.sleep(Duration::from_millis(delay)).await?;
+            Ok::<Value, StepError>(json!({"remaining": n - 1}))
+        })
+        .name(format!("Tick {n}"))
+        .purpose(format!("Waits stepDelayMs, then {} remain.", n - 1))
+    };
+    Workflow::new("countdown", "Countdown")
+        .purpose("A slow workflow of five ticks, for suspending a running execution.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"stepDelayMs": {"type": "integer", "minimum": 0, "maximum": 60000}},
+            "required": ["stepDelayMs"]
+        }))
+        .and_then(tick(5))
+        .and_then(tick(4))
+        .and_then(tick(3))
+        .and_then(tick(2))
+        .and_then(tick(1))
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentry_core::{ExecuteOptions, Status};
+
+    async fn engine() -> Engine {
+        let e = Engine::in_memory();
+        register_workflows(&e).unwrap();
+        e
+    }
+
+    #[tokio::test]
+    async fn order_fulfillment_worked_example() {
+        let e = engine().await;
+        let rec = e
+            .execute(
+                "order-fulfillment",
+                json!({"orderId": "o-1", "express": true, "items": [
+                    {"sku": "A", "quantity": 2, "unitPrice": 10},
+                    {"sku": "B", "quantity": 1, "unitPrice": 5.5}
+                ]}),
+                ExecuteOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            rec.state.result().unwrap(),
+            &json!({"orderId": "o-1", "subtotal": 25.5, "shippingFee": 15, "carrier": "swift",
+                    "carrierCost": 7, "total": 47.5, "inStock": true, "fraudScore": 0.1})
+        );
+    }
+
+    #[tokio::test]
+    async fn expense_suspends_over_1000_and_resumes() {
+        let e = engine().await;
+        let rec = e
+            .execute(
+                "expense-approval",
+                json!({"employeeId": "e1", "amount": 1500, "category": "travel"}),
+                ExecuteOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(rec.state.status(), Status::Suspended);
+        let done = e
+            .resume(
+                "expense-approval",
+                &rec.id,
+                json!({"approved": false, "managerId": "m1"}),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            done.state.result().unwrap(),
+            &json!({"status": "rejected", "employeeId": "e1", "amount": 1500, "approvedBy": "m1"})
+        );
+    }
+
+    #[test]
+    fn numbers_drop_needless_fractions() {
+        assert_eq!(num(15.0), json!(15));
+        assert_eq!(num(47.5), json!(47.5));
+    }
+}

@@ -1,0 +1,146 @@
+//! agentry-server: composes the engine, the store and the HTTP adapter into the `agentry`
+//! binary, and holds the example registry.
+
+pub mod examples;
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use agentry_core::Engine;
+use agentry_http::{AppState, HttpConfig};
+use agentry_store::Database;
+use anyhow::Context;
+
+/// What `agentry serve` needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub bind: String,
+    pub database_url: String,
+    pub examples: bool,
+    pub http: HttpConfig,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:3141".into(),
+            database_url: "sqlite://agentry.db".into(),
+            examples: true,
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+/// A started server: its real address, the server future to await, and what it runs on.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub server: actix_web::dev::Server,
+    pub engine: Engine,
+    pub database: Database,
+}
+
+/// Connects and migrates the database.
+pub async fn open_database(url: &str) -> anyhow::Result<Database> {
+    let db = Database::connect(url)
+        .await
+        .with_context(|| format!("opening {}", redact(url)))?;
+    db.migrate().await.context("applying migrations")?;
+    Ok(db)
+}
+
+/// Builds the engine on `db` with the examples when asked.
+pub fn build_engine(db: &Database, examples: bool) -> anyhow::Result<Engine> {
+    let engine = Engine::new(db.execution_store());
+    if examples {
+        examples::register_workflows(&engine).context("registering the examples")?;
+    }
+    Ok(engine)
+}
+
+/// Opens the database, applies migrations, registers the examples and binds the socket. The
+/// returned server is not yet awaited.
+pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
+    let database = open_database(&settings.database_url).await?;
+    let engine = build_engine(&database, settings.examples)?;
+    let listener =
+        TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
+    let addr = listener.local_addr()?;
+    let state = AppState {
+        engine: engine.clone(),
+        config: settings.http.clone(),
+    };
+    let server = agentry_http::serve(listener, state)?;
+    Ok(Running {
+        addr,
+        server,
+        engine,
+        database,
+    })
+}
+
+impl Running {
+    /// Serves until SIGINT or SIGTERM, then stops gracefully: stops accepting, asks running
+    /// executions to suspend at their next step boundary, lets in-flight requests finish, closes
+    /// the database.
+    pub async fn serve_until_signal(self) -> anyhow::Result<()> {
+        let handle = self.server.handle();
+        let engine = self.engine.clone();
+        let server = tokio::spawn(self.server);
+        shutdown_signal().await;
+        tracing::info!("shutting down: suspending running executions, finishing requests");
+        let grace = Duration::from_secs(25);
+        tokio::join!(engine.shutdown(grace), handle.stop(true));
+        server.await??;
+        self.database.close().await;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Hides a password in a database URL for logs and errors.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(super::redact("sqlite://agentry.db"), "sqlite://agentry.db");
+    }
+}
