@@ -40,7 +40,7 @@ struct ServeArgs {
     #[command(flatten)]
     db: DbArgs,
     /// Start with an empty registry (no example agents or workflows).
-    #[arg(long, env = "AGENTRY_NO_EXAMPLES")]
+    #[arg(long, env = "AGENTRY_NO_EXAMPLES", value_parser = clap::builder::BoolishValueParser::new())]
     no_examples: bool,
 }
 

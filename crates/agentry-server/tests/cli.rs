@@ -1,0 +1,135 @@
+//! The `agentry` binary as an operator runs it: the listening line, migrate, help, SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_agentry"));
+    c.env_remove("DATABASE_URL")
+        .env_remove("AGENTRY_BIND")
+        .env_remove("AGENTRY_NO_EXAMPLES")
+        .env("RUST_LOG", "warn");
+    c
+}
+
+fn temp_db() -> (String, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!("agentry-cli-{}.db", uuid::Uuid::new_v4()));
+    (format!("sqlite://{}", path.display()), path)
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serve_prints_its_address_serves_and_stops_on_sigterm() {
+    let (url, path) = temp_db();
+    let mut child = bin()
+        .args(["serve", "--bind", "127.0.0.1:0", "--database-url", &url])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("agentry listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    assert!(!addr.ends_with(":0"), "the real port is printed: {addr}");
+    let resp = http_get(&addr, "/workflows");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.contains("\"expense-approval\""), "{resp}");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "graceful stop exits 0, got {exit:?}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn no_examples_starts_empty() {
+    let (url, path) = temp_db();
+    let mut child = bin()
+        .args(["--bind", "127.0.0.1:0", "--database-url", &url])
+        .env("AGENTRY_NO_EXAMPLES", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .trim_start_matches("agentry listening on http://");
+    let resp = http_get(addr, "/workflows");
+    assert!(resp.contains(r#"{"success":true,"data":[]}"#), "{resp}");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn migrate_twice_is_a_no_op() {
+    let (url, path) = temp_db();
+    for _ in 0..2 {
+        let out = bin()
+            .args(["migrate", "--database-url", &url])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(path.exists(), "the SQLite file is created");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn help_lists_flags_with_their_environment_variables() {
+    let out = bin().args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--bind",
+        "AGENTRY_BIND",
+        "127.0.0.1:3141",
+        "--database-url",
+        "DATABASE_URL",
+        "sqlite://agentry.db",
+        "--no-examples",
+        "AGENTRY_NO_EXAMPLES",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn a_bad_database_url_fails_clearly() {
+    let out = bin()
+        .args(["migrate", "--database-url", "mysql://nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unsupported database URL"), "{err}");
+}

@@ -1,0 +1,26 @@
+# agentry tasks. `just --list` shows them.
+
+# Serve the examples on SQLite at 127.0.0.1:3141.
+run:
+    cargo run --release -p agentry-server
+
+# The whole test suite (PostgreSQL tests use $AGENTRY_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/agentry_test).
+test:
+    cargo test --workspace
+
+# Latency of word-count and of a suspend+resume cycle over HTTP (release build, SQLite).
+bench iterations="500":
+    cargo run --release -p agentry-server --example bench -- {{iterations}}
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# Lints as CI runs them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# What CI runs.
+ci:
+    bash .ci/run
