@@ -5,6 +5,7 @@
 
 pub mod envelope;
 pub mod error;
+pub mod fallback;
 pub mod wire;
 pub mod workflows;
 
@@ -81,6 +82,7 @@ pub fn app(
     >,
 > {
     App::new()
+        .wrap(fallback::json_errors())
         .configure(configure(state))
         .default_service(web::to(error::not_found))
 }

@@ -1,0 +1,45 @@
+//! The safety net: any error response that is not already JSON (actix's own plaintext answers to
+//! an oversized payload, a bad header, a panic caught by actix, ...) is rewritten into the failure
+//! envelope with the same status.
+
+use actix_web::dev::ServiceResponse;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
+use serde_json::json;
+
+fn is_json_or_stream(res: &ServiceResponse<impl actix_web::body::MessageBody>) -> bool {
+    res.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json") || ct.starts_with("text/event-stream"))
+}
+
+fn envelope<B: actix_web::body::MessageBody + 'static>(
+    res: ServiceResponse<B>,
+) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    if is_json_or_stream(&res) {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let message = res
+        .response()
+        .error()
+        .map(|e| e.to_string())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("Error").to_owned());
+    let body = json!({"success": false, "error": message}).to_string();
+    let (req, mut resp) = res.into_parts();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let resp = resp.set_body(body).map_into_boxed_body();
+    Ok(ErrorHandlerResponse::Response(
+        ServiceResponse::new(req, resp).map_into_right_body(),
+    ))
+}
+
+/// The middleware; wrap the app with it.
+pub fn json_errors<B: actix_web::body::MessageBody + 'static>() -> ErrorHandlers<B> {
+    ErrorHandlers::new().default_handler(envelope)
+}
