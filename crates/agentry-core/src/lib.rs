@@ -8,6 +8,7 @@
 //! tests and by any tool that wants to run workflows in-process (see
 //! `cargo run -p agentry-core --example in_process`).
 
+pub mod agent;
 pub mod clock;
 pub mod engine;
 pub mod event;

@@ -1,0 +1,14 @@
+//! Agents: models, tools, sub-agents, memory and the generation loop.
+
+pub mod message;
+pub mod model;
+pub mod offline;
+pub mod tool;
+
+pub use message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
+pub use model::{
+    ChunkStream, GenerationSettings, Model, ModelChunk, ModelError, ModelRequest, ModelResponse,
+    ToolSpec,
+};
+pub use offline::OfflineModel;
+pub use tool::{FnTool, Tool, ToolContext};

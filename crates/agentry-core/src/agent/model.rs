@@ -1,0 +1,105 @@
+//! The model trait: what an agent needs of a language model. Providers (the built-in offline
+//! model here, OpenAI-compatible endpoints in `agentry-openai`) implement it.
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+use super::message::{FinishReason, Message, ToolCall, Usage};
+
+/// Sampling and length settings, already validated and defaulted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationSettings {
+    pub temperature: f64,
+    pub max_output_tokens: u32,
+    pub top_p: f64,
+    pub frequency_penalty: f64,
+    pub presence_penalty: f64,
+    pub seed: Option<i64>,
+    pub stop_sequences: Vec<String>,
+    /// Passed to the provider untouched (e.g. `{"openai": {"reasoningEffort": "low"}}`).
+    pub provider_options: Option<Value>,
+}
+
+impl Default for GenerationSettings {
+    fn default() -> Self {
+        Self {
+            temperature: 0.7,
+            max_output_tokens: 4000,
+            top_p: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            seed: None,
+            stop_sequences: Vec::new(),
+            provider_options: None,
+        }
+    }
+}
+
+/// A tool as a model sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// One call of a model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub settings: GenerationSettings,
+    /// When set, the model must answer with a JSON document valid against this schema.
+    pub output_schema: Option<Value>,
+}
+
+/// A model's whole answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelChunk {
+    TextDelta(String),
+    /// A complete tool call (providers assemble streamed argument fragments first).
+    ToolCall(ToolCall),
+    Finish {
+        finish_reason: FinishReason,
+        usage: Usage,
+    },
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ModelError {
+    pub message: String,
+}
+
+impl ModelError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+pub type ChunkStream = BoxStream<'static, Result<ModelChunk, ModelError>>;
+
+#[async_trait]
+pub trait Model: Send + Sync + 'static {
+    /// The model name shown in agent listings.
+    fn name(&self) -> &str;
+
+    /// Answers a request in one piece.
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// Answers a request as a stream of chunks; dropping the stream abandons the request.
+    async fn stream(&self, request: &ModelRequest) -> Result<ChunkStream, ModelError>;
+}
