@@ -3,9 +3,12 @@
 //! Routes, the envelope, the error table, the SSE wire format. Only this crate knows them; the
 //! engine underneath is `agentry-core`.
 
+pub mod agent_wire;
+pub mod agents;
 pub mod envelope;
 pub mod error;
 pub mod fallback;
+pub mod ui_stream;
 pub mod wire;
 pub mod workflows;
 
@@ -15,6 +18,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{App, HttpServer, web};
 use agentry_core::Engine;
+use agentry_core::agent::AgentHub;
 
 pub use error::ApiError;
 
@@ -40,6 +44,8 @@ impl Default for HttpConfig {
 #[derive(Clone)]
 pub struct AppState {
     pub engine: Engine,
+    /// The agents; `None` serves the agent routes with an empty registry.
+    pub agents: Option<AgentHub>,
     pub config: HttpConfig,
 }
 
@@ -47,6 +53,7 @@ impl AppState {
     pub fn new(engine: Engine) -> Self {
         Self {
             engine,
+            agents: None,
             config: HttpConfig::default(),
         }
     }
@@ -65,6 +72,7 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
             .app_data(web::PayloadConfig::default().limit(limit))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .app_data(web::QueryConfig::default().error_handler(error::query_error))
+            .configure(agents::routes)
             .configure(workflows::routes);
     }
 }

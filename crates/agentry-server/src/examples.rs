@@ -3,9 +3,14 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use agentry_core::agent::{Agent, AgentHub, FnTool, InstructionContext, MemoryConfig, Tool};
 use agentry_core::workflow::{StepContext, Workflow, step};
 use agentry_core::{Engine, EngineError, StepError};
 use serde_json::{Value, json};
+
+use crate::calc;
 
 /// A number as JSON, integral values without a fraction (`15`, not `15.0`).
 fn num(x: f64) -> Value {
@@ -27,6 +32,7 @@ pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
         order_fulfillment(),
         word_count(),
         countdown(),
+        content_pipeline(),
     ];
     for wf in defs {
         let wf = wf.map_err(|e| EngineError::Internal(e.to_string()))?;
@@ -299,6 +305,136 @@ pub fn countdown() -> Def {
         .and_then(tick(3))
         .and_then(tick(2))
         .and_then(tick(1))
+        .build()
+}
+
+/// `get_weather`: `{city}` gives `{city, temperatureC: 21, condition: "sunny"}`.
+pub fn get_weather() -> Arc<dyn Tool> {
+    Arc::new(FnTool::new(
+        "get_weather",
+        "Gets the current weather of a city.",
+        json!({
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city"}},
+            "required": ["city"]
+        }),
+        |args, _ctx| async move {
+            Ok(json!({"city": args["city"], "temperatureC": 21, "condition": "sunny"}))
+        },
+    ))
+}
+
+/// `calculate`: `{expression}` gives `{expression, result}`; a bad expression is a tool error.
+pub fn calculate() -> Arc<dyn Tool> {
+    Arc::new(FnTool::new(
+        "calculate",
+        "Evaluates an arithmetic expression with + - * /, parentheses and decimals.",
+        json!({
+            "type": "object",
+            "properties": {"expression": {"type": "string", "description": "e.g. (2 + 3) * 4"}},
+            "required": ["expression"]
+        }),
+        |args, _ctx| async move {
+            let expr = args["expression"].as_str().unwrap_or_default().to_owned();
+            let result =
+                calc::evaluate(&expr).map_err(|e| format!("cannot evaluate {expr:?}: {e}"))?;
+            Ok(json!({"expression": expr, "result": num(result)}))
+        },
+    ))
+}
+
+/// Instructions that add the requested language and the user's name to a base text.
+fn with_context(base: &'static str) -> impl Fn(&InstructionContext<'_>) -> String + Send + Sync {
+    move |ctx| {
+        let mut text = base.to_owned();
+        if let Some(lang) = ctx.context.get("language").and_then(Value::as_str) {
+            text.push_str(&format!(" Answer in {lang}."));
+        }
+        if let Some(name) = ctx.user.and_then(|u| u.get("name")).and_then(Value::as_str) {
+            text.push_str(&format!(" You are talking to {name}."));
+        }
+        text
+    }
+}
+
+/// Registers the example agents: `assistant`, `writer`, `supervisor`.
+pub fn register_agents(hub: &AgentHub) -> Result<(), agentry_core::agent::AgentError> {
+    hub.register(
+        Agent::new("assistant", "Assistant")
+            .description("Answers questions; can look up the weather and do arithmetic.")
+            .dynamic_instructions(with_context(
+                "You are a helpful assistant. Use get_weather for weather questions and calculate for arithmetic.",
+            ))
+            .tool(get_weather())
+            .tool(calculate())
+            .memory(MemoryConfig::default()),
+    )?;
+    hub.register(
+        Agent::new("writer", "Writer")
+            .description("Writes short drafts on a topic.")
+            .dynamic_instructions(with_context(
+                "You write short, clear drafts on the topic you are given.",
+            )),
+    )?;
+    hub.register(
+        Agent::new("supervisor", "Supervisor")
+            .description("Hands tasks to the assistant or the writer.")
+            .dynamic_instructions(with_context(
+                "You hand each task to the right sub-agent with delegate_task: the assistant for questions, weather and arithmetic; the writer for drafts.",
+            ))
+            .sub_agent("assistant")
+            .sub_agent("writer")
+            .memory(MemoryConfig::default()),
+    )?;
+    Ok(())
+}
+
+/// `content-pipeline`: an agent step and a sub-workflow step.
+pub fn content_pipeline() -> Def {
+    Workflow::new("content-pipeline", "Content Pipeline")
+        .purpose("Drafts a text on a topic with the writer agent, counts its words, packages both.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"topic": {"type": "string"}},
+            "required": ["topic"]
+        }))
+        .step(
+            agentry_core::Step::with_kind(
+                "draft",
+                agentry_core::workflow::StepKind::Agent {
+                    agent_id: "writer".into(),
+                    prompt: Arc::new(|ctx: &StepContext| {
+                        json!(format!(
+                            "Write a two-sentence draft about {}.",
+                            ctx.input["topic"].as_str().unwrap_or("anything")
+                        ))
+                    }),
+                    output: Some(Arc::new(|answer: Value| json!({"draft": answer}))),
+                },
+            )
+            .name("Draft")
+            .purpose("Asks the writer agent for a two-sentence draft about the topic."),
+        )
+        .and_workflow(
+            "count-words",
+            "word-count",
+            Some(Arc::new(|ctx: &StepContext| json!({"text": ctx.input["draft"]}))),
+        )
+        .with_last(|s| {
+            s.name("Count words")
+                .purpose("Runs the word-count workflow on the draft.")
+        })
+        .and_then(
+            step("package", |ctx: StepContext| async move {
+                Ok(json!({
+                    "topic": ctx.workflow_input["topic"],
+                    "draft": ctx.step_output("draft").and_then(|d| d.get("draft")).cloned().unwrap_or(Value::Null),
+                    "words": ctx.input["words"],
+                }))
+            })
+            .name("Package")
+            .purpose("Packages topic, draft and word count."),
+        )
         .build()
 }
 

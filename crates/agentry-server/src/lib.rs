@@ -1,12 +1,16 @@
 //! agentry-server: composes the engine, the store and the HTTP adapter into the `agentry`
 //! binary, and holds the example registry.
 
+pub mod calc;
 pub mod examples;
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use agentry_core::Engine;
+use agentry_core::agent::{AgentHub, Model, OfflineModel};
 use agentry_http::{AppState, HttpConfig};
 use agentry_store::Database;
 use anyhow::Context;
@@ -36,6 +40,7 @@ pub struct Running {
     pub addr: SocketAddr,
     pub server: actix_web::dev::Server,
     pub engine: Engine,
+    pub agents: AgentHub,
     pub database: Database,
 }
 
@@ -48,25 +53,35 @@ pub async fn open_database(url: &str) -> anyhow::Result<Database> {
     Ok(db)
 }
 
-/// Builds the engine on `db` with the examples when asked.
-pub fn build_engine(db: &Database, examples: bool) -> anyhow::Result<Engine> {
+/// The default model: the built-in offline model unless an OpenAI-compatible endpoint is
+/// configured.
+pub fn default_model() -> Arc<dyn Model> {
+    Arc::new(OfflineModel)
+}
+
+/// Builds the engine and the agents on `db`, with the examples when asked.
+pub fn build(db: &Database, examples: bool) -> anyhow::Result<(Engine, AgentHub)> {
     let engine = Engine::new(db.execution_store());
+    let agents = AgentHub::new(default_model(), Some(db.memory_store()));
+    engine.set_agent_runner(Arc::new(agents.clone()));
     if examples {
-        examples::register_workflows(&engine).context("registering the examples")?;
+        examples::register_agents(&agents).context("registering the example agents")?;
+        examples::register_workflows(&engine).context("registering the example workflows")?;
     }
-    Ok(engine)
+    Ok((engine, agents))
 }
 
 /// Opens the database, applies migrations, registers the examples and binds the socket. The
 /// returned server is not yet awaited.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let database = open_database(&settings.database_url).await?;
-    let engine = build_engine(&database, settings.examples)?;
+    let (engine, agents) = build(&database, settings.examples)?;
     let listener =
         TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
     let addr = listener.local_addr()?;
     let state = AppState {
         engine: engine.clone(),
+        agents: Some(agents.clone()),
         config: settings.http.clone(),
     };
     let server = agentry_http::serve(listener, state)?;
@@ -74,6 +89,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         addr,
         server,
         engine,
+        agents,
         database,
     })
 }

@@ -4,14 +4,17 @@
 //! One migration series per database lives in the top-level `migrations/` folder
 //! (`migrations/sqlite`, `migrations/postgres`) and is embedded in this crate.
 
+mod memory;
 mod postgres;
 mod row;
 mod sqlite;
 
 use std::sync::Arc;
 
+use agentry_core::agent::MemoryStore;
 use agentry_core::store::ExecutionStore;
 
+pub use memory::SqlMemory;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -77,6 +80,14 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqliteStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(PgStore::new(pool.clone())),
+        }
+    }
+
+    /// Agent conversation memory on this database.
+    pub fn memory_store(&self) -> Arc<dyn MemoryStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlMemory::Sqlite(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlMemory::Postgres(pool.clone())),
         }
     }
 

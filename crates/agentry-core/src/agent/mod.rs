@@ -12,3 +12,12 @@ pub use model::{
 };
 pub use offline::OfflineModel;
 pub use tool::{FnTool, Tool, ToolContext};
+
+pub mod definition;
+pub mod memory;
+pub mod partial;
+pub mod runtime;
+
+pub use definition::{Agent, InstructionContext, Instructions, MemoryConfig};
+pub use memory::{ConversationKey, InMemoryMemory, MemoryStore};
+pub use runtime::{AgentError, AgentEvent, AgentHub, GenerateOptions, ObjectResult, TextResult};

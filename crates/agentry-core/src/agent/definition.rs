@@ -1,0 +1,143 @@
+//! What an agent is: identity, instructions (fixed or dynamic), model, tools, sub-agents, memory.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::model::Model;
+use super::tool::Tool;
+
+/// What dynamic instructions can read.
+#[derive(Debug, Clone, Copy)]
+pub struct InstructionContext<'a> {
+    /// The request's context map (`options.context`, with `user` when authenticated).
+    pub context: &'a Map<String, Value>,
+    pub user: Option<&'a Value>,
+    pub user_id: Option<&'a str>,
+}
+
+pub type InstructionsFn = Arc<dyn Fn(&InstructionContext<'_>) -> String + Send + Sync>;
+
+/// Fixed text, or a function of the request's context.
+#[derive(Clone)]
+pub enum Instructions {
+    Static(String),
+    Dynamic(InstructionsFn),
+}
+
+impl Instructions {
+    pub fn render(&self, ctx: &InstructionContext<'_>) -> String {
+        match self {
+            Instructions::Static(s) => s.clone(),
+            Instructions::Dynamic(f) => f(ctx),
+        }
+    }
+}
+
+/// Conversation memory settings of an agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryConfig {
+    /// Messages loaded into a call when the request does not say (`options.contextLimit`).
+    pub default_context_limit: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            default_context_limit: 10,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// The `config` object shown by GET /agents.
+    pub fn describe(&self, storage: &str) -> Value {
+        json!({
+            "storage": storage,
+            "scope": "agentId, userId, conversationId",
+            "contextLimit": self.default_context_limit,
+        })
+    }
+}
+
+/// An agent.
+#[derive(Clone)]
+pub struct Agent {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub instructions: Instructions,
+    /// `None`: the hub's default model.
+    pub model: Option<Arc<dyn Model>>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Ids of registered agents this one may delegate to (through `delegate_task`).
+    pub sub_agents: Vec<String>,
+    pub memory: Option<MemoryConfig>,
+    pub telemetry: bool,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("id", &self.id).finish()
+    }
+}
+
+impl Agent {
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            description: String::new(),
+            instructions: Instructions::Static(String::new()),
+            model: None,
+            tools: Vec::new(),
+            sub_agents: Vec::new(),
+            memory: None,
+            telemetry: false,
+        }
+    }
+
+    pub fn description(mut self, d: impl Into<String>) -> Self {
+        self.description = d.into();
+        self
+    }
+
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.instructions = Instructions::Static(text.into());
+        self
+    }
+
+    /// Instructions computed per request from its context and user.
+    pub fn dynamic_instructions<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&InstructionContext<'_>) -> String + Send + Sync + 'static,
+    {
+        self.instructions = Instructions::Dynamic(Arc::new(f));
+        self
+    }
+
+    pub fn model(mut self, m: Arc<dyn Model>) -> Self {
+        self.model = Some(m);
+        self
+    }
+
+    pub fn tool(mut self, t: Arc<dyn Tool>) -> Self {
+        self.tools.push(t);
+        self
+    }
+
+    pub fn sub_agent(mut self, id: impl Into<String>) -> Self {
+        self.sub_agents.push(id.into());
+        self
+    }
+
+    pub fn memory(mut self, m: MemoryConfig) -> Self {
+        self.memory = Some(m);
+        self
+    }
+
+    pub fn telemetry(mut self, on: bool) -> Self {
+        self.telemetry = on;
+        self
+    }
+}

@@ -1,0 +1,780 @@
+//! The agent hub: the registry of agents and the generation loop (instructions, memory, model
+//! calls, tool calls fed back until the model stops or `maxSteps` is reached).
+
+use std::sync::{Arc, RwLock, Weak};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::future::join_all;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::definition::{Agent, InstructionContext};
+use super::memory::{ConversationKey, MemoryStore};
+use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
+use super::model::{GenerationSettings, Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
+use super::partial::parse_partial;
+use super::tool::{Tool, ToolContext};
+use crate::engine::AgentRunner;
+use crate::schema::Schema;
+
+/// Steps the loop takes when the request gives no `maxSteps`.
+pub const DEFAULT_MAX_STEPS: u32 = 10;
+/// How deep delegation may nest.
+pub const MAX_DELEGATION_DEPTH: u32 = 3;
+
+/// Options of one generation, validated and defaulted.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    pub user_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub context_limit: usize,
+    pub max_steps: Option<u32>,
+    pub settings: GenerationSettings,
+    pub context: Map<String, Value>,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self {
+            user_id: None,
+            conversation_id: None,
+            context_limit: 10,
+            max_steps: None,
+            settings: GenerationSettings::default(),
+            context: Map::new(),
+        }
+    }
+}
+
+/// The result of a text generation.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextResult {
+    pub text: String,
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_results: Vec<ToolResult>,
+}
+
+/// The result of an object generation.
+#[derive(Debug, Clone)]
+pub struct ObjectResult {
+    pub object: Value,
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+}
+
+/// What a streamed generation emits, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    TextDelta(String),
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+    /// A partial object (stream-object only), each larger than the last.
+    PartialObject(Value),
+    Finish {
+        finish_reason: FinishReason,
+        usage: Usage,
+        text: String,
+        /// The validated object (stream-object only).
+        object: Option<Value>,
+    },
+    Error(String),
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AgentError {
+    #[error("Agent {0} not found")]
+    NotFound(String),
+    #[error("Agent {0} is already registered")]
+    Duplicate(String),
+    #[error("Invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("Model error: {0}")]
+    Model(String),
+    #[error("The model's object does not match the schema: {0}")]
+    InvalidObject(String),
+    #[error("Memory error: {0}")]
+    Memory(String),
+    #[error("Generation cancelled")]
+    Cancelled,
+}
+
+struct Inner {
+    agents: RwLock<Vec<Arc<Agent>>>,
+    default_model: RwLock<Arc<dyn Model>>,
+    memory: Option<Arc<dyn MemoryStore>>,
+}
+
+/// The registry of agents and their generation loop. Cheap to clone.
+#[derive(Clone)]
+pub struct AgentHub {
+    inner: Arc<Inner>,
+}
+
+/// Where streamed events go; `None` for a one-piece generation.
+type Sink<'a> = Option<&'a mpsc::Sender<AgentEvent>>;
+
+async fn emit(sink: Sink<'_>, ev: AgentEvent) -> Result<(), AgentError> {
+    match sink {
+        Some(tx) => tx.send(ev).await.map_err(|_| AgentError::Cancelled),
+        None => Ok(()),
+    }
+}
+
+impl AgentHub {
+    pub fn new(default_model: Arc<dyn Model>, memory: Option<Arc<dyn MemoryStore>>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                agents: RwLock::new(Vec::new()),
+                default_model: RwLock::new(default_model),
+                memory,
+            }),
+        }
+    }
+
+    pub fn register(&self, agent: Agent) -> Result<(), AgentError> {
+        let mut agents = self.inner.agents.write().unwrap_or_else(|p| p.into_inner());
+        if agents.iter().any(|a| a.id == agent.id) {
+            return Err(AgentError::Duplicate(agent.id));
+        }
+        agents.push(Arc::new(agent));
+        Ok(())
+    }
+
+    pub fn agents(&self) -> Vec<Arc<Agent>> {
+        self.inner
+            .agents
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn agent(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents().into_iter().find(|a| a.id == id)
+    }
+
+    pub fn require(&self, id: &str) -> Result<Arc<Agent>, AgentError> {
+        self.agent(id)
+            .ok_or_else(|| AgentError::NotFound(id.to_owned()))
+    }
+
+    pub fn default_model(&self) -> Arc<dyn Model> {
+        self.inner
+            .default_model
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The model an agent uses.
+    pub fn model_of(&self, agent: &Agent) -> Arc<dyn Model> {
+        agent.model.clone().unwrap_or_else(|| self.default_model())
+    }
+
+    /// Where memory is kept, for listings.
+    pub fn memory_storage(&self) -> Option<String> {
+        self.inner.memory.as_ref().map(|m| m.storage().to_owned())
+    }
+
+    /// Tool names an agent offers to its model (`delegate_task` when it has sub-agents).
+    pub fn tool_names(&self, agent: &Agent) -> Vec<String> {
+        self.tools_of(agent, 0)
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect()
+    }
+
+    fn tools_of(&self, agent: &Agent, depth: u32) -> Vec<Arc<dyn Tool>> {
+        let mut tools = agent.tools.clone();
+        if !agent.sub_agents.is_empty() {
+            tools.push(Arc::new(DelegateTool::new(
+                Arc::downgrade(&self.inner),
+                agent.sub_agents.clone(),
+                depth,
+            )));
+        }
+        tools
+    }
+
+    fn key(agent: &Agent, opts: &GenerateOptions) -> Option<ConversationKey> {
+        agent.memory.as_ref()?;
+        Some(ConversationKey {
+            agent_id: agent.id.clone(),
+            user_id: opts
+                .user_id
+                .clone()
+                .unwrap_or_else(|| "anonymous".to_owned()),
+            conversation_id: opts.conversation_id.clone()?,
+        })
+    }
+
+    async fn prepare(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+        opts: &GenerateOptions,
+    ) -> Result<Vec<Message>, AgentError> {
+        let user = opts.context.get("user");
+        let user_id = opts
+            .user_id
+            .as_deref()
+            .or_else(|| opts.context.get("userId").and_then(Value::as_str));
+        let instructions = agent.instructions.render(&InstructionContext {
+            context: &opts.context,
+            user,
+            user_id,
+        });
+        let mut messages = Vec::new();
+        if !instructions.is_empty() {
+            messages.push(Message::system(instructions));
+        }
+        if let (Some(mem), Some(key)) = (&self.inner.memory, Self::key(agent, opts)) {
+            let history = mem
+                .load(&key, opts.context_limit)
+                .await
+                .map_err(|e| AgentError::Memory(e.to_string()))?;
+            messages.extend(history);
+        }
+        messages.extend_from_slice(input);
+        Ok(messages)
+    }
+
+    async fn remember(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+        answer: &str,
+        opts: &GenerateOptions,
+    ) -> Result<(), AgentError> {
+        if let (Some(mem), Some(key)) = (&self.inner.memory, Self::key(agent, opts)) {
+            let mut msgs: Vec<Message> = input
+                .iter()
+                .filter(|m| matches!(m.role, Role::User | Role::Assistant))
+                .cloned()
+                .collect();
+            msgs.push(Message::assistant(answer));
+            mem.append(&key, &msgs)
+                .await
+                .map_err(|e| AgentError::Memory(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// One model call, streamed into `sink` when there is one.
+    async fn model_step(
+        model: &dyn Model,
+        req: &ModelRequest,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+        object_mode: bool,
+    ) -> Result<ModelResponse, AgentError> {
+        let Some(tx) = sink else {
+            return tokio::select! {
+                r = model.generate(req) => r.map_err(|e| AgentError::Model(e.message)),
+                _ = cancel.cancelled() => Err(AgentError::Cancelled),
+            };
+        };
+        let mut stream = model
+            .stream(req)
+            .await
+            .map_err(|e| AgentError::Model(e.message))?;
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        let mut finish = (FinishReason::Stop, Usage::default());
+        let mut last_partial: Option<Value> = None;
+        loop {
+            let chunk = tokio::select! {
+                c = stream.next() => c,
+                _ = tx.closed() => return Err(AgentError::Cancelled),
+                _ = cancel.cancelled() => return Err(AgentError::Cancelled),
+            };
+            let Some(chunk) = chunk else { break };
+            match chunk.map_err(|e| AgentError::Model(e.message))? {
+                ModelChunk::TextDelta(d) => {
+                    text.push_str(&d);
+                    if object_mode {
+                        if let Some(p) = parse_partial(&text)
+                            && last_partial.as_ref() != Some(&p)
+                        {
+                            last_partial = Some(p.clone());
+                            emit(sink, AgentEvent::PartialObject(p)).await?;
+                        }
+                    } else {
+                        emit(sink, AgentEvent::TextDelta(d)).await?;
+                    }
+                }
+                ModelChunk::ToolCall(c) => calls.push(c),
+                ModelChunk::Finish {
+                    finish_reason,
+                    usage,
+                } => finish = (finish_reason, usage),
+            }
+        }
+        Ok(ModelResponse {
+            text,
+            tool_calls: calls,
+            finish_reason: finish.0,
+            usage: finish.1,
+        })
+    }
+
+    /// The loop shared by every text route.
+    async fn run_text(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+        opts: &GenerateOptions,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+        depth: u32,
+    ) -> Result<TextResult, AgentError> {
+        let model = self.model_of(agent);
+        let tools = self.tools_of(agent, depth);
+        let specs: Vec<ToolSpec> = tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                parameters: t.parameters().clone(),
+            })
+            .collect();
+        let mut messages = self.prepare(agent, input, opts).await?;
+        let max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1);
+        let mut usage = Usage::default();
+        let mut all_calls = Vec::new();
+        let mut all_results = Vec::new();
+        let mut text = String::new();
+        let mut finish_reason = FinishReason::Stop;
+        for _ in 0..max_steps {
+            let req = ModelRequest {
+                messages: messages.clone(),
+                tools: specs.clone(),
+                settings: opts.settings.clone(),
+                output_schema: None,
+            };
+            let resp = Self::model_step(model.as_ref(), &req, sink, cancel, false).await?;
+            usage += resp.usage;
+            text.push_str(&resp.text);
+            finish_reason = resp.finish_reason;
+            if resp.tool_calls.is_empty() {
+                break;
+            }
+            for c in &resp.tool_calls {
+                emit(sink, AgentEvent::ToolCall(c.clone())).await?;
+            }
+            if cancel.is_cancelled() || sink.is_some_and(|s| s.is_closed()) {
+                return Err(AgentError::Cancelled);
+            }
+            let ctx = ToolContext {
+                agent_id: agent.id.clone(),
+                user_id: opts.user_id.clone(),
+                conversation_id: opts.conversation_id.clone(),
+                context: opts.context.clone(),
+                cancel: cancel.clone(),
+                depth,
+            };
+            let results = join_all(resp.tool_calls.iter().map(|c| {
+                let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
+                let ctx = ctx.clone();
+                async move {
+                    let outcome = match tool {
+                        Some(t) => t.call(c.args.clone(), ctx).await,
+                        None => Err(format!("unknown tool {}", c.tool_name)),
+                    };
+                    let (result, is_error) = match outcome {
+                        Ok(v) => (v, false),
+                        Err(e) => (json!({"error": e}), true),
+                    };
+                    ToolResult {
+                        tool_call_id: c.tool_call_id.clone(),
+                        tool_name: c.tool_name.clone(),
+                        args: c.args.clone(),
+                        result,
+                        is_error,
+                    }
+                }
+            }))
+            .await;
+            messages.push(Message::tool_calls(
+                resp.text.clone(),
+                resp.tool_calls.clone(),
+            ));
+            for r in &results {
+                emit(sink, AgentEvent::ToolResult(r.clone())).await?;
+                messages.push(Message::tool_result(r.clone()));
+            }
+            all_calls.extend(resp.tool_calls);
+            all_results.extend(results);
+        }
+        self.remember(agent, input, &text, opts).await?;
+        Ok(TextResult {
+            text,
+            usage,
+            finish_reason,
+            tool_calls: all_calls,
+            tool_results: all_results,
+        })
+    }
+
+    /// Generates text in one piece.
+    pub async fn generate_text(
+        &self,
+        agent_id: &str,
+        input: Vec<Message>,
+        opts: GenerateOptions,
+        cancel: CancellationToken,
+    ) -> Result<TextResult, AgentError> {
+        let agent = self.require(agent_id)?;
+        self.run_text(&agent, &input, &opts, None, &cancel, 0).await
+    }
+
+    /// Streams a text generation. The generation stops when the receiver is dropped (the
+    /// client went away) or `cancel` fires.
+    pub fn stream_text(
+        &self,
+        agent_id: &str,
+        input: Vec<Message>,
+        opts: GenerateOptions,
+        cancel: CancellationToken,
+    ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
+        let agent = self.require(agent_id)?;
+        let (tx, rx) = mpsc::channel(64);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let outcome = hub
+                .run_text(&agent, &input, &opts, Some(&tx), &cancel, 0)
+                .await;
+            let last = match outcome {
+                Ok(r) => AgentEvent::Finish {
+                    finish_reason: r.finish_reason,
+                    usage: r.usage,
+                    text: r.text,
+                    object: None,
+                },
+                Err(AgentError::Cancelled) => {
+                    tracing::info!(agent_id = %agent.id, "generation cancelled");
+                    return;
+                }
+                Err(e) => AgentEvent::Error(e.to_string()),
+            };
+            let _ = tx.send(last).await;
+        });
+        Ok(rx)
+    }
+
+    async fn run_object(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+        schema: &Value,
+        opts: &GenerateOptions,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<ObjectResult, AgentError> {
+        let compiled = Schema::compile(schema.clone())
+            .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
+        let model = self.model_of(agent);
+        let messages = self.prepare(agent, input, opts).await?;
+        let req = ModelRequest {
+            messages,
+            tools: Vec::new(),
+            settings: opts.settings.clone(),
+            output_schema: Some(schema.clone()),
+        };
+        let resp = Self::model_step(model.as_ref(), &req, sink, cancel, true).await?;
+        let object: Value = serde_json::from_str(resp.text.trim()).map_err(|e| {
+            AgentError::InvalidObject(format!("the model did not answer with JSON ({e})"))
+        })?;
+        compiled
+            .validate(&object)
+            .map_err(AgentError::InvalidObject)?;
+        self.remember(agent, input, &resp.text, opts).await?;
+        Ok(ObjectResult {
+            object,
+            usage: resp.usage,
+            finish_reason: resp.finish_reason,
+        })
+    }
+
+    /// Generates an object valid against `schema`.
+    pub async fn generate_object(
+        &self,
+        agent_id: &str,
+        input: Vec<Message>,
+        schema: Value,
+        opts: GenerateOptions,
+        cancel: CancellationToken,
+    ) -> Result<ObjectResult, AgentError> {
+        let agent = self.require(agent_id)?;
+        self.run_object(&agent, &input, &schema, &opts, None, &cancel)
+            .await
+    }
+
+    /// Streams partial objects, then a `Finish` carrying the validated object.
+    pub fn stream_object(
+        &self,
+        agent_id: &str,
+        input: Vec<Message>,
+        schema: Value,
+        opts: GenerateOptions,
+        cancel: CancellationToken,
+    ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
+        let agent = self.require(agent_id)?;
+        Schema::compile(schema.clone())
+            .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
+        let (tx, rx) = mpsc::channel(64);
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let outcome = hub
+                .run_object(&agent, &input, &schema, &opts, Some(&tx), &cancel)
+                .await;
+            let last = match outcome {
+                Ok(r) => AgentEvent::Finish {
+                    finish_reason: r.finish_reason,
+                    usage: r.usage,
+                    text: r.object.to_string(),
+                    object: Some(r.object),
+                },
+                Err(AgentError::Cancelled) => return,
+                Err(e) => AgentEvent::Error(e.to_string()),
+            };
+            let _ = tx.send(last).await;
+        });
+        Ok(rx)
+    }
+}
+
+/// `delegate_task`: runs a sub-agent on a task and returns `{agent, text}`.
+struct DelegateTool {
+    hub: Weak<Inner>,
+    allowed: Vec<String>,
+    parameters: Value,
+    depth: u32,
+}
+
+impl DelegateTool {
+    fn new(hub: Weak<Inner>, allowed: Vec<String>, depth: u32) -> Self {
+        let parameters = json!({
+            "type": "object",
+            "properties": {
+                "agent": {"type": "string", "enum": allowed},
+                "task": {"type": "string"}
+            },
+            "required": ["agent", "task"]
+        });
+        Self {
+            hub,
+            allowed,
+            parameters,
+            depth,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for DelegateTool {
+    fn name(&self) -> &str {
+        "delegate_task"
+    }
+
+    fn description(&self) -> &str {
+        "Hands a task to one of this agent's sub-agents and returns its answer."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    async fn call(&self, args: Value, ctx: ToolContext) -> Result<Value, String> {
+        let agent_id = args
+            .get("agent")
+            .and_then(Value::as_str)
+            .ok_or("`agent` is required")?;
+        let task = args
+            .get("task")
+            .and_then(Value::as_str)
+            .ok_or("`task` is required")?;
+        if !self.allowed.iter().any(|a| a == agent_id) {
+            return Err(format!(
+                "{agent_id} is not a sub-agent (choose one of: {})",
+                self.allowed.join(", ")
+            ));
+        }
+        if self.depth >= MAX_DELEGATION_DEPTH {
+            return Err("delegation is nested too deeply".into());
+        }
+        let hub = AgentHub {
+            inner: self.hub.upgrade().ok_or("the agent hub is gone")?,
+        };
+        let agent = hub.require(agent_id).map_err(|e| e.to_string())?;
+        let opts = GenerateOptions {
+            user_id: ctx.user_id.clone(),
+            // A sub-agent keeps no conversation of its own for a delegated task.
+            conversation_id: None,
+            context: ctx.context.clone(),
+            ..GenerateOptions::default()
+        };
+        let r = hub
+            .run_text(
+                &agent,
+                &[Message::user(task)],
+                &opts,
+                None,
+                &ctx.cancel,
+                self.depth + 1,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(json!({"agent": agent_id, "text": r.text}))
+    }
+}
+
+/// Runs agents for `andAgent` workflow steps.
+#[async_trait]
+impl AgentRunner for AgentHub {
+    async fn run_agent(
+        &self,
+        agent_id: &str,
+        prompt: Value,
+        context: &Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> Result<Value, String> {
+        let text = match prompt {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let opts = GenerateOptions {
+            user_id: context
+                .get("userId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            context: context.clone(),
+            ..GenerateOptions::default()
+        };
+        let r = self
+            .generate_text(agent_id, vec![Message::user(text)], opts, cancel)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Value::String(r.text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::memory::InMemoryMemory;
+    use crate::agent::offline::OfflineModel;
+    use crate::agent::tool::FnTool;
+
+    fn hub() -> AgentHub {
+        let hub = AgentHub::new(
+            Arc::new(OfflineModel),
+            Some(Arc::new(InMemoryMemory::default())),
+        );
+        let weather = FnTool::new(
+            "get_weather",
+            "weather",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+            |args, _| async move {
+                Ok(json!({"city": args["city"], "temperatureC": 21, "condition": "sunny"}))
+            },
+        );
+        hub.register(
+            Agent::new("a", "A")
+                .tool(Arc::new(weather))
+                .memory(Default::default()),
+        )
+        .unwrap();
+        hub.register(Agent::new("w", "W")).unwrap();
+        hub.register(Agent::new("s", "S").sub_agent("w")).unwrap();
+        hub
+    }
+
+    #[tokio::test]
+    async fn tool_loop_feeds_results_back() {
+        let r = hub()
+            .generate_text(
+                "a",
+                vec![Message::user("weather in Oslo?")],
+                GenerateOptions::default(),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_results[0].result["city"], "Oslo");
+        assert!(r.text.contains("sunny"), "{}", r.text);
+        assert_eq!(r.finish_reason, FinishReason::Stop);
+    }
+
+    #[tokio::test]
+    async fn delegation_runs_the_sub_agent() {
+        let r = hub()
+            .generate_text(
+                "s",
+                vec![Message::user("ask w to say hi")],
+                GenerateOptions::default(),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            r.tool_results[0].result,
+            json!({"agent": "w", "text": "You said: say hi"})
+        );
+        assert!(r.text.contains("You said: say hi"));
+    }
+
+    #[tokio::test]
+    async fn memory_is_per_conversation() {
+        let h = hub();
+        let opts = |c: &str| GenerateOptions {
+            user_id: Some("u".into()),
+            conversation_id: Some(c.into()),
+            ..GenerateOptions::default()
+        };
+        h.generate_text(
+            "a",
+            vec![Message::user("first")],
+            opts("c1"),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        let agent = h.require("a").unwrap();
+        let msgs = h.prepare(&agent, &[], &opts("c1")).await.unwrap();
+        assert_eq!(msgs.len(), 2, "{msgs:?}");
+        let msgs = h.prepare(&agent, &[], &opts("c2")).await.unwrap();
+        assert!(msgs.is_empty());
+    }
+
+    #[tokio::test]
+    async fn streamed_objects_grow_and_end_valid() {
+        let schema = json!({"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}}, "required": ["title", "n"]});
+        let mut rx = hub()
+            .stream_object(
+                "w",
+                vec![Message::user("x")],
+                schema,
+                GenerateOptions::default(),
+                CancellationToken::new(),
+            )
+            .unwrap();
+        let mut partials = 0;
+        let mut last = None;
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                AgentEvent::PartialObject(_) => partials += 1,
+                AgentEvent::Finish { object, .. } => last = object,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(partials >= 2);
+        assert_eq!(last.unwrap(), json!({"title": "example title", "n": 1}));
+    }
+}

@@ -1,0 +1,264 @@
+//! Agent wire types: the three input shapes, the generation options with their ranges, and the
+//! JSON of results and stream events.
+
+use agentry_core::agent::{
+    Agent, AgentEvent, AgentHub, GenerateOptions, GenerationSettings, Message, Role, TextResult,
+    ToolCall, ToolResult, Usage,
+};
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+
+/// An agent as GET /agents shows it.
+pub fn agent_summary(hub: &AgentHub, a: &Agent) -> Value {
+    let sub_agents: Vec<Value> = a
+        .sub_agents
+        .iter()
+        .map(|id| match hub.agent(id) {
+            Some(s) => json!({"id": s.id, "name": s.name, "description": s.description}),
+            None => json!({"id": id}),
+        })
+        .collect();
+    let storage = hub.memory_storage().unwrap_or_else(|| "memory".into());
+    json!({
+        "id": a.id,
+        "name": a.name,
+        "description": a.description,
+        "status": "idle",
+        "model": hub.model_of(a).name(),
+        "tools": hub.tool_names(a),
+        "subAgents": sub_agents,
+        "memory": a.memory.as_ref().map(|m| json!({"config": m.describe(&storage)})),
+        "isTelemetryEnabled": a.telemetry,
+    })
+}
+
+fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError::bad_request(msg)
+}
+
+fn role_of(v: &Value, at: &str, allow_tool: bool) -> Result<Role, ApiError> {
+    match v.as_str() {
+        Some("system") => Ok(Role::System),
+        Some("user") => Ok(Role::User),
+        Some("assistant") => Ok(Role::Assistant),
+        Some("tool") if allow_tool => Ok(Role::Tool),
+        _ => Err(bad(format!(
+            "{at}.role must be one of \"system\", \"user\", \"assistant\""
+        ))),
+    }
+}
+
+/// Normalises `input`: a string, an array of UIMessages (`role`, `parts`), or an array of
+/// ModelMessages (`role`, `content`).
+pub fn parse_input(input: Option<&Value>) -> Result<Vec<Message>, ApiError> {
+    const SHAPES: &str =
+        "input must be a string, an array of UIMessages or an array of ModelMessages";
+    let input = input.ok_or_else(|| bad("input is required"))?;
+    match input {
+        Value::String(s) => Ok(vec![Message::user(s.clone())]),
+        Value::Array(items) if !items.is_empty() => items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let at = format!("input[{i}]");
+                let obj = m
+                    .as_object()
+                    .ok_or_else(|| bad(format!("{SHAPES}: {at} is not an object")))?;
+                let role = role_of(obj.get("role").unwrap_or(&Value::Null), &at, false)?;
+                if let Some(parts) = obj.get("parts") {
+                    let parts = parts
+                        .as_array()
+                        .ok_or_else(|| bad(format!("{at}.parts must be an array")))?;
+                    let mut text = String::new();
+                    for (j, p) in parts.iter().enumerate() {
+                        match p.get("type").and_then(Value::as_str) {
+                            Some("text") => {
+                                text.push_str(p.get("text").and_then(Value::as_str).ok_or_else(
+                                    || bad(format!("{at}.parts[{j}].text must be a string")),
+                                )?)
+                            }
+                            Some(_) => {} // other part kinds (files, tools, steps) carry no prompt text
+                            None => {
+                                return Err(bad(format!("{at}.parts[{j}].type is required")));
+                            }
+                        }
+                    }
+                    Ok(Message::new(role, text))
+                } else if let Some(content) = obj.get("content") {
+                    match content {
+                        Value::String(s) => Ok(Message::new(role, s.clone())),
+                        Value::Array(parts) => {
+                            // ModelMessage content parts: [{type: "text", text}]
+                            let text: String = parts
+                                .iter()
+                                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                                .collect();
+                            Ok(Message::new(role, text))
+                        }
+                        _ => Err(bad(format!("{at}.content must be a string"))),
+                    }
+                } else {
+                    Err(bad(format!("{SHAPES}: {at} has neither parts nor content")))
+                }
+            })
+            .collect(),
+        Value::Array(_) => Err(bad("input must not be empty")),
+        _ => Err(bad(SHAPES)),
+    }
+}
+
+fn number(o: &Map<String, Value>, key: &str, min: f64, max: f64) -> Result<Option<f64>, ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if (min..=max).contains(&x) => Ok(Some(x)),
+            _ => Err(bad(format!(
+                "options.{key} must be a number between {min} and {max}"
+            ))),
+        },
+    }
+}
+
+fn integer(o: &Map<String, Value>, key: &str, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_i64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                .map(|f| f as i64)
+        }) {
+            Some(x) if (min..=max).contains(&x) => Ok(Some(x)),
+            _ => Err(bad(format!(
+                "options.{key} must be an integer between {min} and {max}"
+            ))),
+        },
+    }
+}
+
+fn string(o: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(bad(format!("options.{key} must be a string"))),
+    }
+}
+
+/// Validates and defaults `options` (spec sections 2 and 8).
+pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiError> {
+    let empty = Map::new();
+    let o = match options {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(o)) => o,
+        Some(_) => return Err(bad("options must be an object")),
+    };
+    let d = GenerationSettings::default();
+    let stop_sequences = match o.get("stopSequences") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|s| s.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("options.stopSequences must be an array of strings"))?,
+        Some(_) => return Err(bad("options.stopSequences must be an array of strings")),
+    };
+    let provider_options = match o.get("providerOptions") {
+        None | Some(Value::Null) => None,
+        Some(v @ Value::Object(_)) => Some(v.clone()),
+        Some(_) => return Err(bad("options.providerOptions must be an object")),
+    };
+    let context = match o.get("context") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(bad("options.context must be an object")),
+    };
+    let mut user_id = string(o, "userId")?;
+    if user_id.is_none() {
+        user_id = context
+            .get("userId")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
+    Ok(GenerateOptions {
+        user_id,
+        conversation_id: string(o, "conversationId")?,
+        context_limit: integer(o, "contextLimit", 0, 10_000)?.unwrap_or(10) as usize,
+        max_steps: integer(o, "maxSteps", 1, 100)?.map(|x| x as u32),
+        settings: GenerationSettings {
+            temperature: number(o, "temperature", 0.0, 1.0)?.unwrap_or(d.temperature),
+            max_output_tokens: integer(o, "maxOutputTokens", 1, 1_000_000)?
+                .map(|x| x as u32)
+                .unwrap_or(d.max_output_tokens),
+            top_p: number(o, "topP", 0.0, 1.0)?.unwrap_or(d.top_p),
+            frequency_penalty: number(o, "frequencyPenalty", 0.0, 2.0)?
+                .unwrap_or(d.frequency_penalty),
+            presence_penalty: number(o, "presencePenalty", 0.0, 2.0)?.unwrap_or(d.presence_penalty),
+            seed: integer(o, "seed", i64::MIN, i64::MAX)?,
+            stop_sequences,
+            provider_options,
+        },
+        context,
+    })
+}
+
+pub fn usage_json(u: &Usage) -> Value {
+    json!(u)
+}
+
+pub fn tool_call_json(c: &ToolCall) -> Value {
+    json!({"toolCallId": c.tool_call_id, "toolName": c.tool_name, "args": c.args})
+}
+
+pub fn tool_result_json(r: &ToolResult) -> Value {
+    let mut v = json!({
+        "toolCallId": r.tool_call_id,
+        "toolName": r.tool_name,
+        "args": r.args,
+        "result": r.result,
+    });
+    if r.is_error {
+        v["isError"] = json!(true);
+    }
+    v
+}
+
+pub fn text_result_json(r: &TextResult) -> Value {
+    json!({
+        "text": r.text,
+        "usage": usage_json(&r.usage),
+        "finishReason": r.finish_reason.as_str(),
+        "toolCalls": r.tool_calls.iter().map(tool_call_json).collect::<Vec<_>>(),
+        "toolResults": r.tool_results.iter().map(tool_result_json).collect::<Vec<_>>(),
+    })
+}
+
+/// The raw full-stream event of POST /agents/:id/stream.
+pub fn full_stream_json(ev: &AgentEvent) -> Value {
+    match ev {
+        AgentEvent::TextDelta(d) => json!({"type": "text-delta", "delta": d, "text": d}),
+        AgentEvent::ToolCall(c) => {
+            let mut v = tool_call_json(c);
+            v["type"] = json!("tool-call");
+            v
+        }
+        AgentEvent::ToolResult(r) => {
+            let mut v = tool_result_json(r);
+            v["type"] = json!("tool-result");
+            v
+        }
+        AgentEvent::PartialObject(o) => json!({"type": "object-delta", "object": o}),
+        AgentEvent::Finish {
+            finish_reason,
+            usage,
+            text,
+            ..
+        } => json!({
+            "type": "finish",
+            "finishReason": finish_reason.as_str(),
+            "usage": usage_json(usage),
+            "text": text,
+        }),
+        AgentEvent::Error(e) => json!({"type": "error", "error": e}),
+    }
+}

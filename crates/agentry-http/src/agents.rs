@@ -1,0 +1,280 @@
+//! The seven agent routes of spec section 4.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, Responder, get, post, web};
+use actix_web_lab::sse;
+use agentry_core::agent::{AgentError, AgentEvent, AgentHub, GenerateOptions, Message};
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::AppState;
+use crate::agent_wire::{self, parse_input, parse_options};
+use crate::envelope;
+use crate::error::ApiError;
+use crate::ui_stream::{self, UiMessageStream};
+
+/// Agent errors as statuses: unknown agent 404, bad request 400, everything the model or the
+/// server failed at 500 with the cause named.
+pub fn agent_error(err: AgentError) -> ApiError {
+    match &err {
+        AgentError::NotFound(_) => ApiError::not_found(err.to_string()),
+        AgentError::InvalidRequest(_) => ApiError::bad_request(err.to_string()),
+        AgentError::Cancelled => ApiError::new(
+            StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+            err.to_string(),
+        ),
+        AgentError::Duplicate(_)
+        | AgentError::Model(_)
+        | AgentError::InvalidObject(_)
+        | AgentError::Memory(_) => {
+            tracing::error!(error = %err, "generation failed");
+            ApiError::internal(format!("Failed to generate: {err}"))
+        }
+    }
+}
+
+fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
+    app.agents
+        .as_ref()
+        .ok_or_else(|| ApiError::not_found("No agents are registered"))
+}
+
+/// GET /agents
+#[get("/agents")]
+pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
+    let items: Vec<Value> = match &app.agents {
+        Some(h) => h
+            .agents()
+            .iter()
+            .map(|a| agent_wire::agent_summary(h, a))
+            .collect(),
+        None => Vec::new(),
+    };
+    envelope::ok(items)
+}
+
+/// GET /agents/{id}
+#[get("/agents/{id}")]
+pub async fn get_agent(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let h = hub(&app)?;
+    let a = h.require(&id).map_err(agent_error)?;
+    Ok(envelope::ok(agent_wire::agent_summary(h, &a)))
+}
+
+/// A validated generation request.
+struct Request {
+    input: Vec<Message>,
+    options: GenerateOptions,
+    schema: Option<Value>,
+}
+
+fn parse(body: &Value, want_schema: bool, chat: bool) -> Result<Request, ApiError> {
+    let obj = body
+        .as_object()
+        .ok_or_else(|| ApiError::bad_request("Invalid request body: expected a JSON object"))?;
+    // A chat client's default transport sends `messages`; the spec's shape is `input`.
+    let input = obj
+        .get("input")
+        .or_else(|| chat.then(|| obj.get("messages")).flatten());
+    let input = parse_input(input)?;
+    let options = parse_options(obj.get("options"))?;
+    let schema = if want_schema {
+        let s = obj
+            .get("schema")
+            .ok_or_else(|| ApiError::bad_request("schema is required"))?;
+        match s.get("type").and_then(Value::as_str) {
+            Some("object") | Some("array") => {}
+            _ => {
+                return Err(ApiError::bad_request(
+                    "schema must be a JSON Schema whose top-level type is \"object\" or \"array\"",
+                ));
+            }
+        }
+        agentry_core::schema::Schema::compile(s.clone())
+            .map_err(|e| ApiError::bad_request(format!("schema: {e}")))?;
+        Some(s.clone())
+    } else {
+        None
+    };
+    Ok(Request {
+        input,
+        options,
+        schema,
+    })
+}
+
+/// Cancels generation when the request's future is dropped (the client went away).
+fn cancel_on_drop() -> (CancellationToken, DropGuard) {
+    let t = CancellationToken::new();
+    (t.clone(), t.drop_guard())
+}
+
+/// POST /agents/{id}/text
+#[post("/agents/{id}/text")]
+pub async fn generate_text(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let h = hub(&app)?;
+    h.require(&id).map_err(agent_error)?;
+    let req = parse(&body, false, false)?;
+    let (cancel, _guard) = cancel_on_drop();
+    let r = h
+        .generate_text(&id, req.input, req.options, cancel)
+        .await
+        .map_err(agent_error)?;
+    Ok(envelope::ok(agent_wire::text_result_json(&r)))
+}
+
+/// POST /agents/{id}/object
+#[post("/agents/{id}/object")]
+pub async fn generate_object(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let h = hub(&app)?;
+    h.require(&id).map_err(agent_error)?;
+    let req = parse(&body, true, false)?;
+    let (cancel, _guard) = cancel_on_drop();
+    let r = h
+        .generate_object(
+            &id,
+            req.input,
+            req.schema.unwrap_or_default(),
+            req.options,
+            cancel,
+        )
+        .await
+        .map_err(agent_error)?;
+    Ok(envelope::ok(r.object))
+}
+
+fn data(v: &Value) -> Result<sse::Event, Infallible> {
+    Ok(sse::Event::Data(sse::Data::new(v.to_string())))
+}
+
+fn receiver_stream(rx: mpsc::Receiver<AgentEvent>) -> impl Stream<Item = AgentEvent> {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+}
+
+fn sse_of(events: impl Stream<Item = Value> + 'static) -> impl Responder {
+    sse::Sse::from_stream(events.map(|v| data(&v))).with_keep_alive(Duration::from_secs(15))
+}
+
+/// POST /agents/{id}/stream: the raw full-stream events.
+#[post("/agents/{id}/stream")]
+pub async fn stream_text(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<impl Responder, ApiError> {
+    let h = hub(&app)?;
+    h.require(&id).map_err(agent_error)?;
+    let req = parse(&body, false, false)?;
+    let rx = h
+        .stream_text(&id, req.input, req.options, CancellationToken::new())
+        .map_err(agent_error)?;
+    Ok(sse_of(
+        receiver_stream(rx).map(|ev| agent_wire::full_stream_json(&ev)),
+    ))
+}
+
+/// POST /agents/{id}/chat: the UI message stream protocol.
+#[post("/agents/{id}/chat")]
+pub async fn chat_stream(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<HttpResponse, ApiError> {
+    let h = hub(&app)?;
+    h.require(&id).map_err(agent_error)?;
+    let req = parse(&body, false, true)?;
+    let rx = h
+        .stream_text(&id, req.input, req.options, CancellationToken::new())
+        .map_err(agent_error)?;
+    let mut ui = UiMessageStream::new(format!("msg-{}", uuid_like()));
+    let head = futures::stream::iter(ui.start());
+    let body_events = receiver_stream(rx).flat_map(move |ev| futures::stream::iter(ui.on(&ev)));
+    let lines = head
+        .chain(body_events)
+        .map(|v| Ok::<_, Infallible>(web::Bytes::from(format!("data: {v}\n\n"))))
+        .chain(futures::stream::once(async {
+            Ok(web::Bytes::from_static(b"data: [DONE]\n\n"))
+        }));
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .insert_header(ui_stream::HEADER)
+        .streaming(lines))
+}
+
+/// POST /agents/{id}/stream-object: partial objects as they grow, then the validated object.
+#[post("/agents/{id}/stream-object")]
+pub async fn stream_object_route(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<Value>,
+) -> Result<impl Responder, ApiError> {
+    let h = hub(&app)?;
+    h.require(&id).map_err(agent_error)?;
+    let req = parse(&body, true, false)?;
+    let rx = h
+        .stream_object(
+            &id,
+            req.input,
+            req.schema.unwrap_or_default(),
+            req.options,
+            CancellationToken::new(),
+        )
+        .map_err(agent_error)?;
+    let events = receiver_stream(rx).flat_map(|ev| {
+        let out = match ev {
+            AgentEvent::PartialObject(o) => vec![json!({"type": "partial-object", "object": o})],
+            AgentEvent::Finish {
+                finish_reason,
+                usage,
+                object,
+                ..
+            } => vec![
+                json!({"type": "object", "object": object}),
+                json!({"type": "finish", "finishReason": finish_reason.as_str(), "usage": usage}),
+            ],
+            AgentEvent::Error(e) => vec![json!({"type": "error", "error": e})],
+            _ => Vec::new(),
+        };
+        futures::stream::iter(out)
+    });
+    Ok(sse_of(events))
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{t:x}{:x}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Registers the agent routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(list_agents)
+        .service(get_agent)
+        .service(generate_text)
+        .service(stream_text)
+        .service(chat_stream)
+        .service(generate_object)
+        .service(stream_object_route);
+}
