@@ -1,5 +1,7 @@
-//! Latency of the real server over HTTP on loopback: one `word-count` execute, and one
-//! suspend+resume cycle of `expense-approval` (execute over 1000, then resume).
+//! Latency of the real server over HTTP on loopback: one `word-count` execute, one
+//! suspend+resume cycle of `expense-approval` (execute over 1000, then resume), and one
+//! `/agents/writer/text` call on the offline model (the server-side overhead of an agent call:
+//! the offline model itself takes microseconds).
 //!
 //! `cargo run --release -p agentry-server --example bench -- [ITERATIONS] [DATABASE_URL]`
 //! (defaults: 500 iterations, a fresh SQLite file in the temp directory).
@@ -108,6 +110,34 @@ async fn main() -> anyhow::Result<()> {
     report("expense execute->suspended", suspend);
     report("expense resume->completed", resume);
     report("suspend+resume cycle", cycle);
+
+    let mut text = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let v = post(
+            &client,
+            format!("{base}/agents/writer/text"),
+            json!({"input": "Write one line about the sea."}),
+        )
+        .await;
+        text.push(t.elapsed());
+        assert_eq!(v["data"]["finishReason"], "stop");
+    }
+    report("agent /text (offline model)", text);
+
+    let mut tools = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let v = post(
+            &client,
+            format!("{base}/agents/assistant/text"),
+            json!({"input": "What is the weather in Oslo?"}),
+        )
+        .await;
+        tools.push(t.elapsed());
+        assert_eq!(v["data"]["toolCalls"][0]["toolName"], "get_weather");
+    }
+    report("agent /text with a tool call", tools);
 
     handle.stop(true).await;
     running.database.close().await;
