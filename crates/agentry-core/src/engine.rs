@@ -486,6 +486,78 @@ impl Engine {
         lock(&self.inner.live).len()
     }
 
+    /// Marks every execution running in this process as alive (its `updatedAt` moves), so that
+    /// no other process takes it for orphaned. Call it more often than the recovery threshold.
+    pub async fn heartbeat(&self) {
+        let ids: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
+        for id in ids {
+            let touched = self
+                .update(None, &id, |r| {
+                    if r.state.status() != Status::Running {
+                        return Err(EngineError::Internal("not running".into()));
+                    }
+                    Ok(r.clone())
+                })
+                .await;
+            if let Err(e) = touched {
+                tracing::debug!(execution_id = %id, error = %e, "heartbeat skipped");
+            }
+        }
+    }
+
+    /// Picks up executions left `running` by a process that stopped without finishing them (a
+    /// crash, a kill, a step that outlived the shutdown grace): those not running here whose
+    /// record has not moved for `stale_after`. Each is claimed with a compare-and-set, so of
+    /// several processes recovering at once only one runs it; it continues from its last
+    /// checkpoint (the step it was in runs again), or suspends there when a suspend was pending.
+    /// Returns how many were taken over.
+    pub async fn recover(&self, stale_after: Duration) -> Result<usize, EngineError> {
+        let filter = crate::store::ExecutionFilter {
+            status: Some(Status::Running),
+            ..Default::default()
+        };
+        let now = self.inner.clock.now();
+        let cutoff = now
+            - chrono::Duration::from_std(stale_after)
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+        let mut taken = 0;
+        for rec in self.inner.store.list(&filter).await? {
+            if rec.updated_at > cutoff || lock(&self.inner.live).contains_key(&rec.id) {
+                continue;
+            }
+            let Some(wf) = self.workflow(&rec.workflow_id) else {
+                tracing::warn!(execution_id = %rec.id, workflow_id = %rec.workflow_id,
+                    "cannot recover an execution of an unregistered workflow");
+                continue;
+            };
+            let expected = rec.version;
+            let mut claimed = rec.clone();
+            claimed.version = expected + 1;
+            claimed.updated_at = now;
+            if !self.inner.store.compare_and_set(&claimed, expected).await? {
+                continue; // another process got it first
+            }
+            taken += 1;
+            let start = claimed.progress.next_step.min(wf.steps().len());
+            tracing::info!(execution_id = %claimed.id, step = start, "recovering an interrupted execution");
+            if let Some(req) = claimed.state.suspend_request().cloned()
+                && let Some(step) = wf.steps().get(start)
+            {
+                let suspension = Suspension {
+                    suspended_at: now,
+                    reason: req.reason,
+                    step_index: start,
+                    step_id: step.id.clone(),
+                    data: None,
+                };
+                self.suspend_now(claimed, suspension).await?;
+                continue;
+            }
+            drop(self.spawn_run(wf, claimed, start, None, true));
+        }
+        Ok(taken)
+    }
+
     fn spawn_run(
         &self,
         wf: Arc<Workflow>,
@@ -1014,5 +1086,136 @@ async fn guarded(fut: crate::workflow::StepFuture) -> Result<Value, StepError> {
                 .unwrap_or_else(|| "unknown panic".into());
             Err(StepError::failed(format!("the step panicked: {msg}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::step;
+
+    fn counting() -> Workflow {
+        Workflow::new("count", "Count")
+            .and_then(step("one", |_ctx: StepContext| async move { Ok(json!(1)) }))
+            .and_then(step("two", |ctx: StepContext| async move {
+                Ok(json!(ctx.input.as_i64().unwrap_or(0) + 1))
+            }))
+            .and_then(step("three", |ctx: StepContext| async move {
+                Ok(json!(ctx.input.as_i64().unwrap_or(0) + 1))
+            }))
+            .build()
+            .unwrap()
+    }
+
+    /// An execution left `running` at its checkpoint after step `one` by a dead process.
+    fn orphan(id: &str, age: chrono::Duration) -> ExecutionRecord {
+        let then = chrono::Utc::now() - age;
+        let mut steps = Map::new();
+        steps.insert(
+            "one".into(),
+            json!({"input": {}, "output": 1, "status": "completed"}),
+        );
+        ExecutionRecord {
+            id: id.into(),
+            workflow_id: "count".into(),
+            state: ExecutionState::Running {
+                suspend_request: None,
+            },
+            input: json!({}),
+            context: Map::new(),
+            user_id: None,
+            start_at: then,
+            updated_at: then,
+            progress: Progress {
+                next_step: 1,
+                steps,
+            },
+            version: 3,
+        }
+    }
+
+    #[tokio::test]
+    async fn recovers_orphans_from_their_checkpoint_once() {
+        let engine = Engine::in_memory();
+        engine.register(counting()).unwrap();
+        engine
+            .store()
+            .insert(&orphan("old", chrono::Duration::seconds(120)))
+            .await
+            .unwrap();
+        engine
+            .store()
+            .insert(&orphan("fresh", chrono::Duration::seconds(1)))
+            .await
+            .unwrap();
+        assert_eq!(engine.recover(Duration::from_secs(60)).await.unwrap(), 1);
+        for _ in 0..100 {
+            let rec = engine.store().get("old").await.unwrap().unwrap();
+            if rec.state.status() == Status::Completed {
+                assert_eq!(rec.state.result(), Some(&json!(3)));
+                let fresh = engine.store().get("fresh").await.unwrap().unwrap();
+                assert_eq!(fresh.state.status(), Status::Running, "not stale yet");
+                // Nothing is left to take over.
+                assert_eq!(engine.recover(Duration::from_secs(60)).await.unwrap(), 0);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the orphan was not recovered");
+    }
+
+    #[tokio::test]
+    async fn a_pending_suspend_takes_effect_on_recovery() {
+        let engine = Engine::in_memory();
+        engine.register(counting()).unwrap();
+        let mut rec = orphan("o", chrono::Duration::seconds(120));
+        rec.state = ExecutionState::Running {
+            suspend_request: Some(SuspendRequest {
+                requested_at: chrono::Utc::now(),
+                reason: "server shutting down".into(),
+            }),
+        };
+        engine.store().insert(&rec).await.unwrap();
+        assert_eq!(engine.recover(Duration::from_secs(60)).await.unwrap(), 1);
+        let rec = engine.store().get("o").await.unwrap().unwrap();
+        let s = rec.state.suspension().expect("suspended");
+        assert_eq!((s.step_index, s.step_id.as_str()), (1, "two"));
+        let done = engine
+            .resume("count", "o", Value::Null, None)
+            .await
+            .unwrap();
+        assert_eq!(done.state.result(), Some(&json!(3)));
+    }
+
+    #[tokio::test]
+    async fn concurrent_resumes_run_once() {
+        let engine = Engine::in_memory();
+        engine
+            .register(
+                Workflow::new("gate", "Gate")
+                    .and_then(step("wait", |ctx: StepContext| async move {
+                        match ctx.resume_data {
+                            Some(_) => Ok(json!("opened")),
+                            None => Err(ctx.suspend("closed", None)),
+                        }
+                    }))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        let rec = engine
+            .execute("gate", json!({}), ExecuteOptions::default())
+            .await
+            .unwrap();
+        let attempts = (0..50).map(|_| engine.resume("gate", &rec.id, json!(1), None));
+        let results = futures::future::join_all(attempts).await;
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok, 1);
+        assert!(
+            results
+                .iter()
+                .filter_map(|r| r.as_ref().err())
+                .all(|e| matches!(e, EngineError::NotSuspended { .. }))
+        );
     }
 }

@@ -85,6 +85,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         config: settings.http.clone(),
     };
     let server = agentry_http::serve(listener, state)?;
+    spawn_maintenance(engine.clone());
     Ok(Running {
         addr,
         server,
@@ -111,6 +112,28 @@ impl Running {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// How long a `running` execution may go without any write before another process takes it for
+/// orphaned. Live executions are touched every `HEARTBEAT`.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// Heartbeats the executions running here and recovers orphaned ones (at start, then
+/// periodically, so that a crashed peer's executions are picked up too).
+fn spawn_maintenance(engine: Engine) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        loop {
+            tick.tick().await;
+            engine.heartbeat().await;
+            match engine.recover(STALE_AFTER).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(count = n, "recovered interrupted executions"),
+                Err(e) => tracing::warn!(error = %e, "recovery pass failed"),
+            }
+        }
+    });
 }
 
 async fn shutdown_signal() {
