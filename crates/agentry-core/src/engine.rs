@@ -616,21 +616,11 @@ impl Engine {
                 tracing::error!(execution_id = %id, error = %err, "execution stopped by an engine error");
                 // Keep the store truthful: an execution the engine gave up on ends in error.
                 let message = err.to_string();
-                let at = self.inner.clock.now();
-                match self
-                    .update(None, &id, |r| {
-                        let state = transition(
-                            &r.state,
-                            Transition::Fail {
-                                message: message.clone(),
-                                at,
-                            },
-                        )
-                        .map_err(|e| EngineError::Internal(e.to_string()))?;
-                        Ok(ExecutionRecord { state, ..r.clone() })
-                    })
-                    .await
-                {
+                let fail = Transition::Fail {
+                    message: message.clone(),
+                    at: self.inner.clock.now(),
+                };
+                match self.apply(None, &id, fail).await {
                     Ok(rec) => {
                         self.emit(&rec, EventKind::WorkflowError { error: message });
                         Ok(rec)
@@ -797,21 +787,34 @@ impl Engine {
         }
         let at = self.inner.clock.now();
         let result = input;
-        let rec = self
-            .update(Some(rec), &id, |r| {
-                let state = transition(
-                    &r.state,
-                    Transition::Complete {
-                        result: result.clone(),
-                        at,
-                    },
-                )
-                .map_err(|e| EngineError::Internal(e.to_string()))?;
-                Ok(ExecutionRecord { state, ..r.clone() })
-            })
-            .await?;
+        let complete = Transition::Complete {
+            result: result.clone(),
+            at,
+        };
+        let rec = self.apply(Some(rec), &id, complete).await?;
         self.emit(&rec, EventKind::WorkflowComplete { result });
         Ok(rec)
+    }
+
+    /// Moves the stored execution through `t` (a refused move is an internal error here: the
+    /// engine only asks for moves its own run allows).
+    async fn apply(
+        &self,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        t: Transition,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.update(known, id, |r| {
+            let state = transition(&r.state, t.clone())
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+            let mut next = r.clone();
+            if let ExecutionState::Suspended(s) = &state {
+                next.progress.next_step = s.step_index;
+            }
+            next.state = state;
+            Ok(next)
+        })
+        .await
     }
 
     async fn suspend_now(
@@ -821,14 +824,7 @@ impl Engine {
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
         let rec = self
-            .update(Some(rec), &id, |r| {
-                let state = transition(&r.state, Transition::Suspend(suspension.clone()))
-                    .map_err(|e| EngineError::Internal(e.to_string()))?;
-                let mut next = r.clone();
-                next.state = state;
-                next.progress.next_step = suspension.step_index;
-                Ok(next)
-            })
+            .apply(Some(rec), &id, Transition::Suspend(suspension.clone()))
             .await?;
         self.emit(&rec, EventKind::WorkflowSuspended { suspension });
         Ok(rec)
@@ -842,19 +838,11 @@ impl Engine {
         let id = rec.id.clone();
         let at = self.inner.clock.now();
         tracing::warn!(execution_id = %id, error = %message, "execution failed");
-        let rec = self
-            .update(Some(rec), &id, |r| {
-                let state = transition(
-                    &r.state,
-                    Transition::Fail {
-                        message: message.clone(),
-                        at,
-                    },
-                )
-                .map_err(|e| EngineError::Internal(e.to_string()))?;
-                Ok(ExecutionRecord { state, ..r.clone() })
-            })
-            .await?;
+        let fail = Transition::Fail {
+            message: message.clone(),
+            at,
+        };
+        let rec = self.apply(Some(rec), &id, fail).await?;
         self.emit(&rec, EventKind::WorkflowError { error: message });
         Ok(rec)
     }
