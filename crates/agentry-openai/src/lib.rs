@@ -26,12 +26,28 @@
 //!   snake_case (`reasoningEffort` -> `reasoning_effort`, `textVerbosity` -> `verbosity`) and
 //!   merged into the request body, overriding what the settings produced; a `null` value removes
 //!   the field (e.g. `{"openai": {"temperature": null}}` for models that reject it).
-//!   `strictJsonSchema: true` turns on strict mode for the JSON Schema response format.
+//!   `strictJsonSchema: true` turns on strict mode for the JSON Schema response format;
+//!   `maxTokens`/`max_tokens` replaces `max_completion_tokens` for servers that only know the
+//!   older field.
 //! - `output_schema`: the `json_schema` response format (strict off unless asked), the JSON text
 //!   is returned as the response text.
 //! - Results: finish reasons (`stop`, `length`, `tool_calls`/`function_call`, `content_filter`,
 //!   anything else is `Other`) and usage (prompt, completion, total, cached input tokens,
 //!   reasoning tokens; missing counts are 0).
+//!
+//! # Errors and streams
+//!
+//! Failures become `ModelError`s naming the cause: `HTTP 401 Unauthorized: invalid_request_error:
+//! Incorrect API key provided... (code: invalid_api_key)`, the transport error with the base URL,
+//! or an unreadable body. async-openai retries 429 (except `insufficient_quota`), 5xx and
+//! connection errors three times with backoff before giving up. A 4xx whose body is not an
+//! OpenAI error object is reported with its body but without its status code (async-openai does
+//! not pass the status on in that case).
+//!
+//! A stream yields text deltas as they come, each tool call once complete (fragments assembled
+//! by index, arguments parsed from the joined JSON text, kept as a string when that text is not
+//! JSON), then one `Finish`. Dropping it drops async-openai's event stream, which closes the
+//! upstream connection.
 //!
 //! Responses are decoded into lenient local types (async-openai's "bring your own types" API)
 //! rather than async-openai's typed response, so compatible servers that omit fields or report

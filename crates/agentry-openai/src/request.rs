@@ -40,10 +40,6 @@ pub(crate) fn build_body(
         model: model.to_owned(),
         messages,
         tools,
-        temperature: Some(s.temperature as f32),
-        top_p: (s.top_p != 1.0).then_some(s.top_p as f32),
-        frequency_penalty: (s.frequency_penalty != 0.0).then_some(s.frequency_penalty as f32),
-        presence_penalty: (s.presence_penalty != 0.0).then_some(s.presence_penalty as f32),
         seed: s.seed,
         stop: (!s.stop_sequences.is_empty())
             .then(|| StopConfiguration::StringArray(s.stop_sequences.clone())),
@@ -69,6 +65,25 @@ pub(crate) fn build_body(
     let Value::Object(fields) = &mut body else {
         unreachable!("a request serializes to an object")
     };
+    // Sampling numbers go in as the f64s they are: async-openai's fields are f32, which would put
+    // 0.20000000298023224 on the wire for 0.2.
+    let numbers = [
+        ("temperature", Some(s.temperature)),
+        ("top_p", (s.top_p != 1.0).then_some(s.top_p)),
+        (
+            "frequency_penalty",
+            (s.frequency_penalty != 0.0).then_some(s.frequency_penalty),
+        ),
+        (
+            "presence_penalty",
+            (s.presence_penalty != 0.0).then_some(s.presence_penalty),
+        ),
+    ];
+    for (key, value) in numbers {
+        if let Some(n) = value.and_then(serde_json::Number::from_f64) {
+            fields.insert(key.into(), Value::Number(n));
+        }
+    }
 
     if let Some(options) = options {
         for (key, value) in options {
@@ -77,9 +92,13 @@ pub(crate) fn build_body(
             }
             if value.is_null() {
                 fields.remove(&key);
-            } else {
-                fields.insert(key, value);
+                continue;
             }
+            // For servers that only know the older limit field: send one limit, not two.
+            if key == "max_tokens" {
+                fields.remove("max_completion_tokens");
+            }
+            fields.insert(key, value);
         }
     }
 
@@ -320,6 +339,12 @@ mod tests {
         let body = build_body("m", &r, false).unwrap();
         assert_eq!(body["logit_bias"], json!({"50256": -100}));
         assert_eq!(body["user"], "u1");
+        assert_eq!(body["max_completion_tokens"], 4000);
+
+        r.settings.provider_options = Some(json!({"maxTokens": 50}));
+        let body = build_body("m", &r, false).unwrap();
+        assert_eq!(body["max_tokens"], 50);
+        assert!(body.get("max_completion_tokens").is_none());
     }
 
     #[test]
