@@ -56,7 +56,17 @@ pub async fn open_database(url: &str) -> anyhow::Result<Database> {
 /// The default model: the built-in offline model unless an OpenAI-compatible endpoint is
 /// configured.
 pub fn default_model() -> Arc<dyn Model> {
-    Arc::new(OfflineModel)
+    match agentry_openai::OpenAiModel::from_env() {
+        Some(m) => {
+            tracing::info!(
+                model = m.name(),
+                base_url = m.base_url(),
+                "agents use an OpenAI-compatible endpoint"
+            );
+            Arc::new(m)
+        }
+        None => Arc::new(OfflineModel),
+    }
 }
 
 /// Builds the engine and the agents on `db`, with the examples when asked.

@@ -49,7 +49,7 @@ fn expression_of(text: &str) -> Option<String> {
     let rest = after(text, "calculate ")?;
     let expr = rest
         .trim_end_matches(['?', '!', '\n', ' '])
-        .trim_end_matches(|c: char| c == '.')
+        .trim_end_matches('.')
         .trim();
     (!expr.is_empty()).then(|| expr.to_owned())
 }
