@@ -1,1 +1,418 @@
+//! Support for the black-box integration tests: the real agentry server started in-process on a
+//! free port, over SQLite or PostgreSQL, and a small HTTP client around it.
+//!
+//! Only HTTP is used to talk to the server; the engine and the database are never touched
+//! directly (except to create the PostgreSQL test database before the server starts).
 
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use agentry_core::Engine;
+use agentry_core::agent::AgentHub;
+use agentry_server::Settings;
+use agentry_store::Database;
+use futures::StreamExt;
+use reqwest::StatusCode;
+use reqwest::header::CONTENT_TYPE;
+use serde_json::Value;
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+/// Environment variable naming the PostgreSQL URL of the tests.
+pub const POSTGRES_URL_VAR: &str = "AGENTRY_TEST_POSTGRES_URL";
+/// The PostgreSQL URL used when [`POSTGRES_URL_VAR`] is not set.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/agentry_test";
+
+/// How long one request (or one whole SSE stream) may take before the test fails.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Instantiates each named `async fn(Backend)` of the calling test file as two tests,
+/// `sqlite::<name>` and `postgres::<name>`, each on a multi-threaded runtime.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+/// The database a test server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A fresh SQLite file per server, removed when the server goes.
+    Sqlite,
+    /// The shared PostgreSQL test database (executions have unique ids, so tests can share it).
+    Postgres,
+}
+
+/// The PostgreSQL URL of the tests.
+pub fn postgres_url() -> String {
+    std::env::var(POSTGRES_URL_VAR)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_owned())
+}
+
+/// Creates the database named in `url` when it does not exist yet, connecting to the same
+/// server's `postgres` database. Safe against concurrent creators (in this process and others).
+pub async fn ensure_postgres_database(url: &str) -> Result<(), String> {
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_try_init(|| create_postgres_database(url))
+        .await
+        .map(|_| ())
+}
+
+async fn create_postgres_database(url: &str) -> Result<(), String> {
+    let options = PgConnectOptions::from_str(url).map_err(|e| format!("bad URL {url}: {e}"))?;
+    let name = options
+        .get_database()
+        .ok_or_else(|| format!("{url} names no database"))?
+        .to_owned();
+    let admin = options.database("postgres");
+    let mut conn = PgConnection::connect_with(&admin).await.map_err(|e| {
+        format!(
+            "PostgreSQL is unreachable at {} (set {POSTGRES_URL_VAR}): {e}",
+            agentry_server::redact(url)
+        )
+    })?;
+    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
+        .bind(&name)
+        .fetch_optional(&mut conn)
+        .await
+        .map_err(|e| format!("reading pg_database: {e}"))?;
+    if exists.is_none() {
+        let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await
+        {
+            Ok(_) => {}
+            // 42P04 duplicate_database; 23505 unique_violation when two creators race inside
+            // the catalog.
+            Err(sqlx::Error::Database(e))
+                if matches!(e.code().as_deref(), Some("42P04") | Some("23505")) => {}
+            Err(e) => return Err(format!("creating database {name}: {e}")),
+        }
+    }
+    let _ = conn.close().await;
+    Ok(())
+}
+
+/// The real server, started in-process on a free port.
+pub struct TestServer {
+    pub base_url: String,
+    pub client: reqwest::Client,
+    pub backend: Backend,
+    /// The server's engine and agents, for tests that register their own workflows or agents
+    /// (everything is still exercised over HTTP).
+    pub engine: Engine,
+    pub agents: AgentHub,
+    handle: ServerHandle,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    database: Database,
+    sqlite_path: Option<PathBuf>,
+}
+
+/// A response: status, Content-Type and the body parsed as JSON.
+#[derive(Debug)]
+pub struct JsonResponse {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl TestServer {
+    /// Starts the server with the examples on a fresh database of `backend`. Panics (failing
+    /// the test) when the database cannot be reached: PostgreSQL tests never skip.
+    pub async fn start(backend: Backend) -> TestServer {
+        let (database_url, sqlite_path) = match backend {
+            Backend::Sqlite => {
+                let path = std::env::temp_dir()
+                    .join(format!("agentry-test-{}.db", uuid::Uuid::new_v4().simple()));
+                (format!("sqlite://{}", path.display()), Some(path))
+            }
+            Backend::Postgres => {
+                let url = postgres_url();
+                if let Err(e) = ensure_postgres_database(&url).await {
+                    panic!("{e}");
+                }
+                (url, None)
+            }
+        };
+        let settings = Settings {
+            bind: "127.0.0.1:0".into(),
+            database_url: database_url.clone(),
+            examples: true,
+            ..Default::default()
+        };
+        let running = match agentry_server::start(&settings).await {
+            Ok(r) => r,
+            Err(e) => panic!(
+                "starting the server on {}: {e:#}",
+                agentry_server::redact(&database_url)
+            ),
+        };
+        let handle = running.server.handle();
+        let task = tokio::spawn(running.server);
+        let client = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .expect("building the HTTP client");
+        TestServer {
+            base_url: format!("http://{}", running.addr),
+            client,
+            backend,
+            engine: running.engine,
+            agents: running.agents,
+            handle,
+            task: Some(task),
+            database: running.database,
+            sqlite_path,
+        }
+    }
+
+    /// `base_url` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    /// Stops the server, closes its database and removes a SQLite file. Every request of the
+    /// test has been answered by now, so the stop is not graceful: a graceful one would wait for
+    /// the client's idle keep-alive connections to go.
+    pub async fn stop(mut self) {
+        self.handle.stop(false).await;
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("server task panicked")
+                .expect("server failed");
+        }
+        self.database.close().await;
+        self.remove_files();
+    }
+
+    fn remove_files(&mut self) {
+        if let Some(path) = self.sqlite_path.take() {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut p = path.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+
+    /// Sends `req` and parses the body as JSON; panics when the body is not JSON or the
+    /// Content-Type is not application/json (every answer of these routes is JSON).
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> JsonResponse {
+        let resp = req.send().await.expect("request failed");
+        let status = resp.status();
+        let content_type = content_type(&resp);
+        let text = resp.text().await.expect("reading the response body");
+        let body: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{status} answered with non-JSON ({e}): {text:?}"));
+        assert!(
+            content_type.starts_with("application/json"),
+            "{status} answered with Content-Type {content_type:?}: {text}"
+        );
+        JsonResponse {
+            status,
+            content_type,
+            body,
+        }
+    }
+
+    /// POST `body` as JSON.
+    pub async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self.send(self.client.post(self.url(path)).json(body)).await;
+        (r.status, r.body)
+    }
+
+    /// POST raw bytes with the given Content-Type.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> (StatusCode, Value) {
+        let r = self
+            .send(
+                self.client
+                    .post(self.url(path))
+                    .header(CONTENT_TYPE, content_type)
+                    .body(body),
+            )
+            .await;
+        (r.status, r.body)
+    }
+
+    /// GET, parsed as JSON.
+    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.send(self.client.get(self.url(path))).await;
+        (r.status, r.body)
+    }
+
+    /// GET a success envelope and return its `data`.
+    pub async fn get_data(&self, path: &str) -> Value {
+        let (status, body) = self.get_json(path).await;
+        ok_data(status, body)
+    }
+
+    /// POST a body expecting a success envelope; returns its `data`.
+    pub async fn post_data(&self, path: &str, body: &Value) -> Value {
+        let (status, resp) = self.post_json(path, body).await;
+        ok_data(status, resp)
+    }
+
+    /// POSTs `body` as JSON to a stream endpoint and reads the whole Server-Sent Events stream:
+    /// comment lines (keep-alives) are skipped, each event's `data:` lines are parsed as JSON.
+    /// Checks status 200 and Content-Type text/event-stream.
+    pub async fn sse_events(&self, path: &str, body: &Value) -> Vec<Value> {
+        let read = async {
+            let resp = self
+                .client
+                .post(self.url(path))
+                .json(body)
+                .send()
+                .await
+                .expect("stream request failed");
+            let status = resp.status();
+            let ct = content_type(&resp);
+            if status != StatusCode::OK || !ct.starts_with("text/event-stream") {
+                let text = resp.text().await.unwrap_or_default();
+                panic!("stream answered {status} with Content-Type {ct:?}: {text}");
+            }
+            let mut stream = resp.bytes_stream();
+            let mut buf = String::new();
+            let mut events = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.expect("reading the event stream");
+                buf.push_str(std::str::from_utf8(&chunk).expect("event stream is not UTF-8"));
+                if buf.contains('\r') {
+                    buf = buf.replace("\r\n", "\n").replace('\r', "\n");
+                }
+                while let Some(end) = buf.find("\n\n") {
+                    let block: String = buf.drain(..end + 2).collect();
+                    if let Some(ev) = parse_sse_block(&block) {
+                        events.push(ev);
+                    }
+                }
+            }
+            if let Some(ev) = parse_sse_block(&buf) {
+                events.push(ev);
+            }
+            events
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, read)
+            .await
+            .unwrap_or_else(|_| panic!("the event stream of {path} did not end"))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            // Not stopped (the test failed): send the stop command, remove the files.
+            drop(self.handle.stop(false));
+        }
+        self.remove_files();
+    }
+}
+
+fn content_type(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// One SSE event block: `None` for a block of comments only. Panics on a `data` that is not
+/// JSON.
+fn parse_sse_block(block: &str) -> Option<Value> {
+    let mut data: Vec<&str> = Vec::new();
+    for line in block.lines() {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("data:") {
+            data.push(rest.strip_prefix(' ').unwrap_or(rest));
+        }
+        // `event:`, `id:` and `retry:` lines carry nothing the tests read.
+    }
+    if data.is_empty() {
+        return None;
+    }
+    let joined = data.join("\n");
+    Some(
+        serde_json::from_str(&joined)
+            .unwrap_or_else(|e| panic!("SSE data is not JSON ({e}): {joined:?}")),
+    )
+}
+
+/// Asserts a success envelope with status 200 and returns `data`.
+pub fn ok_data(status: StatusCode, body: Value) -> Value {
+    assert_eq!(status, StatusCode::OK, "expected 200, got {status}: {body}");
+    assert_eq!(body["success"], Value::Bool(true), "not a success: {body}");
+    let obj = body.as_object().expect("envelope is an object");
+    assert_eq!(
+        obj.len(),
+        2,
+        "envelope has exactly success and data: {body}"
+    );
+    body.get("data")
+        .cloned()
+        .expect("success envelope has data")
+}
+
+/// Asserts a failure envelope `{success: false, error: <string>}` with `expected` status;
+/// returns the message.
+pub fn assert_failure(status: StatusCode, body: &Value, expected: u16) -> String {
+    assert_eq!(
+        status.as_u16(),
+        expected,
+        "expected {expected}, got {status}: {body}"
+    );
+    let obj = body.as_object().expect("failure body is an object");
+    assert_eq!(obj.get("success"), Some(&Value::Bool(false)), "{body}");
+    assert_eq!(
+        obj.len(),
+        2,
+        "failure has exactly success and error: {body}"
+    );
+    let msg = obj
+        .get("error")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("error is not a string: {body}"));
+    assert!(!msg.is_empty(), "empty error message: {body}");
+    msg.to_owned()
+}
+
+/// Asserts `v` is an ISO 8601 (RFC 3339) timestamp string and returns it parsed.
+pub fn assert_iso(v: &Value) -> chrono::DateTime<chrono::FixedOffset> {
+    let s = v
+        .as_str()
+        .unwrap_or_else(|| panic!("timestamp is not a string: {v}"));
+    chrono::DateTime::parse_from_rfc3339(s)
+        .unwrap_or_else(|e| panic!("{s:?} is not an ISO 8601 timestamp: {e}"))
+}
+
+/// A fresh execution id.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

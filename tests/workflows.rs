@@ -1,0 +1,1030 @@
+//! The workflow routes of the HTTP contract (spec sections 2-4, 6, 7) and the example workflows
+//! of `examples.md`, against the real server over HTTP, on SQLite and on PostgreSQL.
+//!
+//! Every test body is an `async fn(Backend)`; `agentry_tests::backend_tests!` instantiates each
+//! one as `sqlite::<name>` and `postgres::<name>`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentry_tests::{Backend, TestServer, assert_failure, assert_iso, new_id, ok_data};
+use serde_json::{Value, json};
+
+agentry_tests::backend_tests!(
+    lists_the_example_workflows,
+    workflow_detail_lists_steps_and_schemas,
+    unknown_workflow_is_404,
+    expense_under_limit_completes,
+    expense_over_limit_suspends_and_resumes,
+    expense_resume_and_suspend_errors,
+    wrong_workflow_in_path_is_404,
+    order_fulfillment_worked_example,
+    order_fulfillment_without_express,
+    order_fulfillment_large_order_scores_fraud,
+    word_count_counts_words,
+    request_errors_are_envelopes,
+    caller_chosen_execution_id,
+    stream_of_order_fulfillment,
+    stream_of_suspending_expense,
+    stream_with_invalid_input_is_400,
+    countdown_suspends_while_running_and_resumes,
+    concurrent_resumes_resume_once,
+);
+
+const APPROVAL_REASON: &str = "Manager approval required for amounts over 1000";
+
+fn worked_order(order_id: &str, express: bool) -> Value {
+    json!({
+        "orderId": order_id,
+        "items": [
+            {"sku": "A", "quantity": 2, "unitPrice": 10},
+            {"sku": "B", "quantity": 1, "unitPrice": 5.5}
+        ],
+        "express": express
+    })
+}
+
+fn expense(employee: &str, amount: i64) -> Value {
+    json!({"employeeId": employee, "amount": amount, "category": "travel"})
+}
+
+fn exec_path(workflow: &str, id: &str, action: &str) -> String {
+    format!("/workflows/{workflow}/executions/{id}/{action}")
+}
+
+/// Asserts the completed form of an execution result and returns `result`.
+fn assert_completed(data: &Value) -> Value {
+    assert_eq!(data["status"], "completed", "{data}");
+    assert!(data["executionId"].is_string(), "{data}");
+    let start = assert_iso(&data["startAt"]);
+    let end = assert_iso(&data["endAt"]);
+    assert!(end >= start, "endAt before startAt: {data}");
+    assert!(data.get("suspension").is_none(), "{data}");
+    data["result"].clone()
+}
+
+/// Starts an expense-approval over 1000 and returns its execution id, checking the suspended form.
+async fn start_suspended_expense(s: &TestServer, employee: &str) -> String {
+    let data = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({"input": expense(employee, 1500)}),
+        )
+        .await;
+    assert_eq!(data["status"], "suspended", "{data}");
+    data["executionId"].as_str().unwrap().to_owned()
+}
+
+async fn state_of(s: &TestServer, workflow: &str, id: &str) -> Value {
+    s.get_data(&exec_path(workflow, id, "state")).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listing and detail
+// ---------------------------------------------------------------------------------------------
+
+async fn lists_the_example_workflows(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let data = s.get_data("/workflows").await;
+    assert_eq!(
+        data,
+        json!([
+            {
+                "id": "expense-approval",
+                "name": "Expense Approval",
+                "purpose": "Approves an expense; amounts over 1000 wait for a manager.",
+                "stepsCount": 2,
+                "status": "idle"
+            },
+            {
+                "id": "order-fulfillment",
+                "name": "Order Fulfillment",
+                "purpose": "Prices, checks and ships an order: every control-flow step type.",
+                "stepsCount": 6,
+                "status": "idle"
+            },
+            {
+                "id": "word-count",
+                "name": "Word Count",
+                "purpose": "Counts the whitespace-separated words of a text.",
+                "stepsCount": 1,
+                "status": "idle"
+            },
+            {
+                "id": "countdown",
+                "name": "Countdown",
+                "purpose": "A slow workflow of five ticks, for suspending a running execution.",
+                "stepsCount": 5,
+                "status": "idle"
+            },
+            {
+                "id": "content-pipeline",
+                "name": "Content Pipeline",
+                "purpose": "Drafts a text on a topic with the writer agent, counts its words, packages both.",
+                "stepsCount": 3,
+                "status": "idle"
+            }
+        ])
+    );
+    s.stop().await;
+}
+
+async fn workflow_detail_lists_steps_and_schemas(backend: Backend) {
+    let s = TestServer::start(backend).await;
+
+    let d = s.get_data("/workflows/expense-approval").await;
+    assert_eq!(d["id"], "expense-approval");
+    assert_eq!(d["name"], "Expense Approval");
+    assert_eq!(
+        d["purpose"],
+        "Approves an expense; amounts over 1000 wait for a manager."
+    );
+    assert_eq!(d["status"], "idle");
+    assert_eq!(d["stepsCount"], 2);
+    assert_eq!(
+        d["steps"],
+        json!([
+            {
+                "id": "check-approval",
+                "name": "Check approval",
+                "type": "andThen",
+                "purpose": "Approves up to 1000 automatically; above that, waits for a manager."
+            },
+            {
+                "id": "record-decision",
+                "name": "Record decision",
+                "type": "andThen",
+                "purpose": "Records the approval decision."
+            }
+        ])
+    );
+    assert_eq!(
+        d["inputSchema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "employeeId": {"type": "string"},
+                "amount": {"type": "number", "minimum": 0},
+                "category": {"type": "string"}
+            },
+            "required": ["employeeId", "amount", "category"]
+        })
+    );
+    assert_eq!(
+        d["suspendSchema"],
+        json!({
+            "type": "object",
+            "properties": {"employeeId": {"type": "string"}, "amount": {"type": "number"}},
+            "required": ["employeeId", "amount"]
+        })
+    );
+    assert_eq!(
+        d["resumeSchema"],
+        json!({
+            "type": "object",
+            "properties": {"approved": {"type": "boolean"}, "managerId": {"type": "string"}},
+            "required": ["approved", "managerId"]
+        })
+    );
+
+    let d = s.get_data("/workflows/order-fulfillment").await;
+    assert_eq!(d["stepsCount"], 6);
+    let steps: Vec<(String, String)> = d["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| {
+            assert!(st["name"].is_string() && st["purpose"].is_string(), "{st}");
+            (
+                st["id"].as_str().unwrap().to_owned(),
+                st["type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("price-order", "andThen"),
+        ("run-checks", "andAll"),
+        ("express-fee", "andWhen"),
+        ("pick-carrier", "andRace"),
+        ("audit", "andTap"),
+        ("summarize", "andThen"),
+    ];
+    assert_eq!(
+        steps,
+        expected
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(d["inputSchema"]["required"], json!(["orderId", "items"]));
+    assert_eq!(d["inputSchema"]["properties"]["items"]["minItems"], 1);
+    assert_eq!(d["suspendSchema"], Value::Null);
+    assert_eq!(d["resumeSchema"], Value::Null);
+
+    let d = s.get_data("/workflows/word-count").await;
+    assert_eq!(
+        d,
+        json!({
+            "id": "word-count",
+            "name": "Word Count",
+            "purpose": "Counts the whitespace-separated words of a text.",
+            "status": "idle",
+            "stepsCount": 1,
+            "steps": [{"id": "count", "name": "Count", "type": "andThen", "purpose": "Counts words."}],
+            "inputSchema": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"]
+            },
+            "suspendSchema": null,
+            "resumeSchema": null
+        })
+    );
+
+    let d = s.get_data("/workflows/countdown").await;
+    let ids: Vec<&str> = d["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| st["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["tick-5", "tick-4", "tick-3", "tick-2", "tick-1"]);
+    assert_eq!(d["suspendSchema"], Value::Null);
+    s.stop().await;
+}
+
+async fn unknown_workflow_is_404(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let (status, body) = s.get_json("/workflows/nope").await;
+    assert_eq!(
+        body,
+        json!({"success": false, "error": "Workflow nope not found"})
+    );
+    assert_eq!(status, 404);
+
+    let (status, body) = s
+        .post_json("/workflows/nope/execute", &json!({"input": {}}))
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        "Workflow nope not found"
+    );
+    let (status, body) = s.get_json(&exec_path("nope", &new_id(), "state")).await;
+    assert_failure(status, &body, 404);
+    s.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// expense-approval: suspend and resume
+// ---------------------------------------------------------------------------------------------
+
+async fn expense_under_limit_completes(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let data = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({"input": expense("e-1", 500)}),
+        )
+        .await;
+    let result = assert_completed(&data);
+    assert_eq!(
+        result,
+        json!({"status": "approved", "employeeId": "e-1", "amount": 500, "approvedBy": "auto"})
+    );
+    let id = data["executionId"].as_str().unwrap();
+    let st = state_of(&s, "expense-approval", id).await;
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["workflowId"], "expense-approval");
+    assert!(st.get("suspension").is_none(), "{st}");
+    s.stop().await;
+}
+
+async fn expense_over_limit_suspends_and_resumes(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let input = expense("e-2", 1500);
+    let data = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({
+                "input": input,
+                "options": {"userId": "u-42", "context": {"tier": "gold", "region": "eu"}}
+            }),
+        )
+        .await;
+    assert_eq!(data["status"], "suspended", "{data}");
+    assert_eq!(data["endAt"], Value::Null);
+    assert_eq!(data["result"], Value::Null);
+    assert_iso(&data["startAt"]);
+    let susp = &data["suspension"];
+    assert_iso(&susp["suspendedAt"]);
+    assert_eq!(susp["reason"], APPROVAL_REASON);
+    assert_eq!(susp["suspendedStepIndex"], 0);
+    let id = data["executionId"].as_str().unwrap().to_owned();
+    uuid::Uuid::parse_str(&id).expect("generated execution ids are uuids");
+
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["executionId"], id.as_str());
+    assert_eq!(st["workflowId"], "expense-approval");
+    assert_eq!(st["status"], "suspended");
+    assert_eq!(st["startAt"], data["startAt"]);
+    assert_eq!(st["input"], input);
+    assert_eq!(st["suspension"]["reason"], APPROVAL_REASON);
+    assert_eq!(st["suspension"]["stepIndex"], 0);
+    assert_eq!(st["suspension"]["stepId"], "check-approval");
+    assert_eq!(st["suspension"]["suspendedAt"], susp["suspendedAt"]);
+    let ctx = st["context"].as_object().expect("context is an object");
+    assert_eq!(ctx.get("userId"), Some(&json!("u-42")), "{st}");
+    assert_eq!(ctx.get("tier"), Some(&json!("gold")), "{st}");
+    assert_eq!(ctx.get("region"), Some(&json!("eu")), "{st}");
+
+    let done = s
+        .post_data(
+            &exec_path("expense-approval", &id, "resume"),
+            &json!({"resumeData": {"approved": true, "managerId": "m-7"}}),
+        )
+        .await;
+    assert_eq!(done["executionId"], id.as_str());
+    assert_eq!(done["startAt"], data["startAt"]);
+    assert_eq!(
+        assert_completed(&done),
+        json!({"status": "approved", "employeeId": "e-2", "amount": 1500, "approvedBy": "m-7"})
+    );
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["status"], "completed");
+    assert!(st.get("suspension").is_none(), "{st}");
+
+    // A manager can also reject.
+    let id2 = start_suspended_expense(&s, "e-3").await;
+    let done = s
+        .post_data(
+            &exec_path("expense-approval", &id2, "resume"),
+            &json!({"resumeData": {"approved": false, "managerId": "m-8"}}),
+        )
+        .await;
+    assert_eq!(
+        assert_completed(&done),
+        json!({"status": "rejected", "employeeId": "e-3", "amount": 1500, "approvedBy": "m-8"})
+    );
+    s.stop().await;
+}
+
+async fn expense_resume_and_suspend_errors(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = start_suspended_expense(&s, "e-4").await;
+    let resume = exec_path("expense-approval", &id, "resume");
+    let suspend = exec_path("expense-approval", &id, "suspend");
+
+    // Invalid resume data: 400, and the execution stays suspended.
+    for bad in [
+        json!({"resumeData": {"approved": "yes", "managerId": "m-1"}}),
+        json!({"resumeData": {"approved": true}}),
+        json!({"resumeData": "approve"}),
+    ] {
+        let (status, body) = s.post_json(&resume, &bad).await;
+        assert_failure(status, &body, 400);
+    }
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["status"], "suspended", "{st}");
+
+    // Suspending an already suspended execution: 400, unchanged.
+    let (status, body) = s.post_json(&suspend, &json!({"reason": "again"})).await;
+    assert_failure(status, &body, 400);
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["status"], "suspended");
+    assert_eq!(st["suspension"]["reason"], APPROVAL_REASON);
+
+    // Unknown executions: 404 for resume, suspend and state.
+    let unknown = new_id();
+    let (status, body) = s
+        .post_json(
+            &exec_path("expense-approval", &unknown, "resume"),
+            &json!({"resumeData": {"approved": true, "managerId": "m"}}),
+        )
+        .await;
+    assert_failure(status, &body, 404);
+    let (status, body) = s
+        .post_json(
+            &exec_path("expense-approval", &unknown, "suspend"),
+            &json!({"reason": "x"}),
+        )
+        .await;
+    assert_failure(status, &body, 404);
+    let (status, body) = s
+        .get_json(&exec_path("expense-approval", &unknown, "state"))
+        .await;
+    assert_failure(status, &body, 404);
+
+    // Resume for real, then: resume again is 404, suspend is 400.
+    let done = s
+        .post_data(
+            &resume,
+            &json!({"resumeData": {"approved": true, "managerId": "m-1"}}),
+        )
+        .await;
+    assert_completed(&done);
+    let (status, body) = s
+        .post_json(
+            &resume,
+            &json!({"resumeData": {"approved": true, "managerId": "m-1"}}),
+        )
+        .await;
+    assert_failure(status, &body, 404);
+    let (status, body) = s.post_json(&suspend, &json!({"reason": "late"})).await;
+    assert_failure(status, &body, 400);
+
+    // A completed run (never suspended) cannot be suspended either.
+    let data = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({"input": expense("e-5", 10)}),
+        )
+        .await;
+    let cid = data["executionId"].as_str().unwrap();
+    let (status, body) = s
+        .post_json(
+            &exec_path("expense-approval", cid, "suspend"),
+            &json!({"reason": "too late"}),
+        )
+        .await;
+    assert_failure(status, &body, 400);
+    let st = state_of(&s, "expense-approval", cid).await;
+    assert_eq!(st["status"], "completed");
+    s.stop().await;
+}
+
+async fn wrong_workflow_in_path_is_404(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = start_suspended_expense(&s, "e-6").await;
+    for wf in ["word-count", "order-fulfillment"] {
+        let (status, body) = s.get_json(&exec_path(wf, &id, "state")).await;
+        assert_failure(status, &body, 404);
+        let (status, body) = s
+            .post_json(&exec_path(wf, &id, "suspend"), &json!({"reason": "x"}))
+            .await;
+        assert_failure(status, &body, 404);
+        let (status, body) = s
+            .post_json(
+                &exec_path(wf, &id, "resume"),
+                &json!({"resumeData": {"approved": true, "managerId": "m"}}),
+            )
+            .await;
+        assert_failure(status, &body, 404);
+    }
+    // An unknown workflow id in the path.
+    let (status, body) = s
+        .post_json(
+            &exec_path("nope", &id, "resume"),
+            &json!({"resumeData": {"approved": true, "managerId": "m"}}),
+        )
+        .await;
+    assert_failure(status, &body, 404);
+    // Nothing of that touched the execution.
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["status"], "suspended");
+    assert_eq!(st["suspension"]["reason"], APPROVAL_REASON);
+    s.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// order-fulfillment and word-count
+// ---------------------------------------------------------------------------------------------
+
+async fn order_fulfillment_worked_example(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let data = s
+        .post_data(
+            "/workflows/order-fulfillment/execute",
+            &json!({"input": worked_order("o-1", true)}),
+        )
+        .await;
+    assert_eq!(
+        assert_completed(&data),
+        json!({
+            "orderId": "o-1",
+            "subtotal": 25.5,
+            "shippingFee": 15,
+            "carrier": "swift",
+            "carrierCost": 7,
+            "total": 47.5,
+            "inStock": true,
+            "fraudScore": 0.1
+        })
+    );
+    // The stored execution carries the same result.
+    let st = state_of(
+        &s,
+        "order-fulfillment",
+        data["executionId"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["result"], data["result"]);
+    s.stop().await;
+}
+
+async fn order_fulfillment_without_express(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let data = s
+        .post_data(
+            "/workflows/order-fulfillment/execute",
+            &json!({"input": worked_order("o-2", false)}),
+        )
+        .await;
+    assert_eq!(
+        assert_completed(&data),
+        json!({
+            "orderId": "o-2",
+            "subtotal": 25.5,
+            "shippingFee": 0,
+            "carrier": "swift",
+            "carrierCost": 7,
+            "total": 32.5,
+            "inStock": true,
+            "fraudScore": 0.1
+        })
+    );
+    s.stop().await;
+}
+
+async fn order_fulfillment_large_order_scores_fraud(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    // `express` left out: it defaults to false.
+    let data = s
+        .post_data(
+            "/workflows/order-fulfillment/execute",
+            &json!({"input": {
+                "orderId": "o-3",
+                "items": [{"sku": "GOLD", "quantity": 3, "unitPrice": 4000}]
+            }}),
+        )
+        .await;
+    assert_eq!(
+        assert_completed(&data),
+        json!({
+            "orderId": "o-3",
+            "subtotal": 12000,
+            "shippingFee": 0,
+            "carrier": "swift",
+            "carrierCost": 7,
+            "total": 12007,
+            "inStock": true,
+            "fraudScore": 0.9
+        })
+    );
+    // Exactly at the threshold the score stays low.
+    let data = s
+        .post_data(
+            "/workflows/order-fulfillment/execute",
+            &json!({"input": {
+                "orderId": "o-4",
+                "items": [{"sku": "GOLD", "quantity": 1, "unitPrice": 10000}],
+                "express": true
+            }}),
+        )
+        .await;
+    let r = assert_completed(&data);
+    assert_eq!(r["fraudScore"], 0.1, "{r}");
+    assert_eq!(r["total"], 10022, "{r}");
+    s.stop().await;
+}
+
+async fn word_count_counts_words(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let data = s
+        .post_data(
+            "/workflows/word-count/execute",
+            &json!({"input": {"text": "the quick  brown fox"}}),
+        )
+        .await;
+    assert_eq!(assert_completed(&data), json!({"words": 4}));
+    let data = s
+        .post_data(
+            "/workflows/word-count/execute",
+            &json!({"input": {"text": " \n\t "}}),
+        )
+        .await;
+    assert_eq!(assert_completed(&data), json!({"words": 0}));
+    s.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors of section 7
+// ---------------------------------------------------------------------------------------------
+
+async fn request_errors_are_envelopes(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let execute = "/workflows/expense-approval/execute";
+
+    // Input failing the schema.
+    for input in [
+        json!({"employeeId": "e", "amount": -1, "category": "c"}),
+        json!({"employeeId": "e", "amount": "10", "category": "c"}),
+        json!({"employeeId": "e", "category": "c"}),
+        json!("not an object"),
+    ] {
+        let (status, body) = s.post_json(execute, &json!({"input": input})).await;
+        let msg = assert_failure(status, &body, 400);
+        assert!(
+            msg.starts_with("Input validation failed: "),
+            "{input} -> {msg}"
+        );
+    }
+    let (status, body) = s
+        .post_json(
+            "/workflows/order-fulfillment/execute",
+            &json!({"input": {"orderId": "o", "items": []}}),
+        )
+        .await;
+    assert!(assert_failure(status, &body, 400).starts_with("Input validation failed: "));
+    let (status, body) = s
+        .post_json(
+            "/workflows/order-fulfillment/execute",
+            &json!({"input": {"orderId": "o", "items": [{"sku": "A", "quantity": 0, "unitPrice": 1}]}}),
+        )
+        .await;
+    assert!(assert_failure(status, &body, 400).starts_with("Input validation failed: "));
+
+    // Missing `input`.
+    let (status, body) = s.post_json(execute, &json!({"options": {}})).await;
+    assert_failure(status, &body, 400);
+    // Malformed JSON.
+    let (status, body) = s
+        .post_raw(execute, "application/json", r#"{"input": {"employeeId": "#)
+        .await;
+    assert_failure(status, &body, 400);
+    // Wrong Content-Type.
+    let (status, body) = s
+        .post_raw(
+            execute,
+            "text/plain",
+            json!({"input": expense("e", 1)}).to_string(),
+        )
+        .await;
+    assert_failure(status, &body, 400);
+    // Malformed JSON on resume and suspend.
+    let some = exec_path("expense-approval", &new_id(), "resume");
+    let (status, body) = s.post_raw(&some, "application/json", "{").await;
+    assert_failure(status, &body, 400);
+    let some = exec_path("expense-approval", &new_id(), "suspend");
+    let (status, body) = s.post_raw(&some, "application/json", "{").await;
+    assert_failure(status, &body, 400);
+
+    // A body over 1 MiB: 413, on every route with a body.
+    let big = json!({"input": {"text": "a ".repeat(600 * 1024)}}).to_string();
+    assert!(big.len() > 1024 * 1024);
+    let id = new_id();
+    for path in [
+        "/workflows/word-count/execute".to_owned(),
+        "/workflows/word-count/stream".to_owned(),
+        exec_path("expense-approval", &id, "resume"),
+        exec_path("expense-approval", &id, "suspend"),
+    ] {
+        let (status, body) = s.post_raw(&path, "application/json", big.clone()).await;
+        assert_failure(status, &body, 413);
+    }
+
+    // Unknown routes and methods.
+    let (status, body) = s.get_json("/nope").await;
+    assert_failure(status, &body, 404);
+    let (status, body) = s.post_json("/workflows", &json!({})).await;
+    assert_failure(status, &body, 404);
+    let (status, body) = s.get_json("/workflows/word-count/execute").await;
+    assert_failure(status, &body, 404);
+    s.stop().await;
+}
+
+async fn caller_chosen_execution_id(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = format!("order-{}", new_id());
+    let body = json!({"input": worked_order("o-5", true), "options": {"executionId": id}});
+    let data = s
+        .post_data("/workflows/order-fulfillment/execute", &body)
+        .await;
+    assert_eq!(data["executionId"], id.as_str());
+    assert_completed(&data);
+    let st = state_of(&s, "order-fulfillment", &id).await;
+    assert_eq!(st["executionId"], id.as_str());
+    assert_eq!(st["status"], "completed");
+
+    // Reusing it: 409, for any workflow, and the stored execution is untouched.
+    let (status, resp) = s
+        .post_json("/workflows/order-fulfillment/execute", &body)
+        .await;
+    assert_failure(status, &resp, 409);
+    let (status, resp) = s
+        .post_json(
+            "/workflows/word-count/execute",
+            &json!({"input": {"text": "x"}, "options": {"executionId": id}}),
+        )
+        .await;
+    assert_failure(status, &resp, 409);
+    let (status, resp) = s
+        .post_json(
+            "/workflows/word-count/stream",
+            &json!({"input": {"text": "x"}, "options": {"executionId": id}}),
+        )
+        .await;
+    assert_failure(status, &resp, 409);
+    let st2 = state_of(&s, "order-fulfillment", &id).await;
+    assert_eq!(st2["result"], st["result"]);
+    assert_eq!(st2["startAt"], st["startAt"]);
+
+    // An id that cannot be used in a path is refused.
+    let (status, resp) = s
+        .post_json(
+            "/workflows/word-count/execute",
+            &json!({"input": {"text": "x"}, "options": {"executionId": "a/b c"}}),
+        )
+        .await;
+    assert_failure(status, &resp, 400);
+    s.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams (section 6)
+// ---------------------------------------------------------------------------------------------
+
+/// Checks the fields every workflow event has and returns the events' types.
+fn check_common_fields(events: &[Value], execution_id: &str) -> Vec<String> {
+    assert!(!events.is_empty(), "no events");
+    let mut last = None;
+    events
+        .iter()
+        .map(|ev| {
+            assert_eq!(ev["executionId"], execution_id, "{ev}");
+            let t = assert_iso(&ev["timestamp"]);
+            if let Some(prev) = last {
+                assert!(t >= prev, "timestamps go back: {ev}");
+            }
+            last = Some(t);
+            ev["type"]
+                .as_str()
+                .unwrap_or_else(|| panic!("event without a type: {ev}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+async fn stream_of_order_fulfillment(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let events = s
+        .sse_events(
+            "/workflows/order-fulfillment/stream",
+            &json!({"input": worked_order("o-6", true), "options": {"executionId": id}}),
+        )
+        .await;
+    let types = check_common_fields(&events, &id);
+    let steps = [
+        "price-order",
+        "run-checks",
+        "express-fee",
+        "pick-carrier",
+        "audit",
+        "summarize",
+    ];
+    let mut expected = vec!["workflow-start".to_owned()];
+    for _ in steps {
+        expected.push("step-start".into());
+        expected.push("step-complete".into());
+    }
+    expected.push("workflow-complete".into());
+    expected.push("workflow-result".into());
+    assert_eq!(types, expected, "{events:#?}");
+
+    let froms: Vec<&str> = events[1..13]
+        .iter()
+        .map(|ev| ev["from"].as_str().unwrap_or_else(|| panic!("{ev}")))
+        .collect();
+    let expected_froms: Vec<&str> = steps.iter().flat_map(|st| [*st, *st]).collect();
+    assert_eq!(froms, expected_froms);
+
+    let want = json!({
+        "orderId": "o-6",
+        "subtotal": 25.5,
+        "shippingFee": 15,
+        "carrier": "swift",
+        "carrierCost": 7,
+        "total": 47.5,
+        "inStock": true,
+        "fraudScore": 0.1
+    });
+    let result = events.last().unwrap();
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(result["result"], want, "{result}");
+    // The race step's output is the winner's.
+    assert_eq!(events[8]["output"], json!({"carrier": "swift", "cost": 7}));
+
+    // The stream's execution is stored like any other.
+    let st = state_of(&s, "order-fulfillment", &id).await;
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["result"], want);
+    s.stop().await;
+}
+
+async fn stream_of_suspending_expense(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let events = s
+        .sse_events(
+            "/workflows/expense-approval/stream",
+            &json!({"input": expense("e-7", 2500)}),
+        )
+        .await;
+    let id = events[0]["executionId"].as_str().expect("executionId");
+    let types = check_common_fields(&events, id);
+    assert_eq!(
+        types,
+        [
+            "workflow-start",
+            "step-start",
+            "workflow-suspended",
+            "workflow-result"
+        ],
+        "{events:#?}"
+    );
+    assert_eq!(events[1]["from"], "check-approval");
+    let result = &events[3];
+    assert_eq!(result["status"], "suspended", "{result}");
+    assert_eq!(result["result"], Value::Null, "{result}");
+
+    let st = state_of(&s, "expense-approval", id).await;
+    assert_eq!(st["status"], "suspended");
+    assert_eq!(st["suspension"]["stepId"], "check-approval");
+    // The streamed execution resumes like any other.
+    let done = s
+        .post_data(
+            &exec_path("expense-approval", id, "resume"),
+            &json!({"resumeData": {"approved": true, "managerId": "m-9"}}),
+        )
+        .await;
+    assert_eq!(assert_completed(&done)["approvedBy"], "m-9");
+    s.stop().await;
+}
+
+async fn stream_with_invalid_input_is_400(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let (status, body) = s
+        .post_json(
+            "/workflows/expense-approval/stream",
+            &json!({"input": {"employeeId": "e", "amount": -5, "category": "c"}}),
+        )
+        .await;
+    assert!(assert_failure(status, &body, 400).starts_with("Input validation failed: "));
+    let (status, body) = s
+        .post_json("/workflows/nope/stream", &json!({"input": {}}))
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        "Workflow nope not found"
+    );
+    let (status, body) = s
+        .post_raw("/workflows/word-count/stream", "application/json", "{")
+        .await;
+    assert_failure(status, &body, 400);
+    s.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// countdown: suspending a running execution
+// ---------------------------------------------------------------------------------------------
+
+async fn countdown_suspends_while_running_and_resumes(backend: Backend) {
+    let s = Arc::new(TestServer::start(backend).await);
+    // The suspend must land while the run (5 ticks of 300 ms) is under way. On a machine that
+    // stalls for over a second the run can end first: that attempt proves nothing either way
+    // and is repeated; any other outcome is checked.
+    let mut attempt = 0;
+    let (id, suspended, exec) = loop {
+        attempt += 1;
+        match suspend_a_running_countdown(&s).await {
+            Some(found) => break found,
+            None if attempt < 3 => eprintln!("countdown ended before the suspend landed; again"),
+            None => panic!("the countdown ended before the suspend landed {attempt} times"),
+        }
+    };
+    assert_eq!(suspended["executionId"], id.as_str());
+    assert_eq!(suspended["status"], "suspended", "{suspended}");
+    assert_eq!(suspended["suspension"]["reason"], "pause");
+    assert_iso(&suspended["suspension"]["suspendedAt"]);
+
+    // The execute call ends with the suspended form.
+    assert_eq!(exec["executionId"], id.as_str());
+    assert_eq!(exec["status"], "suspended", "{exec}");
+    assert_eq!(exec["endAt"], Value::Null);
+    assert_eq!(exec["result"], Value::Null);
+    assert_eq!(exec["suspension"]["reason"], "pause");
+    assert_eq!(
+        exec["suspension"]["suspendedAt"],
+        suspended["suspension"]["suspendedAt"]
+    );
+
+    // The state names the next step to run; it is consistent with its index.
+    let st = state_of(&s, "countdown", &id).await;
+    assert_eq!(st["status"], "suspended", "{st}");
+    assert_eq!(st["suspension"]["reason"], "pause");
+    let index = st["suspension"]["stepIndex"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!((1..=4).contains(&index), "suspended at step {index}: {st}");
+    assert_eq!(st["suspension"]["stepId"], format!("tick-{}", 5 - index));
+    assert_eq!(exec["suspension"]["suspendedStepIndex"], index);
+    assert_eq!(
+        suspended["suspension"]["stepId"],
+        st["suspension"]["stepId"]
+    );
+
+    // Resume continues from that step to the end.
+    let done = s
+        .post_data(
+            &exec_path("countdown", &id, "resume"),
+            &json!({"resumeData": {}}),
+        )
+        .await;
+    assert_eq!(assert_completed(&done), json!({"remaining": 0}));
+    let st = state_of(&s, "countdown", &id).await;
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["result"], json!({"remaining": 0}));
+
+    let s = Arc::into_inner(s).expect("the server is no longer shared");
+    s.stop().await;
+}
+
+/// Starts a countdown (300 ms a tick) with a caller-chosen id in a task and asks it to suspend
+/// ~450 ms in (tick-5 done, tick-4 under way). Returns the id, the suspend answer's `data` and
+/// the execute answer's `data`; `None` when the run completed before the suspend landed.
+async fn suspend_a_running_countdown(s: &Arc<TestServer>) -> Option<(String, Value, Value)> {
+    let id = new_id();
+    let started = Instant::now();
+    let run = {
+        let s = s.clone();
+        let body = json!({"input": {"stepDelayMs": 300}, "options": {"executionId": id}});
+        tokio::spawn(async move { s.post_json("/workflows/countdown/execute", &body).await })
+    };
+    // Wait until the execution exists, then until ~450 ms after the start.
+    let state = exec_path("countdown", &id, "state");
+    loop {
+        let (status, body) = s.get_json(&state).await;
+        if status == 200 {
+            let st = &body["data"]["status"];
+            assert!(st == "running" || st == "completed", "{body}");
+            break;
+        }
+        assert_failure(status, &body, 404);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the execution never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(450).saturating_sub(started.elapsed())).await;
+
+    let (status, body) = s
+        .post_json(
+            &exec_path("countdown", &id, "suspend"),
+            &json!({"reason": "pause"}),
+        )
+        .await;
+    let (exec_status, exec_body) = run.await.expect("execute task");
+    let exec = ok_data(exec_status, exec_body);
+    if status == 400 && exec["status"] == "completed" {
+        assert_eq!(exec["result"], json!({"remaining": 0}));
+        return None;
+    }
+    Some((id, ok_data(status, body), exec))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency
+// ---------------------------------------------------------------------------------------------
+
+async fn concurrent_resumes_resume_once(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = start_suspended_expense(&s, "e-8").await;
+    let path = exec_path("expense-approval", &id, "resume");
+    let requests = (0..50).map(|i| {
+        let body = json!({"resumeData": {"approved": true, "managerId": format!("m-{i}")}});
+        let path = path.clone();
+        let s = &s;
+        async move { s.post_json(&path, &body).await }
+    });
+    let answers = futures::future::join_all(requests).await;
+    let mut winners = Vec::new();
+    for (status, body) in answers {
+        if status == 200 {
+            winners.push(ok_data(status, body));
+        } else {
+            assert_failure(status, &body, 404);
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one resume wins: {winners:#?}");
+    let won = &winners[0];
+    let result = assert_completed(won);
+    assert_eq!(result["status"], "approved");
+    let by = result["approvedBy"].as_str().unwrap().to_owned();
+    assert!(by.starts_with("m-"), "{result}");
+
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["result"], result);
+    s.stop().await;
+}
