@@ -169,7 +169,7 @@ pub fn instance_of(schema: &Value, hint: &str) -> Value {
             if let Some(m) = max {
                 x = x.min(m);
             }
-            if ty == "integer" {
+            if ty == "integer" || x.fract() == 0.0 {
                 json!(x.ceil() as i64)
             } else {
                 json!(x)
