@@ -32,6 +32,7 @@ agentry_tests::backend_tests!(
     stream_object_grows_then_validates,
     model_failures_are_500_and_error_events,
     aborting_a_stream_cancels_generation,
+    aborting_text_cancels_generation,
     content_pipeline_runs_agent_and_sub_workflow,
 );
 
@@ -572,6 +573,11 @@ impl Model for SlowModel {
         "slow"
     }
     async fn generate(&self, _r: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let _flag = DropFlag(self.dropped.clone());
+        for _ in 0..1500 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.chunks.fetch_add(1, Ordering::SeqCst);
+        }
         Ok(ModelResponse {
             text: "slow".into(),
             tool_calls: Vec::new(),
@@ -642,6 +648,29 @@ async fn aborting_a_stream_cancels_generation(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(chunks.load(Ordering::SeqCst), at_drop, "generation went on");
     assert!(at_drop < 100, "stopped early: {at_drop} chunks");
+    server.stop().await;
+}
+
+async fn aborting_text_cancels_generation(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let (chunks, dropped) = slow_agent(&server);
+    for route in ["text", "object"] {
+        dropped.store(false, Ordering::SeqCst);
+        let before = chunks.load(Ordering::SeqCst);
+        let sent = server
+            .client
+            .post(server.url(&format!("/agents/slow/{route}")))
+            .json(&json!({"input": "go", "schema": {"type": "object"}}))
+            .timeout(Duration::from_millis(300))
+            .send()
+            .await;
+        assert!(sent.unwrap_err().is_timeout(), "{route} answered");
+        assert!(wait_for(&dropped).await, "{route}: the model call was not dropped");
+        let at_drop = chunks.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(chunks.load(Ordering::SeqCst), at_drop, "{route}: generation went on");
+        assert!(at_drop - before < 100, "{route}: stopped late: {at_drop} chunks");
+    }
     server.stop().await;
 }
 

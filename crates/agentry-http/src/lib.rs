@@ -8,9 +8,13 @@ pub mod agents;
 pub mod envelope;
 pub mod error;
 pub mod fallback;
+pub mod landing;
+pub mod logs;
+pub mod request_log;
 pub mod ui_stream;
 pub mod wire;
 pub mod workflows;
+pub mod ws;
 
 use std::net::TcpListener;
 
@@ -73,7 +77,10 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .app_data(web::QueryConfig::default().error_handler(error::query_error))
             .configure(agents::routes)
-            .configure(workflows::routes);
+            .configure(workflows::routes)
+            .configure(logs::routes)
+            .configure(ws::routes)
+            .configure(landing::routes);
     }
 }
 
@@ -93,6 +100,7 @@ pub fn app(
         .wrap(fallback::json_errors())
         .configure(configure(state))
         .default_service(web::to(error::not_found))
+        .wrap(actix_web::middleware::from_fn(request_log::log_request))
 }
 
 /// Starts serving on `listener`; the returned server runs until stopped through its handle
@@ -100,6 +108,10 @@ pub fn app(
 pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<actix_web::dev::Server> {
     let timeout = state.config.shutdown_timeout_secs;
     Ok(HttpServer::new(move || app(state.clone()))
+        // A client that closes its side has gone away (no HTTP client half-closes and then waits
+        // for an answer): the connection is shut and the handler's future dropped, which cancels
+        // a generation in progress (spec section 4, agents rule 4).
+        .h1_allow_half_closed(false)
         .listen(listener)?
         .shutdown_timeout(timeout)
         .disable_signals()
