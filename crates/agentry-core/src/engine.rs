@@ -602,6 +602,7 @@ impl Engine {
         resumed: bool,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = record.id.clone();
+        tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = start, resumed, "execution started");
         let span =
             tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
         let outcome = {
@@ -630,6 +631,7 @@ impl Engine {
             }
         };
         if let Ok(rec) = &outcome {
+            tracing::info!(execution_id = %id, workflow_id = %rec.workflow_id, status = %rec.state.status(), "execution finished");
             self.emit(
                 rec,
                 EventKind::WorkflowResult {

@@ -18,6 +18,45 @@ pub struct InstructionContext<'a> {
 
 pub type InstructionsFn = Arc<dyn Fn(&InstructionContext<'_>) -> String + Send + Sync>;
 
+/// What an agent hook sees of one operation (spec section 5: `userId` is a direct property; the
+/// key/value map carries `user` when the request was authenticated).
+#[derive(Debug, Clone)]
+pub struct OperationContext {
+    pub agent_id: String,
+    /// `generateText`, `streamText`, `generateObject` or `streamObject`.
+    pub operation: &'static str,
+    pub user_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub context: Map<String, Value>,
+}
+
+impl OperationContext {
+    /// The authenticated user, when there is one.
+    pub fn user(&self) -> Option<&Value> {
+        self.context.get("user")
+    }
+}
+
+/// How an operation ended: its text (or object as JSON), or its error.
+pub type Outcome<'a> = Result<&'a str, &'a str>;
+
+/// Observers of an agent's operations and tool calls (like VoltAgent's `onStart`, `onEnd`,
+/// `onToolStart`, `onToolEnd`). They run inline and should be quick.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub on_start: Option<StartHook>,
+    pub on_end: Option<EndHook>,
+    pub on_tool_start: Option<ToolStartHook>,
+    pub on_tool_end: Option<ToolEndHook>,
+}
+
+pub type StartHook = Arc<dyn Fn(&OperationContext) + Send + Sync>;
+pub type EndHook = Arc<dyn Fn(&OperationContext, Outcome<'_>) + Send + Sync>;
+/// Tool name and arguments.
+pub type ToolStartHook = Arc<dyn Fn(&OperationContext, &str, &Value) + Send + Sync>;
+/// Tool name, result and whether it is an error.
+pub type ToolEndHook = Arc<dyn Fn(&OperationContext, &str, &Value, bool) + Send + Sync>;
+
 /// Fixed text, or a function of the request's context.
 #[derive(Clone)]
 pub enum Instructions {
@@ -74,6 +113,7 @@ pub struct Agent {
     pub sub_agents: Vec<String>,
     pub memory: Option<MemoryConfig>,
     pub telemetry: bool,
+    pub hooks: Hooks,
 }
 
 impl std::fmt::Debug for Agent {
@@ -94,6 +134,7 @@ impl Agent {
             sub_agents: Vec::new(),
             memory: None,
             telemetry: false,
+            hooks: Hooks::default(),
         }
     }
 
@@ -138,6 +179,39 @@ impl Agent {
 
     pub fn telemetry(mut self, on: bool) -> Self {
         self.telemetry = on;
+        self
+    }
+
+    /// Called when an operation of this agent starts.
+    pub fn on_start(mut self, f: impl Fn(&OperationContext) + Send + Sync + 'static) -> Self {
+        self.hooks.on_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Called when an operation ends, with its text or its error (not when it was cancelled).
+    pub fn on_end(
+        mut self,
+        f: impl Fn(&OperationContext, Outcome<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_end = Some(Arc::new(f));
+        self
+    }
+
+    /// Called before each tool call.
+    pub fn on_tool_start(
+        mut self,
+        f: impl Fn(&OperationContext, &str, &Value) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_tool_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Called after each tool call.
+    pub fn on_tool_end(
+        mut self,
+        f: impl Fn(&OperationContext, &str, &Value, bool) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_tool_end = Some(Arc::new(f));
         self
     }
 }

@@ -18,6 +18,8 @@ pub mod memory;
 pub mod partial;
 pub mod runtime;
 
-pub use definition::{Agent, InstructionContext, Instructions, MemoryConfig};
+pub use definition::{
+    Agent, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
+};
 pub use memory::{ConversationKey, InMemoryMemory, MemoryStore};
 pub use runtime::{AgentError, AgentEvent, AgentHub, GenerateOptions, ObjectResult, TextResult};

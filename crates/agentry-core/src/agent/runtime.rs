@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::definition::{Agent, InstructionContext};
+use super::definition::{Agent, InstructionContext, OperationContext};
 use super::memory::{ConversationKey, MemoryStore};
 use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
 use super::model::{GenerationSettings, Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
@@ -323,7 +323,7 @@ impl AgentHub {
         })
     }
 
-    /// The loop shared by every text route.
+    /// The loop shared by every text route, between the agent's start and end hooks.
     async fn run_text(
         &self,
         agent: &Agent,
@@ -332,6 +332,30 @@ impl AgentHub {
         sink: Sink<'_>,
         cancel: &CancellationToken,
         depth: u32,
+    ) -> Result<TextResult, AgentError> {
+        let name = if sink.is_some() {
+            "streamText"
+        } else {
+            "generateText"
+        };
+        let op = operation(agent, opts, name);
+        let outcome = self
+            .run_text_body(agent, input, opts, sink, cancel, depth, &op)
+            .await;
+        end_hook(agent, &op, outcome.as_ref().map(|r| r.text.as_str()));
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_text_body(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+        opts: &GenerateOptions,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+        depth: u32,
+        op: &OperationContext,
     ) -> Result<TextResult, AgentError> {
         let model = self.model_of(agent);
         let tools = self.tools_of(agent, depth);
@@ -382,6 +406,9 @@ impl AgentHub {
                 let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
                 let ctx = ctx.clone();
                 async move {
+                    if let Some(f) = &agent.hooks.on_tool_start {
+                        f(op, &c.tool_name, &c.args);
+                    }
                     let outcome = match tool {
                         Some(t) => t.call(c.args.clone(), ctx).await,
                         None => Err(format!("unknown tool {}", c.tool_name)),
@@ -390,6 +417,9 @@ impl AgentHub {
                         Ok(v) => (v, false),
                         Err(e) => (json!({"error": e}), true),
                     };
+                    if let Some(f) = &agent.hooks.on_tool_end {
+                        f(op, &c.tool_name, &result, is_error);
+                    }
                     ToolResult {
                         tool_call_id: c.tool_call_id.clone(),
                         tool_name: c.tool_name.clone(),
@@ -412,6 +442,7 @@ impl AgentHub {
             all_results.extend(results);
         }
         self.remember(agent, input, &text, opts).await?;
+        tracing::info!(agent_id = %agent.id, finish_reason = ?finish_reason, total_tokens = usage.total_tokens, "agent run finished");
         Ok(TextResult {
             text,
             usage,
@@ -468,6 +499,31 @@ impl AgentHub {
     }
 
     async fn run_object(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+        schema: &Value,
+        opts: &GenerateOptions,
+        sink: Sink<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<ObjectResult, AgentError> {
+        let name = if sink.is_some() {
+            "streamObject"
+        } else {
+            "generateObject"
+        };
+        let op = operation(agent, opts, name);
+        let outcome = self
+            .run_object_body(agent, input, schema, opts, sink, cancel)
+            .await;
+        match &outcome {
+            Ok(r) => end_hook(agent, &op, Ok(&r.object.to_string())),
+            Err(e) => end_hook(agent, &op, Err(e)),
+        }
+        outcome
+    }
+
+    async fn run_object_body(
         &self,
         agent: &Agent,
         input: &[Message],
@@ -546,6 +602,38 @@ impl AgentHub {
             let _ = tx.send(last).await;
         });
         Ok(rx)
+    }
+}
+
+/// The operation context of one run; fires the agent's start hook.
+fn operation(agent: &Agent, opts: &GenerateOptions, name: &'static str) -> OperationContext {
+    let op = OperationContext {
+        agent_id: agent.id.clone(),
+        operation: name,
+        user_id: opts.user_id.clone().or_else(|| {
+            opts.context
+                .get("userId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        }),
+        conversation_id: opts.conversation_id.clone(),
+        context: opts.context.clone(),
+    };
+    if let Some(f) = &agent.hooks.on_start {
+        f(&op);
+    }
+    op
+}
+
+/// Fires the end hook, unless the run was cancelled (nobody is there to see its end).
+fn end_hook(agent: &Agent, op: &OperationContext, outcome: Result<&str, &AgentError>) {
+    let Some(f) = &agent.hooks.on_end else {
+        return;
+    };
+    match outcome {
+        Ok(text) => f(op, Ok(text)),
+        Err(AgentError::Cancelled) => {}
+        Err(e) => f(op, Err(&e.to_string())),
     }
 }
 
@@ -693,6 +781,66 @@ mod tests {
         hub.register(Agent::new("w", "W")).unwrap();
         hub.register(Agent::new("s", "S").sub_agent("w")).unwrap();
         hub
+    }
+
+    #[tokio::test]
+    async fn hooks_see_the_operation_its_user_and_its_tools() {
+        let log = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let (a, b, c, d) = (log.clone(), log.clone(), log.clone(), log.clone());
+        let weather = FnTool::new(
+            "get_weather",
+            "weather",
+            json!({"type": "object"}),
+            |_, _| async { Ok(json!({"temperatureC": 21, "condition": "sunny"})) },
+        );
+        let hub = AgentHub::new(Arc::new(OfflineModel), None);
+        hub.register(
+            Agent::new("h", "H")
+                .tool(Arc::new(weather))
+                .on_start(move |op| {
+                    a.lock().unwrap().push(format!(
+                        "start {} {:?} {}",
+                        op.operation,
+                        op.user_id,
+                        op.user().map(|u| u["name"].to_string()).unwrap_or_default()
+                    ))
+                })
+                .on_tool_start(move |_, name, args| {
+                    b.lock().unwrap().push(format!("tool {name} {args}"))
+                })
+                .on_tool_end(move |_, name, result, err| {
+                    c.lock()
+                        .unwrap()
+                        .push(format!("tool-end {name} {} {err}", result["condition"]))
+                })
+                .on_end(move |op, out| {
+                    d.lock()
+                        .unwrap()
+                        .push(format!("end {:?} {}", op.user_id, out.is_ok()))
+                }),
+        )
+        .unwrap();
+        let mut opts = GenerateOptions::default();
+        opts.context
+            .insert("user".into(), json!({"id": "u1", "name": "Ada"}));
+        opts.user_id = Some("u1".into());
+        hub.generate_text(
+            "h",
+            vec![Message::user("weather in Oslo")],
+            opts,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                r#"start generateText Some("u1") "Ada""#,
+                r#"tool get_weather {"city":"Oslo"}"#,
+                r#"tool-end get_weather "sunny" false"#,
+                r#"end Some("u1") true"#,
+            ]
+        );
     }
 
     #[tokio::test]
