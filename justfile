@@ -12,6 +12,11 @@ test:
 bench iterations="500":
     cargo run --release -p agentry-server --example bench -- {{iterations}}
 
+# Property-based tests of the HTTP API from its OpenAPI document (GET /doc): starts the server, runs
+# schemathesis (installed into .venv-tools/ if missing), stops the server. Extra arguments go to `st run`.
+schemathesis *args:
+    bash scripts/schemathesis.sh {{args}}
+
 # Format the code.
 fmt:
     cargo fmt --all

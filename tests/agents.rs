@@ -665,11 +665,21 @@ async fn aborting_text_cancels_generation(backend: Backend) {
             .send()
             .await;
         assert!(sent.unwrap_err().is_timeout(), "{route} answered");
-        assert!(wait_for(&dropped).await, "{route}: the model call was not dropped");
+        assert!(
+            wait_for(&dropped).await,
+            "{route}: the model call was not dropped"
+        );
         let at_drop = chunks.load(Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(chunks.load(Ordering::SeqCst), at_drop, "{route}: generation went on");
-        assert!(at_drop - before < 100, "{route}: stopped late: {at_drop} chunks");
+        assert_eq!(
+            chunks.load(Ordering::SeqCst),
+            at_drop,
+            "{route}: generation went on"
+        );
+        assert!(
+            at_drop - before < 100,
+            "{route}: stopped late: {at_drop} chunks"
+        );
     }
     server.stop().await;
 }

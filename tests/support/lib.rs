@@ -11,7 +11,8 @@ use std::time::Duration;
 use actix_web::dev::ServerHandle;
 use agentry_core::Engine;
 use agentry_core::agent::AgentHub;
-use agentry_server::Settings;
+use agentry_http::Host;
+use agentry_server::{AuthSettings, Settings};
 use agentry_store::Database;
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -115,6 +116,19 @@ async fn create_postgres_database(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Installs the process's tracing subscriber once: the log capture layer behind `/api/logs` and
+/// `/ws/logs`, as the `agentry` binary installs it (without its stderr output). Idempotent; a
+/// subscriber installed before by someone else is left in place.
+pub fn init_logging() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use tracing_subscriber::prelude::*;
+        let _ = tracing_subscriber::registry()
+            .with(agentry_http::logs::capture_layer())
+            .try_init();
+    });
+}
+
 /// The real server, started in-process on a free port.
 pub struct TestServer {
     pub base_url: String,
@@ -142,6 +156,16 @@ impl TestServer {
     /// Starts the server with the examples on a fresh database of `backend`. Panics (failing
     /// the test) when the database cannot be reached: PostgreSQL tests never skip.
     pub async fn start(backend: Backend) -> TestServer {
+        Self::start_with(backend, AuthSettings::default(), |h| h).await
+    }
+
+    /// [`TestServer::start`] with authentication settings and a host's additions.
+    pub async fn start_with(
+        backend: Backend,
+        auth: AuthSettings,
+        customize: impl FnOnce(Host) -> Host,
+    ) -> TestServer {
+        init_logging();
         let (database_url, sqlite_path) = match backend {
             Backend::Sqlite => {
                 let path = std::env::temp_dir()
@@ -160,9 +184,10 @@ impl TestServer {
             bind: "127.0.0.1:0".into(),
             database_url: database_url.clone(),
             examples: true,
+            auth,
             ..Default::default()
         };
-        let running = match agentry_server::start(&settings).await {
+        let running = match agentry_server::start_with(&settings, customize).await {
             Ok(r) => r,
             Err(e) => panic!(
                 "starting the server on {}: {e:#}",

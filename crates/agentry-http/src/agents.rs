@@ -14,8 +14,13 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::AppState;
 use crate::agent_wire::{self, parse_input, parse_options};
+use crate::auth::{AuthenticatedUser, inject_user};
 use crate::envelope;
 use crate::error::ApiError;
+use crate::openapi::{
+    AgentListResponse, AgentRequest, AgentResponse, Failure, ObjectRequest, ObjectResultResponse,
+    TextResultResponse,
+};
 use crate::ui_stream::{self, UiMessageStream};
 
 /// Agent errors as statuses: unknown agent 404, bad request 400, everything the model or the
@@ -45,6 +50,12 @@ fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
 }
 
 /// GET /agents
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "listAgents",
+    summary = "List the agents",
+    responses((status = 200, description = "The registered agents.", body = AgentListResponse)),
+)]
 #[get("/agents")]
 pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
     let items: Vec<Value> = match &app.agents {
@@ -59,6 +70,16 @@ pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
 }
 
 /// GET /agents/{id}
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "getAgent",
+    summary = "An agent",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    responses(
+        (status = 200, description = "The agent.", body = AgentResponse),
+        (status = 404, description = "`Agent <id> not found`.", body = Failure),
+    ),
+)]
 #[get("/agents/{id}")]
 pub async fn get_agent(
     app: web::Data<AppState>,
@@ -76,7 +97,12 @@ struct Request {
     schema: Option<Value>,
 }
 
-fn parse(body: &Value, want_schema: bool, chat: bool) -> Result<Request, ApiError> {
+fn parse(
+    body: &Value,
+    want_schema: bool,
+    chat: bool,
+    user: Option<AuthenticatedUser>,
+) -> Result<Request, ApiError> {
     let obj = body
         .as_object()
         .ok_or_else(|| ApiError::bad_request("Invalid request body: expected a JSON object"))?;
@@ -85,7 +111,10 @@ fn parse(body: &Value, want_schema: bool, chat: bool) -> Result<Request, ApiErro
         .get("input")
         .or_else(|| chat.then(|| obj.get("messages")).flatten());
     let input = parse_input(input)?;
-    let options = parse_options(obj.get("options"))?;
+    let mut options = parse_options(obj.get("options"))?;
+    if let Some(u) = user {
+        inject_user(u.user(), &mut options.context, &mut options.user_id);
+    }
     let schema = if want_schema {
         let s = obj
             .get("schema")
@@ -118,15 +147,31 @@ fn cancel_on_drop() -> (CancellationToken, DropGuard) {
 }
 
 /// POST /agents/{id}/text
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "generateText",
+    summary = "Generate text",
+    description = "Runs the agent (instructions, memory, model, tools until the model stops or \
+        `maxSteps`) and answers with the text. Closing the connection cancels the generation.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    request_body = AgentRequest,
+    responses(
+        (status = 200, description = "The generated text.", body = TextResultResponse),
+        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
+        (status = 404, description = "`Agent <id> not found`.", body = Failure),
+        (status = 500, description = "`Failed to generate: <cause>` (the model failed).", body = Failure),
+    ),
+)]
 #[post("/agents/{id}/text")]
 pub async fn generate_text(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let h = hub(&app)?;
     h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, false, false)?;
+    let req = parse(&body, false, false, user)?;
     let (cancel, _guard) = cancel_on_drop();
     let r = h
         .generate_text(&id, req.input, req.options, cancel)
@@ -136,15 +181,31 @@ pub async fn generate_text(
 }
 
 /// POST /agents/{id}/object
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "generateObject",
+    summary = "Generate an object",
+    description = "Answers with an object (or array) valid against the request's `schema`. \
+        Closing the connection cancels the generation.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    request_body = ObjectRequest,
+    responses(
+        (status = 200, description = "The generated object.", body = ObjectResultResponse),
+        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema`.", body = Failure),
+        (status = 404, description = "`Agent <id> not found`.", body = Failure),
+        (status = 500, description = "`Failed to generate: <cause>` (the model failed).", body = Failure),
+    ),
+)]
 #[post("/agents/{id}/object")]
 pub async fn generate_object(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let h = hub(&app)?;
     h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, true, false)?;
+    let req = parse(&body, true, false, user)?;
     let (cancel, _guard) = cancel_on_drop();
     let r = h
         .generate_object(
@@ -172,15 +233,32 @@ fn sse_of(events: impl Stream<Item = Value> + 'static) -> impl Responder {
 }
 
 /// POST /agents/{id}/stream: the raw full-stream events.
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "streamText",
+    summary = "Generate text, streaming the raw events",
+    description = "Server-Sent Events, one `data: <JSON>` line each: `text-delta` (`delta`, \
+        `text`), `tool-call` (`toolCallId`, `toolName`, `args`), `tool-result` (the same and \
+        `result`), `finish` (`finishReason`, `usage`, `text`), or `error` (`error`) and the end. \
+        Closing the connection cancels the generation.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    request_body = AgentRequest,
+    responses(
+        (status = 200, description = "The generation's events.", content_type = "text/event-stream", body = crate::openapi::AgentStreamEvent),
+        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
+        (status = 404, description = "`Agent <id> not found`.", body = Failure),
+    ),
+)]
 #[post("/agents/{id}/stream")]
 pub async fn stream_text(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<impl Responder, ApiError> {
     let h = hub(&app)?;
     h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, false, false)?;
+    let req = parse(&body, false, false, user)?;
     let rx = h
         .stream_text(&id, req.input, req.options, CancellationToken::new())
         .map_err(agent_error)?;
@@ -190,15 +268,35 @@ pub async fn stream_text(
 }
 
 /// POST /agents/{id}/chat: the UI message stream protocol.
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "chat",
+    summary = "Chat: the AI SDK UI message stream",
+    description = "Server-Sent Events in the AI SDK's UI message stream protocol v1 (header \
+        `x-vercel-ai-ui-message-stream: v1`), so `useChat` consumes it unchanged: `start`, \
+        `start-step`, `text-start` / `text-delta` / `text-end`, `tool-input-start`, \
+        `tool-input-available`, `tool-output-available` / `tool-output-error`, `finish-step`, \
+        `finish` (or `error`), then `data: [DONE]`. Send the last UIMessage as `input`; a chat \
+        transport's `messages` is accepted in its place.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    request_body = AgentRequest,
+    responses(
+        (status = 200, description = "The UI message stream.", content_type = "text/event-stream", body = crate::openapi::ChatStreamEvent,
+            headers(("x-vercel-ai-ui-message-stream" = String, description = "`v1`"))),
+        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
+        (status = 404, description = "`Agent <id> not found`.", body = Failure),
+    ),
+)]
 #[post("/agents/{id}/chat")]
 pub async fn chat_stream(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let h = hub(&app)?;
     h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, false, true)?;
+    let req = parse(&body, false, true, user)?;
     let rx = h
         .stream_text(&id, req.input, req.options, CancellationToken::new())
         .map_err(agent_error)?;
@@ -220,15 +318,31 @@ pub async fn chat_stream(
 }
 
 /// POST /agents/{id}/stream-object: partial objects as they grow, then the validated object.
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "streamObject",
+    summary = "Generate an object, streaming it as it grows",
+    description = "Server-Sent Events: `partial-object` (`object`, the part generated so far) as \
+        it grows, then `object` (the validated object) and `finish` (`finishReason`, `usage`), \
+        or `error`. Closing the connection cancels the generation.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    request_body = ObjectRequest,
+    responses(
+        (status = 200, description = "The object's events.", content_type = "text/event-stream", body = crate::openapi::ObjectStreamEvent),
+        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema`.", body = Failure),
+        (status = 404, description = "`Agent <id> not found`.", body = Failure),
+    ),
+)]
 #[post("/agents/{id}/stream-object")]
 pub async fn stream_object_route(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<impl Responder, ApiError> {
     let h = hub(&app)?;
     h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, true, false)?;
+    let req = parse(&body, true, false, user)?;
     let rx = h
         .stream_object(
             &id,
@@ -268,8 +382,8 @@ fn uuid_like() -> String {
     format!("{t:x}{:x}", N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Registers the agent routes.
-pub fn routes(cfg: &mut web::ServiceConfig) {
+/// Registers the agent routes (each `.service` also adds its path to the OpenAPI document).
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(list_agents)
         .service(get_agent)
         .service(generate_text)

@@ -3,28 +3,41 @@
 //! Routes, the envelope, the error table, the SSE wire format. Only this crate knows them; the
 //! engine underneath is `agentry-core`.
 
+pub mod access;
 pub mod agent_wire;
 pub mod agents;
+pub mod auth;
 pub mod envelope;
 pub mod error;
 pub mod fallback;
+pub mod host;
 pub mod landing;
 pub mod logs;
+pub mod openapi;
 pub mod request_log;
 pub mod ui_stream;
+pub mod validate;
 pub mod wire;
 pub mod workflows;
 pub mod ws;
 
 use std::net::TcpListener;
 
-use actix_web::body::MessageBody;
+use std::sync::Arc;
+
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
-use actix_web::{App, HttpServer, web};
+use actix_web::middleware::{Next, from_fn};
+use actix_web::{App, HttpRequest, HttpServer, web};
 use agentry_core::Engine;
 use agentry_core::agent::AgentHub;
+use utoipa_actix_web::service_config::ServiceConfig;
 
+pub use agentry_auth as authn;
+pub use auth::{AuthGate, AuthenticatedUser, authenticated_user};
 pub use error::ApiError;
+pub use host::{Host, HostError};
+pub use validate::{Valid, Validate};
 
 /// HTTP settings.
 #[derive(Debug, Clone)]
@@ -51,14 +64,21 @@ pub struct AppState {
     /// The agents; `None` serves the agent routes with an empty registry.
     pub agents: Option<AgentHub>,
     pub config: HttpConfig,
+    /// Authentication: the provider (if any) and which routes need it.
+    pub auth: Arc<AuthGate>,
+    /// What a host added: routes, middleware, not-found and error handlers.
+    pub ext: host::Extensions,
 }
 
 impl AppState {
+    /// The built-in routes on `engine`, no agents, no authentication.
     pub fn new(engine: Engine) -> Self {
         Self {
             engine,
             agents: None,
             config: HttpConfig::default(),
+            auth: Arc::new(AuthGate::default()),
+            ext: host::Extensions::default(),
         }
     }
 }
@@ -75,16 +95,29 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
             )
             .app_data(web::PayloadConfig::default().limit(limit))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
-            .app_data(web::QueryConfig::default().error_handler(error::query_error))
-            .configure(agents::routes)
-            .configure(workflows::routes)
-            .configure(logs::routes)
-            .configure(ws::routes)
-            .configure(landing::routes);
+            .app_data(web::QueryConfig::default().error_handler(error::query_error));
+        builtin_routes(&mut ServiceConfig::new(cfg));
     }
 }
 
-/// The application: built-in routes, envelopes for unknown routes.
+/// Every built-in route, registered through utoipa-actix-web: each `.service(handler)` both
+/// serves the handler and adds its `#[utoipa::path]` to the OpenAPI document, which
+/// [`openapi::document`] collects by running this same function (so what is served is what is
+/// documented).
+pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
+    cfg.configure(agents::routes)
+        .configure(workflows::routes)
+        .configure(logs::routes)
+        .configure(ws::routes)
+        .configure(landing::routes)
+        .configure(openapi::routes);
+}
+
+/// The application: the built-in routes and the host's, authentication, the host's middleware,
+/// failure envelopes for errors and unknown routes.
+///
+/// Layers, outermost first: the host's error handler, the failure envelope for non-JSON
+/// errors, authentication, the host's middleware chain, then routing.
 pub fn app(
     state: AppState,
 ) -> App<
@@ -96,11 +129,38 @@ pub fn app(
         InitError = (),
     >,
 > {
-    App::new()
+    let gate = state.auth.clone();
+    let ext = state.ext.clone();
+    let chain = ext.middleware.clone();
+    let on_error = ext.on_error.clone();
+    let not_found = ext.not_found.clone();
+    let mut app = App::new()
+        .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+            host::run_chain(chain.clone(), req, next)
+        }))
+        .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+            auth::guard(gate.clone(), req, next)
+        }))
         .wrap(fallback::json_errors())
-        .configure(configure(state))
-        .default_service(web::to(error::not_found))
-        .wrap(actix_web::middleware::from_fn(request_log::log_request))
+        .wrap(from_fn(
+            move |req: ServiceRequest, next: Next<EitherBody<BoxBody>>| {
+                fallback::host_errors(on_error.clone(), req, next)
+            },
+        ))
+        .wrap(from_fn(request_log::log_request))
+        .configure(configure(state));
+    for route in &ext.routes {
+        app = app.configure(|cfg| route(cfg));
+    }
+    app.default_service(web::to(move |req: HttpRequest| {
+        let custom = not_found.clone();
+        async move {
+            match custom {
+                Some(f) => f(req).await,
+                None => error::not_found(req).await,
+            }
+        }
+    }))
 }
 
 /// Starts serving on `listener`; the returned server runs until stopped through its handle

@@ -7,19 +7,22 @@ use agentry_core::{EventKind, ExecutionRecord, ExecutionState, WorkflowEvent};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 
 /// ISO 8601 with milliseconds and `Z`.
 pub fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-#[derive(Debug, Serialize)]
+/// A workflow (items of GET /workflows).
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowSummary {
     pub id: String,
     pub name: String,
     pub purpose: String,
     pub steps_count: usize,
+    #[schema(value_type = crate::openapi::WorkflowStatus)]
     pub status: &'static str,
 }
 
@@ -35,21 +38,27 @@ impl From<&Workflow> for WorkflowSummary {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// A step of a workflow; its schemas (JSON Schema) are present when the step declares them.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepView {
     pub id: String,
     pub name: String,
     #[serde(rename = "type")]
+    #[schema(value_type = crate::openapi::StepType)]
     pub step_type: &'static str,
     pub purpose: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
     pub input_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
     pub output_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
     pub suspend_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<Object>)]
     pub resume_schema: Option<Value>,
 }
 
@@ -68,17 +77,22 @@ impl From<&Step> for StepView {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// A workflow with its steps and schemas (JSON Schema; `null` when it declares none).
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowDetail {
     pub id: String,
     pub name: String,
     pub purpose: String,
+    #[schema(value_type = crate::openapi::WorkflowStatus)]
     pub status: &'static str,
     pub steps_count: usize,
     pub steps: Vec<StepView>,
+    #[schema(value_type = Object)]
     pub input_schema: Value,
+    #[schema(required = true, value_type = Option<Object>)]
     pub suspend_schema: Option<Value>,
+    #[schema(required = true, value_type = Option<Object>)]
     pub resume_schema: Option<Value>,
 }
 
@@ -99,42 +113,55 @@ impl From<&Workflow> for WorkflowDetail {
 }
 
 /// `options` of execute and stream.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowOptions {
+    /// User id for tracking.
     pub user_id: Option<String>,
+    /// Conversation context.
     pub conversation_id: Option<String>,
+    /// The execution's id, chosen by the caller (default: a new UUID v7). Reusing one is a 409.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$", example = "exp-1")]
     pub execution_id: Option<String>,
+    /// Additional context data, handed to the steps.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Map<String, Value>>,
 }
 
 /// Body of execute and stream.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"input": {"employeeId": "e-42", "amount": 1500, "category": "travel"}, "options": {"executionId": "exp-1", "userId": "u-1"}}))]
 pub struct ExecuteRequest {
+    /// The workflow's input, valid against its input schema (else a 400).
+    #[schema(value_type = Object)]
     pub input: Value,
     #[serde(default)]
     pub options: Option<WorkflowOptions>,
 }
 
-/// Body of suspend.
-#[derive(Debug, Default, Deserialize)]
+/// Body of suspend (optional: an empty body suspends with the default reason).
+#[derive(Debug, Default, Deserialize, ToSchema)]
 pub struct SuspendRequest {
+    /// Why (default `Suspended by request`).
     #[serde(default)]
     pub reason: Option<String>,
 }
 
 /// `options` of resume.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResumeOptions {
+    /// The step to resume from (default: the suspended step).
     pub step_id: Option<String>,
 }
 
 /// Body of resume.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(example = json!({"resumeData": {"approved": true, "managerId": "m-7"}}))]
 pub struct ResumeRequest {
+    /// Handed to the resumed step; valid against the workflow's resume schema (else a 400).
     #[serde(default)]
     pub resume_data: Value,
     #[serde(default)]

@@ -9,13 +9,24 @@ use agentry_core::{ExecuteOptions, ExecutionRecord, Status};
 use futures::StreamExt;
 
 use crate::AppState;
+use crate::auth::{AuthenticatedUser, inject_user};
 use crate::envelope;
 use crate::error::{ApiError, engine_error};
+use crate::openapi::{
+    ExecutionResultResponse, ExecutionStateResponse, Failure, SuspendResultResponse,
+    WorkflowListResponse, WorkflowResponse,
+};
 use crate::wire::{self, ExecuteRequest, ResumeRequest, SuspendRequest};
 
 const EXECUTE_FAILED: &str = "Failed to execute workflow";
 
 /// GET /workflows
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "listWorkflows",
+    summary = "List the workflows",
+    responses((status = 200, description = "The registered workflows.", body = WorkflowListResponse)),
+)]
 #[get("/workflows")]
 pub async fn list(app: web::Data<AppState>) -> HttpResponse {
     let items: Vec<wire::WorkflowSummary> = app
@@ -28,6 +39,16 @@ pub async fn list(app: web::Data<AppState>) -> HttpResponse {
 }
 
 /// GET /workflows/{id}
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "getWorkflow",
+    summary = "A workflow: its steps and schemas",
+    params(("id" = String, Path, description = "The workflow's id.", example = "expense-approval")),
+    responses(
+        (status = 200, description = "The workflow.", body = WorkflowResponse),
+        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
+    ),
+)]
 #[get("/workflows/{id}")]
 pub async fn detail(
     app: web::Data<AppState>,
@@ -40,14 +61,19 @@ pub async fn detail(
     Ok(envelope::ok(wire::WorkflowDetail::from(wf.as_ref())))
 }
 
-fn options(body: &mut ExecuteRequest) -> ExecuteOptions {
+/// The run's options; the authenticated user, if any, is injected into its context.
+fn options(body: &mut ExecuteRequest, user: Option<AuthenticatedUser>) -> ExecuteOptions {
     let o = body.options.take().unwrap_or_default();
-    ExecuteOptions {
+    let mut opts = ExecuteOptions {
         execution_id: o.execution_id,
         user_id: o.user_id,
         conversation_id: o.conversation_id,
         context: o.context.unwrap_or_default(),
+    };
+    if let Some(u) = user {
+        inject_user(u.user(), &mut opts.context, &mut opts.user_id);
     }
+    opts
 }
 
 /// The execute/resume answer: 200 with the execution result, or 500 when the run ended in error.
@@ -77,14 +103,40 @@ impl WithId for ApiError {
 }
 
 /// POST /workflows/{id}/execute
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "executeWorkflow",
+    summary = "Run a workflow to its end or its suspension",
+    description = "Starts an execution and answers when it completes or suspends. The run is \
+        durable: checkpointed after every step, and a client that hangs up does not stop it.",
+    params(("id" = String, Path, description = "The workflow's id.", example = "expense-approval")),
+    request_body = ExecuteRequest,
+    responses(
+        (status = 200, description = "The execution completed or suspended.", body = ExecutionResultResponse,
+            links(
+                ("state" = (operation_id = "getExecutionState", description = "The execution's state.",
+                    parameters(("id" = "$request.path.id"), ("execution_id" = "$response.body#/data/executionId")))),
+                ("resume" = (operation_id = "resumeExecution", description = "Resume it, when suspended.",
+                    parameters(("id" = "$request.path.id"), ("execution_id" = "$response.body#/data/executionId")))),
+                ("suspend" = (operation_id = "suspendExecution", description = "Suspend it (a 400 once it has completed).",
+                    parameters(("id" = "$request.path.id"), ("execution_id" = "$response.body#/data/executionId")))),
+            )),
+        (status = 400, description = "Invalid body or options, or `Input validation failed: <detail>`.", body = Failure),
+        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
+        (status = 409, description = "`Execution <executionId> already exists`.", body = Failure),
+        (status = 500, description = "`Failed to execute workflow`: the execution ended in error (its state has the message).", body = Failure,
+            headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
+    ),
+)]
 #[post("/workflows/{id}/execute")]
 pub async fn execute(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<ExecuteRequest>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let mut body = body.into_inner();
-    let opts = options(&mut body);
+    let opts = options(&mut body, user);
     let handle = app
         .engine
         .start(&id, body.input, opts)
@@ -99,17 +151,36 @@ pub async fn execute(
 }
 
 /// POST /workflows/{id}/stream
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "streamWorkflow",
+    summary = "Run a workflow, streaming its events",
+    description = "Same body as execute; answers with Server-Sent Events, one `data: <JSON>` line \
+        per event: `workflow-start`, `step-start` / `step-complete` (with `from`, the step id), \
+        then `workflow-complete`, `workflow-suspended` or `workflow-error`, and last \
+        `workflow-result` with the execution result. Every event has `type`, `executionId`, \
+        `workflowId` and an ISO 8601 `timestamp`.",
+    params(("id" = String, Path, description = "The workflow's id.", example = "order-fulfillment")),
+    request_body = ExecuteRequest,
+    responses(
+        (status = 200, description = "The workflow's events.", content_type = "text/event-stream", body = crate::openapi::WorkflowStreamEvent),
+        (status = 400, description = "Invalid body or options, or `Input validation failed: <detail>`.", body = Failure),
+        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
+        (status = 409, description = "`Execution <executionId> already exists`.", body = Failure),
+    ),
+)]
 #[post("/workflows/{id}/stream")]
 pub async fn stream(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<ExecuteRequest>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<
     sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>>,
     ApiError,
 > {
     let mut body = body.into_inner();
-    let opts = options(&mut body);
+    let opts = options(&mut body, user);
     let handle = app
         .engine
         .start(&id, body.input, opts)
@@ -127,6 +198,25 @@ pub async fn stream(
 }
 
 /// POST /workflows/{id}/executions/{executionId}/suspend
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "suspendExecution",
+    summary = "Suspend a running execution",
+    description = "The suspend takes effect at the next step boundary; the call waits for it (up \
+        to 120 s) and answers with the real state, or 202 with the request still pending.",
+    params(
+        ("id" = String, Path, description = "The workflow's id.", example = "countdown"),
+        ("execution_id" = String, Path, description = "The execution's id.", example = "cd-1"),
+    ),
+    request_body = Option<SuspendRequest>,
+    responses(
+        (status = 200, description = "The execution is suspended.", body = SuspendResultResponse),
+        (status = 202, description = "Not at a step boundary yet: the request is recorded and takes effect at the next one.", body = SuspendResultResponse),
+        (status = 400, description = "Invalid body, or `Execution <executionId> cannot be suspended: ...` (completed, failed or already suspended).", body = Failure),
+        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
+        (status = 409, description = "A concurrent change won; try again.", body = Failure),
+    ),
+)]
 #[post("/workflows/{id}/executions/{execution_id}/suspend")]
 pub async fn suspend(
     app: web::Data<AppState>,
@@ -158,6 +248,26 @@ pub async fn suspend(
 }
 
 /// POST /workflows/{id}/executions/{executionId}/resume
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "resumeExecution",
+    summary = "Resume a suspended execution",
+    description = "Runs the suspended execution on from its suspended step (or `options.stepId`) \
+        with `resumeData`, and answers like execute. Two concurrent resumes never both run it.",
+    params(
+        ("id" = String, Path, description = "The workflow's id.", example = "expense-approval"),
+        ("execution_id" = String, Path, description = "The execution's id.", example = "exp-1"),
+    ),
+    request_body = ResumeRequest,
+    responses(
+        (status = 200, description = "The execution completed or suspended again.", body = ExecutionResultResponse),
+        (status = 400, description = "Invalid body, an unknown `stepId`, or `Resume data validation failed: <detail>`.", body = Failure),
+        (status = 404, description = "`Execution <executionId> of workflow <id> not found`, or `Execution <executionId> is not suspended (status: ...)`.", body = Failure),
+        (status = 409, description = "A concurrent change won; try again.", body = Failure),
+        (status = 500, description = "`Failed to execute workflow`: the execution ended in error.", body = Failure,
+            headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
+    ),
+)]
 #[post("/workflows/{id}/executions/{execution_id}/resume")]
 pub async fn resume(
     app: web::Data<AppState>,
@@ -180,6 +290,19 @@ pub async fn resume(
 }
 
 /// GET /workflows/{id}/executions/{executionId}/state
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "getExecutionState",
+    summary = "An execution's complete state",
+    params(
+        ("id" = String, Path, description = "The workflow's id.", example = "expense-approval"),
+        ("execution_id" = String, Path, description = "The execution's id.", example = "exp-1"),
+    ),
+    responses(
+        (status = 200, description = "The execution's record.", body = ExecutionStateResponse),
+        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
+    ),
+)]
 #[get("/workflows/{id}/executions/{execution_id}/state")]
 pub async fn execution_state(
     app: web::Data<AppState>,
@@ -194,8 +317,8 @@ pub async fn execution_state(
     Ok(envelope::ok(wire::execution_state(&rec)))
 }
 
-/// Registers the workflow routes.
-pub fn routes(cfg: &mut web::ServiceConfig) {
+/// Registers the workflow routes (each `.service` also adds its path to the OpenAPI document).
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(list)
         .service(detail)
         .service(execute)

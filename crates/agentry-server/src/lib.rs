@@ -1,6 +1,7 @@
 //! agentry-server: composes the engine, the store and the HTTP adapter into the `agentry`
 //! binary, and holds the example registry.
 
+pub mod auth;
 pub mod calc;
 pub mod examples;
 
@@ -11,9 +12,11 @@ use std::sync::Arc;
 
 use agentry_core::Engine;
 use agentry_core::agent::{AgentHub, Model, OfflineModel};
-use agentry_http::{AppState, HttpConfig};
+use agentry_http::{Host, HttpConfig};
+
 use agentry_store::Database;
 use anyhow::Context;
+pub use auth::AuthSettings;
 
 /// What `agentry serve` needs.
 #[derive(Debug, Clone)]
@@ -22,6 +25,8 @@ pub struct Settings {
     pub database_url: String,
     pub examples: bool,
     pub http: HttpConfig,
+    /// Authentication (off unless a JWT secret or key is set).
+    pub auth: AuthSettings,
 }
 
 impl Default for Settings {
@@ -31,6 +36,7 @@ impl Default for Settings {
             database_url: "sqlite://agentry.db".into(),
             examples: true,
             http: HttpConfig::default(),
+            auth: AuthSettings::default(),
         }
     }
 }
@@ -84,16 +90,32 @@ pub fn build(db: &Database, examples: bool) -> anyhow::Result<(Engine, AgentHub)
 /// Opens the database, applies migrations, registers the examples and binds the socket. The
 /// returned server is not yet awaited.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
+    start_with(settings, |host| host).await
+}
+
+/// [`start`], letting a host add its own agents, workflows, routes, middleware and auth rules
+/// (see `examples/host.rs`) to what the settings configure.
+pub async fn start_with(
+    settings: &Settings,
+    customize: impl FnOnce(Host) -> Host,
+) -> anyhow::Result<Running> {
     let database = open_database(&settings.database_url).await?;
     let (engine, agents) = build(&database, settings.examples)?;
+    let mut host = Host::new(engine.clone(), agents.clone()).config(settings.http.clone());
+    if let Some(provider) = settings.auth.provider()? {
+        tracing::info!(provider = provider.kind(), "authentication is on");
+        host = host.auth_shared(provider);
+    }
+    for p in settings.auth.public_patterns()? {
+        host = host.public_route(p.as_str());
+    }
+    for p in settings.auth.protected_patterns()? {
+        host = host.protected_route(p.as_str());
+    }
+    let state = customize(host).build()?;
     let listener =
         TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
     let addr = listener.local_addr()?;
-    let state = AppState {
-        engine: engine.clone(),
-        agents: Some(agents.clone()),
-        config: settings.http.clone(),
-    };
     let server = agentry_http::serve(listener, state)?;
     spawn_maintenance(engine.clone());
     Ok(Running {
@@ -114,6 +136,8 @@ impl Running {
         let engine = self.engine.clone();
         let server = tokio::spawn(self.server);
         shutdown_signal().await;
+        // Log sockets never end by themselves: close them (1001) so they do not hold the stop.
+        agentry_http::ws::close_all();
         tracing::info!("shutting down: suspending running executions, finishing requests");
         let grace = Duration::from_secs(25);
         tokio::join!(engine.shutdown(grace), handle.stop(true));

@@ -1,6 +1,6 @@
-//! The `agentry` binary: `serve` (the default), `migrate`.
+//! The `agentry` binary: `serve` (the default), `migrate`, `token`.
 
-use agentry_server::{Settings, open_database, redact, start};
+use agentry_server::{AuthSettings, Settings, open_database, redact, start};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
     name = "agentry",
     version,
     about = "AI agents and durable workflows behind one HTTP API",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = AUTH_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -23,6 +24,72 @@ enum Command {
     Serve(ServeArgs),
     /// Apply pending migrations and exit.
     Migrate(DbArgs),
+    /// Print one signed JWT (HS256 with AGENTRY_JWT_SECRET) and a newline.
+    Token(TokenArgs),
+}
+
+const AUTH_HELP: &str = "Authentication (environment only):
+  AGENTRY_JWT_SECRET           when set, the JWT provider is on (HS256 with this secret)
+  AGENTRY_JWT_PUBLIC_KEY_FILE  PEM public key: RS256 tokens are verified with it
+  AGENTRY_JWT_ALGORITHMS       comma list of allowed algorithms [default: HS256, or RS256 with a key]
+  AGENTRY_JWT_AUDIENCE         expected aud, when set
+  AGENTRY_JWT_ISSUER           expected iss, when set
+  AGENTRY_PUBLIC_ROUTES        comma list of extra public patterns, METHOD /path with a trailing /*
+  AGENTRY_PROTECTED_ROUTES     comma list of extra protected patterns (e.g. POST /workflows/*)
+Models: OPENAI_API_KEY, OPENAI_BASE_URL, AGENTRY_MODEL [default: gpt-4o-mini]. Logs: RUST_LOG [default: info].";
+
+#[derive(Args, Debug, Clone)]
+struct TokenArgs {
+    /// The subject (the user id).
+    #[arg(long)]
+    sub: String,
+    #[arg(long)]
+    email: Option<String>,
+    #[arg(long)]
+    name: Option<String>,
+    /// A role; repeat for several.
+    #[arg(long = "role")]
+    roles: Vec<String>,
+    #[arg(long)]
+    tier: Option<String>,
+    /// Lifetime: 90s, 15m, 12h, 7d (a bare number is seconds).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    expires_in: std::time::Duration,
+    /// The aud claim.
+    #[arg(long)]
+    audience: Option<String>,
+    /// The iss claim.
+    #[arg(long)]
+    issuer: Option<String>,
+    /// The signing secret.
+    #[arg(long = "secret", env = "AGENTRY_JWT_SECRET", hide_env_values = true)]
+    secret: String,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    agentry_auth::parse_duration(s)
+}
+
+fn token(args: TokenArgs) -> anyhow::Result<()> {
+    let mut payload = serde_json::json!({"sub": args.sub});
+    let mut set = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            payload[k] = v.into();
+        }
+    };
+    set("email", args.email);
+    set("name", args.name);
+    set("tier", args.tier);
+    payload["roles"] = args.roles.into();
+    let opts = agentry_auth::TokenOptions {
+        expires_in: Some(args.expires_in),
+        audience: args.audience,
+        issuer: args.issuer,
+        not_before: None,
+    };
+    let t = agentry_auth::create_token(&payload, args.secret.as_bytes(), &opts)?;
+    println!("{t}");
+    Ok(())
 }
 
 #[derive(Args, Debug, Clone)]
@@ -45,17 +112,27 @@ struct ServeArgs {
 }
 
 fn init_tracing() {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    // RUST_LOG filters the stderr output; the capture layer behind /api/logs and /ws/logs keeps
+    // at least the info records of agentry's crates whatever RUST_LOG says.
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
+        )
+        .with(agentry_http::logs::capture_layer())
         .init();
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(Command::Token(args)) = cli.command {
+        return token(args);
+    }
     init_tracing();
     match cli.command {
         Some(Command::Migrate(db)) => {
@@ -65,6 +142,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Token(_)) => unreachable!("handled above"),
         None => serve(cli.serve).await,
     }
 }
@@ -74,6 +152,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         bind: args.bind,
         database_url: args.db.database_url,
         examples: !args.no_examples,
+        auth: AuthSettings::from_env(),
         ..Settings::default()
     };
     let running = start(&settings).await?;

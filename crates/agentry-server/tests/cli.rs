@@ -10,6 +10,10 @@ fn bin() -> Command {
     c.env_remove("DATABASE_URL")
         .env_remove("AGENTRY_BIND")
         .env_remove("AGENTRY_NO_EXAMPLES")
+        .env_remove("AGENTRY_JWT_SECRET")
+        .env_remove("AGENTRY_JWT_PUBLIC_KEY_FILE")
+        .env_remove("AGENTRY_PUBLIC_ROUTES")
+        .env_remove("AGENTRY_PROTECTED_ROUTES")
         .env("RUST_LOG", "warn");
     c
 }
@@ -32,14 +36,9 @@ fn http_get(addr: &str, path: &str) -> String {
     out
 }
 
-#[test]
-fn serve_prints_its_address_serves_and_stops_on_sigterm() {
-    let (url, path) = temp_db();
-    let mut child = bin()
-        .args(["serve", "--bind", "127.0.0.1:0", "--database-url", &url])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Spawns `cmd` with stdout piped and reads the address of its listening line.
+fn spawn_listening(cmd: &mut Command) -> (std::process::Child, String) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -49,6 +48,14 @@ fn serve_prints_its_address_serves_and_stops_on_sigterm() {
         .strip_prefix("agentry listening on http://")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
+    (child, addr)
+}
+
+#[test]
+fn serve_prints_its_address_serves_and_stops_on_sigterm() {
+    let (url, path) = temp_db();
+    let (mut child, addr) =
+        spawn_listening(bin().args(["serve", "--bind", "127.0.0.1:0", "--database-url", &url]));
     assert!(!addr.ends_with(":0"), "the real port is printed: {addr}");
     let resp = http_get(&addr, "/workflows");
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
@@ -67,20 +74,12 @@ fn serve_prints_its_address_serves_and_stops_on_sigterm() {
 #[test]
 fn no_examples_starts_empty() {
     let (url, path) = temp_db();
-    let mut child = bin()
-        .args(["--bind", "127.0.0.1:0", "--database-url", &url])
-        .env("AGENTRY_NO_EXAMPLES", "1")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .trim_start_matches("agentry listening on http://");
-    let resp = http_get(addr, "/workflows");
+    let (mut child, addr) = spawn_listening(
+        bin()
+            .args(["--bind", "127.0.0.1:0", "--database-url", &url])
+            .env("AGENTRY_NO_EXAMPLES", "1"),
+    );
+    let resp = http_get(&addr, "/workflows");
     assert!(resp.contains(r#"{"success":true,"data":[]}"#), "{resp}");
     child.kill().unwrap();
     let _ = child.wait();
@@ -132,4 +131,73 @@ fn a_bad_database_url_fails_clearly() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unsupported database URL"), "{err}");
+}
+
+fn http_post(addr: &str, path: &str, token: Option<&str>, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn token_output_is_accepted_by_the_server() {
+    const SECRET: &str = "cli-test-secret";
+    let out = bin()
+        .args(["token", "--sub", "u9", "--name", "Nia", "--role", "admin"])
+        .args([
+            "--role",
+            "ops",
+            "--expires-in",
+            "10m",
+            "--audience",
+            "agentry",
+        ])
+        .env("AGENTRY_JWT_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.ends_with('\n') && stdout.lines().count() == 1,
+        "{stdout:?}"
+    );
+    let token = stdout.trim().to_owned();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+
+    let missing = bin()
+        .args(["token", "--sub", "u9"])
+        .env_remove("AGENTRY_JWT_SECRET")
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--secret"));
+
+    let (url, path) = temp_db();
+    let (mut child, addr) = spawn_listening(
+        bin()
+            .args(["--bind", "127.0.0.1:0", "--database-url", &url])
+            .env("AGENTRY_JWT_SECRET", SECRET)
+            .env("AGENTRY_JWT_AUDIENCE", "agentry"),
+    );
+    let body = r#"{"input":{"text":"one two three"}}"#;
+    let denied = http_post(&addr, "/workflows/word-count/execute", None, body);
+    assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
+    assert!(denied.contains("Authentication required"), "{denied}");
+    let ok = http_post(&addr, "/workflows/word-count/execute", Some(&token), body);
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(ok.contains("\"words\":3"), "{ok}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
 }

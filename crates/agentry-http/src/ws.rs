@@ -1,0 +1,372 @@
+//! WebSocket routes: live logs (`/ws/logs`) and one execution's live events
+//! (`/ws/executions/{executionId}`). Every message the server sends is a JSON text message with
+//! a `type`; messages from the client are ignored (pings are answered, a close is echoed).
+//!
+//! `/ws/logs` takes the query of `/api/logs` (an invalid one is answered with the 400 envelope,
+//! without upgrading). When `limit` or `since` is given, the socket first sends the matching
+//! backlog (the last `limit` records, default 100, after `since`); then every new record that
+//! matches `level`, `agentId`, `workflowId` and `executionId` as it is logged:
+//! `{"type": "log", ...record}`. A client too slow to keep up is told how many records it
+//! missed: `{"type": "lagged", "missed": n}`.
+//!
+//! `/ws/executions/{executionId}` sends `{"type": "execution-state", ...state}` (the `data` of
+//! the state endpoint), then the execution's events as the SSE stream has them, ending with
+//! `workflow-result`, then closes with 1000. An execution that is not running (completed,
+//! failed or suspended) gets its state and a `workflow-result` built from it, then the close.
+//! An execution running in another server process is polled: when it ends, its
+//! `workflow-result` and the close follow; should it move to this process, a fresh
+//! `execution-state` is sent and its events follow. An unknown execution gets
+//! `{"type": "error", "error": "Execution <id> not found"}` and a close with 1008.
+//!
+//! At a graceful shutdown the server calls [`close_all`]: log sockets (and execution sockets
+//! that are only polling) close with 1001; a socket following a run here ends with the run,
+//! which the shutdown suspends.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse, get, web};
+use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
+use agentry_core::{Engine, EventKind, ExecutionRecord, Status, WorkflowEvent};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
+
+use crate::AppState;
+use crate::logs::{LogHub, LogQuery, LogQueryParams};
+use crate::wire;
+
+/// How often a socket re-reads an execution that is running but not in this process.
+const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Bumped by [`close_all`]; every socket watches it from its start.
+fn closing() -> &'static watch::Sender<u64> {
+    static CLOSING: OnceLock<watch::Sender<u64>> = OnceLock::new();
+    CLOSING.get_or_init(|| watch::channel(0).0)
+}
+
+/// Closes (with 1001, going away) every `/ws/logs` socket open now, and every
+/// `/ws/executions/...` socket not following a run of this process (those end with their run,
+/// which a graceful shutdown suspends). Call it when a graceful shutdown begins: the server waits
+/// for open connections, and a log socket would otherwise hold it until the shutdown time-out.
+/// Sockets opened afterwards are not affected.
+pub fn close_all() {
+    closing().send_modify(|generation| *generation = generation.wrapping_add(1));
+}
+
+fn going_away() -> Option<CloseReason> {
+    close_reason(CloseCode::Away, Some("server shutting down"))
+}
+
+/// What the client did while the server waited for something else.
+enum Client {
+    /// Nothing that needs an answer beyond the one already given (a ping was answered).
+    Quiet,
+    /// Sent a close frame (with this reason), or the connection went away.
+    Gone(Option<CloseReason>),
+}
+
+/// Handles one message from the client.
+async fn client_message(
+    session: &mut Session,
+    msg: Option<Result<Message, actix_ws::ProtocolError>>,
+) -> Client {
+    match msg {
+        Some(Ok(Message::Ping(bytes))) => {
+            if session.pong(&bytes).await.is_err() {
+                return Client::Gone(None);
+            }
+            Client::Quiet
+        }
+        Some(Ok(Message::Close(reason))) => Client::Gone(reason),
+        Some(Ok(_)) => Client::Quiet,
+        Some(Err(_)) | None => Client::Gone(None),
+    }
+}
+
+fn close_reason(code: CloseCode, description: Option<&str>) -> Option<CloseReason> {
+    Some(CloseReason {
+        code,
+        description: description.map(str::to_owned),
+    })
+}
+
+/// A JSON object whose first key is `type`.
+fn typed(kind: &str, body: Value) -> Value {
+    let mut out = Map::new();
+    out.insert("type".into(), Value::String(kind.into()));
+    if let Value::Object(m) = body {
+        out.extend(m);
+    }
+    Value::Object(out)
+}
+
+/// GET /ws/logs
+#[utoipa::path(
+    tag = "observability",
+    operation_id = "logsSocket",
+    summary = "WebSocket: live log records",
+    description = "A WebSocket (send `Connection: Upgrade`, `Upgrade: websocket`). Takes the query \
+        of `GET /api/logs`. With `limit` or `since`, first sends the matching backlog; then every \
+        new record that matches, as it is logged: a text message `{\"type\": \"log\", ...record}`. \
+        A client too slow to keep up is told `{\"type\": \"lagged\", \"missed\": n}`. Messages \
+        from the client are ignored (pings are answered, a close is echoed).",
+    params(
+        ("level" = Option<crate::openapi::LogLevel>, Query, description = "Minimum severity (`warning` is `warn`; any case)."),
+        ("agentId" = Option<String>, Query, description = "Only records of this agent."),
+        ("workflowId" = Option<String>, Query, description = "Only records of this workflow."),
+        ("executionId" = Option<String>, Query, description = "Only records of this execution."),
+        ("since" = Option<String>, Query, format = DateTime, description = "Only records strictly after this ISO 8601 instant, e.g. `2026-01-31T12:00:00.000Z`."),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many records, the newest (default 100; more than 1000 is lowered to 1000)."),
+    ),
+    responses(
+        (status = 101, description = "Switching Protocols: the WebSocket is open."),
+        (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::openapi::Failure),
+    ),
+)]
+#[get("/ws/logs")]
+pub async fn logs(
+    req: HttpRequest,
+    body: web::Payload,
+    params: web::Query<LogQueryParams>,
+) -> Result<HttpResponse, actix_web::Error> {
+    let params = params.into_inner();
+    let with_backlog = [&params.limit, &params.since]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(|s| !s.trim().is_empty()));
+    let query = LogQuery::from_params(params)?;
+    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    actix_web::rt::spawn(pump_logs(session, stream, query, with_backlog));
+    Ok(response)
+}
+
+async fn pump_logs(
+    mut session: Session,
+    mut stream: MessageStream,
+    query: LogQuery,
+    with_backlog: bool,
+) {
+    let mut shutdown = closing().subscribe();
+    let (backlog, mut live) = LogHub::global().subscribe_with_backlog(&query);
+    if with_backlog {
+        for r in backlog {
+            if session.text(r.to_message().to_string()).await.is_err() {
+                return;
+            }
+        }
+    }
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => {
+                let _ = session.close(going_away()).await;
+                return;
+            }
+            msg = stream.recv() => {
+                if let Client::Gone(reason) = client_message(&mut session, msg).await {
+                    let _ = session.close(reason).await;
+                    return;
+                }
+            }
+            rec = live.recv() => {
+                let msg = match rec {
+                    Ok(r) if query.matches(&r) => r.to_message(),
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(n)) => json!({"type": "lagged", "missed": n}),
+                    Err(RecvError::Closed) => {
+                        let _ = session.close(close_reason(CloseCode::Away, None)).await;
+                        return;
+                    }
+                };
+                if session.text(msg.to_string()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// GET /ws/executions/{executionId}
+#[utoipa::path(
+    tag = "observability",
+    operation_id = "executionSocket",
+    summary = "WebSocket: one execution's live events",
+    description = "A WebSocket (send `Connection: Upgrade`, `Upgrade: websocket`). Sends \
+        `{\"type\": \"execution-state\", ...state}` (the `data` of the state endpoint), then the \
+        execution's events as the workflow stream has them, ending with `workflow-result`, then \
+        closes with 1000. An execution that is not running gets its state and a \
+        `workflow-result`, then the close. An unknown execution gets \
+        `{\"type\": \"error\", \"error\": \"Execution <id> not found\"}` and a close with 1008.",
+    params(("execution_id" = String, Path, description = "The execution's id.", example = "exp-1")),
+    responses(
+        (status = 101, description = "Switching Protocols: the WebSocket is open."),
+        (status = 400, description = "Not a WebSocket handshake.", body = crate::openapi::Failure),
+    ),
+)]
+#[get("/ws/executions/{execution_id}")]
+pub async fn execution(
+    req: HttpRequest,
+    body: web::Payload,
+    app: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, actix_web::Error> {
+    let (response, session, stream) = actix_ws::handle(&req, body)?;
+    let engine = app.engine.clone();
+    let shutdown = closing().subscribe();
+    actix_web::rt::spawn(async move {
+        let mut follow = Follow {
+            engine,
+            id: path.into_inner(),
+            session,
+            stream,
+            shutdown,
+        };
+        let end = follow.run().await;
+        let Follow { mut session, .. } = follow;
+        let reason = match end {
+            End::Done => close_reason(CloseCode::Normal, None),
+            End::Client(reason) => reason,
+            End::Shutdown => going_away(),
+            End::Failed(message, code, description) => {
+                let msg = json!({"type": "error", "error": message});
+                if session.text(msg.to_string()).await.is_err() {
+                    return;
+                }
+                close_reason(code, Some(description))
+            }
+            End::Closed => return,
+        };
+        let _ = session.close(reason).await;
+    });
+    Ok(response)
+}
+
+/// How following an execution ended.
+enum End {
+    /// The last event was sent.
+    Done,
+    /// The client closed (echo its reason).
+    Client(Option<CloseReason>),
+    /// The server is shutting down (close with 1001).
+    Shutdown,
+    /// Send `{"type": "error", "error": message}`, then close with the code.
+    Failed(String, CloseCode, &'static str),
+    /// The socket is gone: nothing more to send.
+    Closed,
+}
+
+struct Follow {
+    engine: Engine,
+    id: String,
+    session: Session,
+    stream: MessageStream,
+    shutdown: watch::Receiver<u64>,
+}
+
+impl Follow {
+    async fn send(&mut self, v: Value) -> Result<(), End> {
+        self.session
+            .text(v.to_string())
+            .await
+            .map_err(|_| End::Closed)
+    }
+
+    async fn read(&self) -> Result<ExecutionRecord, End> {
+        match self.engine.store().get(&self.id).await {
+            Ok(Some(rec)) => Ok(rec),
+            Ok(None) => Err(End::Failed(
+                format!("Execution {} not found", self.id),
+                CloseCode::Policy,
+                "execution not found",
+            )),
+            Err(e) => {
+                tracing::error!(execution_id = %self.id, error = %e, "reading an execution for a WebSocket");
+                Err(End::Failed(
+                    "Failed to read execution state".into(),
+                    CloseCode::Error,
+                    "store error",
+                ))
+            }
+        }
+    }
+
+    /// Reads the state and sends it as `execution-state`.
+    async fn send_state(&mut self) -> Result<(), End> {
+        let rec = self.read().await?;
+        self.send(typed("execution-state", wire::execution_state(&rec)))
+            .await
+    }
+
+    async fn run(&mut self) -> End {
+        match self.follow().await {
+            Ok(()) => End::Done,
+            Err(end) => end,
+        }
+    }
+
+    async fn follow(&mut self) -> Result<(), End> {
+        // Subscribe first, then read: no event can fall between the state and the stream.
+        let mut live = self.engine.subscribe(&self.id);
+        self.send_state().await?;
+        loop {
+            if let Some(rx) = live.as_mut() {
+                tokio::select! {
+                    msg = self.stream.recv() => self.client(msg).await?,
+                    ev = rx.recv() => match ev {
+                        Some(ev) => {
+                            self.send(wire::event_json(&ev)).await?;
+                            if matches!(ev.kind, EventKind::WorkflowResult { .. }) {
+                                return Ok(());
+                            }
+                        }
+                        // The run stopped without a result event (an engine failure): the
+                        // stored state tells how it ended.
+                        None => live = None,
+                    },
+                }
+                continue;
+            }
+            let rec = self.read().await?;
+            if rec.state.status() != Status::Running {
+                return self.send(wire::event_json(&result_event(rec))).await;
+            }
+            // Running, but not (or not yet) in this process: look again shortly.
+            tokio::select! {
+                _ = self.shutdown.changed() => return Err(End::Shutdown),
+                msg = self.stream.recv() => self.client(msg).await?,
+                _ = tokio::time::sleep(POLL_INTERVAL) => {
+                    if let Some(rx) = self.engine.subscribe(&self.id) {
+                        self.send_state().await?;
+                        live = Some(rx);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn client(
+        &mut self,
+        msg: Option<Result<Message, actix_ws::ProtocolError>>,
+    ) -> Result<(), End> {
+        match client_message(&mut self.session, msg).await {
+            Client::Quiet => Ok(()),
+            Client::Gone(reason) => Err(End::Client(reason)),
+        }
+    }
+}
+
+/// The `workflow-result` event of an execution that is not running, built from its record.
+fn result_event(rec: ExecutionRecord) -> WorkflowEvent {
+    WorkflowEvent {
+        execution_id: rec.id.clone(),
+        workflow_id: rec.workflow_id.clone(),
+        timestamp: rec.updated_at,
+        kind: EventKind::WorkflowResult {
+            execution: Box::new(rec),
+        },
+    }
+}
+
+/// Registers the WebSocket routes.
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+    cfg.service(logs).service(execution);
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what the API explorer tests need beyond the Rust toolchain, each only if missing:
+#   - Debian's `chromium` (tests/openapi.rs loads /ui in headless Chromium; docs/ui-screenshot.md)
+#   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
+# Safe to run again: a second run installs nothing. Needs root for apt-get (CI and the dev machines
+# run as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -x /usr/bin/chromium ]; then
+  echo "chromium: present ($(/usr/bin/chromium --version 2>/dev/null || echo unknown version))"
+else
+  echo "chromium: installing Debian's package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+  /usr/bin/chromium --version
+fi
+
+VENV=.venv-tools
+if [ -x "$VENV/bin/st" ] || [ -x "$VENV/bin/schemathesis" ]; then
+  echo "schemathesis: present ($("$VENV/bin/st" --version 2>/dev/null || "$VENV/bin/schemathesis" --version))"
+else
+  echo "schemathesis: installing into $VENV"
+  if ! python3 -m venv "$VENV"; then
+    # Debian's python3 keeps venv in a package of its own.
+    rm -rf "$VENV"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$VENV"
+  fi
+  # The version scripts/schemathesis.sh was written against (its flags, its SSE event checks).
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'schemathesis==4.32.5'
+  "$VENV/bin/st" --version
+fi
