@@ -622,3 +622,66 @@ async fn the_custom_provider_reads_query_and_cookie() {
     assert_eq!(data["result"]["words"], 3);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_groups_wildcards_and_error_handler() {
+    use actix_web::{HttpRequest, HttpResponse, web};
+    let server = TestServer::start_with(Backend::Sqlite, jwt_settings(), |h| {
+        h.group("/api/v2", |cfg| {
+            cfg.route(
+                "/items/{id}",
+                web::get().to(|id: web::Path<String>| async move {
+                    HttpResponse::Ok().json(json!({"success": true, "data": {"id": *id}}))
+                }),
+            );
+        })
+        .route("PATCH", "/files/{tail:.*}", |req: HttpRequest| async move {
+            HttpResponse::Ok().body(req.match_info().query("tail").to_owned())
+        })
+        .protected_route("PATCH /files/*")
+        .on_error(|req, err| {
+            (req.path().starts_with("/workflows/") && req.method() == "GET").then(|| {
+                HttpResponse::build(err.as_response_error().status_code())
+                    .json(json!({"ok": false, "problem": err.to_string()}))
+            })
+        })
+    })
+    .await;
+    // A group under a base path, public by default.
+    let resp = get(&server, "/api/v2/items/42", None).await;
+    let data = ok_data(resp.status(), resp.json().await.unwrap());
+    assert_eq!(data["id"], "42");
+    // A wildcard route, protected by its pattern.
+    let patch = |token: Option<String>| {
+        let mut req = server.client.patch(server.url("/files/a/b/c.txt"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    assert_401(
+        patch(None).await.unwrap(),
+        "Authentication required",
+        "files",
+    )
+    .await;
+    let resp = patch(Some(good_token())).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.text().await.unwrap(), "a/b/c.txt");
+    // The global error handler replaces the failures it wants, and keeps the others.
+    let resp = get(&server, "/workflows/nope", None).await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"ok": false, "problem": "Workflow nope not found"})
+    );
+    let resp = get(&server, "/agents/nope", None).await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"success": false, "error": "Agent nope not found"})
+    );
+    server.stop().await;
+}
