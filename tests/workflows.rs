@@ -686,10 +686,28 @@ async fn request_errors_are_envelopes(backend: Backend) {
     // Unknown routes and methods.
     let (status, body) = s.get_json("/nope").await;
     assert_failure(status, &body, 404);
+    // A known path with a method it does not serve: 405 naming both, with Allow.
     let (status, body) = s.post_json("/workflows", &json!({})).await;
-    assert_failure(status, &body, 404);
-    let (status, body) = s.get_json("/workflows/word-count/execute").await;
-    assert_failure(status, &body, 404);
+    assert_eq!(
+        assert_failure(status, &body, 405),
+        "Method POST not allowed on /workflows"
+    );
+    let resp = s
+        .client
+        .get(s.url("/workflows/word-count/execute"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    assert_eq!(resp.headers()["allow"], "POST");
+    let resp = s
+        .client
+        .delete(s.url("/agents/assistant"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 405);
+    assert_eq!(resp.headers()["allow"], "GET");
     s.stop().await;
 }
 

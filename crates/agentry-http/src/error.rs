@@ -113,3 +113,31 @@ pub fn query_error(
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
     ApiError::not_found(format!("Route {} {} not found", req.method(), req.path())).error_response()
 }
+
+/// A known path asked with a method it does not serve: 405 with `Allow` (the methods of the
+/// built-in routes on that path; a host's own routes are not listed). `None` when no route
+/// has the path at all.
+pub fn method_not_allowed(req: &HttpRequest) -> Option<HttpResponse> {
+    if !req.resource_map().has_resource(req.path()) {
+        return None;
+    }
+    let allow: Vec<&str> = crate::access::BUILTIN_ROUTES
+        .iter()
+        .filter(|r| {
+            agentry_auth::RoutePattern::parse(&format!("{} {}", r.method, r.path))
+                .is_ok_and(|p| p.matches(r.method, req.path()))
+        })
+        .map(|r| r.method)
+        .collect();
+    let mut resp = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("Method {} not allowed on {}", req.method(), req.path()),
+    )
+    .error_response();
+    if !allow.is_empty()
+        && let Ok(v) = actix_web::http::header::HeaderValue::from_str(&allow.join(", "))
+    {
+        resp.headers_mut().insert(actix_web::http::header::ALLOW, v);
+    }
+    Some(resp)
+}

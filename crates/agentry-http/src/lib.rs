@@ -155,6 +155,9 @@ pub fn app(
     app.default_service(web::to(move |req: HttpRequest| {
         let custom = not_found.clone();
         async move {
+            if let Some(resp) = error::method_not_allowed(&req) {
+                return resp;
+            }
             match custom {
                 Some(f) => f(req).await,
                 None => error::not_found(req).await,
