@@ -688,3 +688,55 @@ async fn close_all_closes_open_log_sockets_only() {
     }
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_are_pinged() {
+    let s = Arc::new(
+        TestServer::start_configured(
+            Backend::Sqlite,
+            |settings| settings.http.ws_keepalive = Duration::from_millis(100),
+            |h| h,
+        )
+        .await,
+    );
+    // A countdown whose steps take long: its socket is quiet between events.
+    let id = new_id();
+    let run = tokio::spawn({
+        let s = s.clone();
+        let id = id.clone();
+        async move {
+            s.post_json(
+                "/workflows/countdown/execute",
+                &json!({"input": {"from": 2, "stepDelayMs": 1500}, "options": {"executionId": id}}),
+            )
+            .await
+        }
+    });
+    let state = format!("/workflows/countdown/executions/{id}/state");
+    for _ in 0..100 {
+        if s.get_json(&state).await.0.as_u16() == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for path in [
+        "/ws/logs?executionId=nothing-is-logged-here".to_owned(),
+        format!("/ws/executions/{id}"),
+    ] {
+        let mut socket = connect(&s, &path).await;
+        let mut pings = 0;
+        while pings < 2 {
+            match tokio::time::timeout(Duration::from_secs(5), socket.next()).await {
+                Ok(Some(Ok(Message::Ping(_)))) => pings += 1,
+                Ok(Some(Ok(Message::Text(_)))) => {}
+                other => panic!("{path}: {other:?} after {pings} pings"),
+            }
+        }
+    }
+    let (status, body) = run.await.unwrap();
+    assert_eq!(status.as_u16(), 200, "{body}");
+    match Arc::try_unwrap(s) {
+        Ok(s) => s.stop().await,
+        Err(_) => panic!("the server is still shared"),
+    }
+}

@@ -165,6 +165,16 @@ impl TestServer {
         auth: AuthSettings,
         customize: impl FnOnce(Host) -> Host,
     ) -> TestServer {
+        Self::start_configured(backend, move |s| s.auth = auth, customize).await
+    }
+
+    /// [`TestServer::start`] with the settings edited by `configure` (the bind address and the
+    /// database are the test's) and a host's additions.
+    pub async fn start_configured(
+        backend: Backend,
+        configure: impl FnOnce(&mut Settings),
+        customize: impl FnOnce(Host) -> Host,
+    ) -> TestServer {
         init_logging();
         let (database_url, sqlite_path) = match backend {
             Backend::Sqlite => {
@@ -180,13 +190,13 @@ impl TestServer {
                 (url, None)
             }
         };
-        let settings = Settings {
-            bind: "127.0.0.1:0".into(),
-            database_url: database_url.clone(),
+        let mut settings = Settings {
             examples: true,
-            auth,
             ..Default::default()
         };
+        configure(&mut settings);
+        settings.bind = "127.0.0.1:0".into();
+        settings.database_url = database_url.clone();
         let running = match agentry_server::start_with(&settings, customize).await {
             Ok(r) => r,
             Err(e) => panic!(

@@ -46,6 +46,9 @@ pub struct HttpConfig {
     pub body_limit: usize,
     /// How long in-flight requests may take to finish on shutdown, in seconds.
     pub shutdown_timeout_secs: u64,
+    /// How often the server pings an open WebSocket (keeps proxies from closing an idle one and
+    /// finds dead peers).
+    pub ws_keepalive: std::time::Duration,
 }
 
 impl Default for HttpConfig {
@@ -53,6 +56,7 @@ impl Default for HttpConfig {
         Self {
             body_limit: 1024 * 1024,
             shutdown_timeout_secs: 30,
+            ws_keepalive: std::time::Duration::from_secs(20),
         }
     }
 }

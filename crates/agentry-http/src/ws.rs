@@ -38,6 +38,14 @@ use crate::wire;
 
 /// How often a socket re-reads an execution that is running but not in this process.
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// A ticker for keep-alive pings (`HttpConfig::ws_keepalive`) whose first tick is one period
+/// away.
+fn keepalive(period: Duration) -> tokio::time::Interval {
+    let period = period.max(Duration::from_millis(10));
+    let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
+}
 
 /// Bumped by [`close_all`]; every socket watches it from its start.
 fn closing() -> &'static watch::Sender<u64> {
@@ -135,8 +143,12 @@ pub async fn logs(
         .iter()
         .any(|p| p.as_deref().is_some_and(|s| !s.trim().is_empty()));
     let query = LogQuery::from_params(params)?;
+    let period = req
+        .app_data::<web::Data<AppState>>()
+        .map(|a| a.config.ws_keepalive)
+        .unwrap_or_else(|| crate::HttpConfig::default().ws_keepalive);
     let (response, session, stream) = actix_ws::handle(&req, body)?;
-    actix_web::rt::spawn(pump_logs(session, stream, query, with_backlog));
+    actix_web::rt::spawn(pump_logs(session, stream, query, with_backlog, period));
     Ok(response)
 }
 
@@ -145,6 +157,7 @@ async fn pump_logs(
     mut stream: MessageStream,
     query: LogQuery,
     with_backlog: bool,
+    period: Duration,
 ) {
     let mut shutdown = closing().subscribe();
     let (backlog, mut live) = LogHub::global().subscribe_with_backlog(&query);
@@ -155,11 +168,17 @@ async fn pump_logs(
             }
         }
     }
+    let mut ping = keepalive(period);
     loop {
         tokio::select! {
             _ = shutdown.changed() => {
                 let _ = session.close(going_away()).await;
                 return;
+            }
+            _ = ping.tick() => {
+                if session.ping(b"").await.is_err() {
+                    return;
+                }
             }
             msg = stream.recv() => {
                 if let Client::Gone(reason) = client_message(&mut session, msg).await {
@@ -212,6 +231,7 @@ pub async fn execution(
     let (response, session, stream) = actix_ws::handle(&req, body)?;
     let engine = app.engine.clone();
     let shutdown = closing().subscribe();
+    let keepalive = app.config.ws_keepalive;
     actix_web::rt::spawn(async move {
         let mut follow = Follow {
             engine,
@@ -219,6 +239,7 @@ pub async fn execution(
             session,
             stream,
             shutdown,
+            keepalive,
         };
         let end = follow.run().await;
         let Follow { mut session, .. } = follow;
@@ -260,6 +281,7 @@ struct Follow {
     session: Session,
     stream: MessageStream,
     shutdown: watch::Receiver<u64>,
+    keepalive: Duration,
 }
 
 impl Follow {
@@ -307,9 +329,13 @@ impl Follow {
         // Subscribe first, then read: no event can fall between the state and the stream.
         let mut live = self.engine.subscribe(&self.id);
         self.send_state().await?;
+        let mut ping = keepalive(self.keepalive);
         loop {
             if let Some(rx) = live.as_mut() {
                 tokio::select! {
+                    _ = ping.tick() => {
+                        self.session.ping(b"").await.map_err(|_| End::Closed)?;
+                    }
                     msg = self.stream.recv() => self.client(msg).await?,
                     ev = rx.recv() => match ev {
                         Some(ev) => {
@@ -332,6 +358,9 @@ impl Follow {
             // Running, but not (or not yet) in this process: look again shortly.
             tokio::select! {
                 _ = self.shutdown.changed() => return Err(End::Shutdown),
+                _ = ping.tick() => {
+                    self.session.ping(b"").await.map_err(|_| End::Closed)?;
+                }
                 msg = self.stream.recv() => self.client(msg).await?,
                 _ = tokio::time::sleep(POLL_INTERVAL) => {
                     if let Some(rx) = self.engine.subscribe(&self.id) {
