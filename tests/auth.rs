@@ -214,6 +214,16 @@ async fn protected_routes_refuse_every_bad_token_and_accept_a_good_one() {
         let resp = post(&server, path, &body, Some(&good_token())).await;
         assert_eq!(resp.status(), StatusCode::OK, "{path} with a good token");
     }
+    // Other spellings of a protected path do not dodge its pattern.
+    for path in [
+        "/agents/assistant/%74ext",
+        "/agents/assistant/text/",
+        "//agents/assistant/text",
+        "/workflows/word-count/./execute",
+    ] {
+        let resp = post(&server, path, &json!({"input": "hi"}), None).await;
+        assert_401(resp, "Authentication required", path).await;
+    }
     server.stop().await;
 }
 
