@@ -5,6 +5,8 @@
 //! the real routes, lists them from the router and fails on any route without a row (or a row
 //! without a route), so a new route cannot slip past authentication unnoticed.
 
+use std::sync::OnceLock;
+
 use agentry_auth::{Access, RoutePattern, RouteRules};
 
 /// One built-in route: method, actix path pattern, access.
@@ -64,17 +66,39 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     public("GET", "/ui/{tail:.*}"),
 ];
 
+/// Every row with its path parsed as a pattern, once.
+fn patterns() -> &'static [(BuiltinRoute, RoutePattern)] {
+    static PATTERNS: OnceLock<Vec<(BuiltinRoute, RoutePattern)>> = OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        BUILTIN_ROUTES
+            .iter()
+            .map(|r| {
+                let p = RoutePattern::parse(&format!("{} {}", r.method, r.path))
+                    .expect("built-in route patterns are valid");
+                (*r, p)
+            })
+            .collect()
+    })
+}
+
 /// The rules of the built-in routes: protected rows as protected patterns, public rows as
 /// public-by-default patterns (they stay public when a host makes everything else private).
 pub fn builtin_rules() -> RouteRules {
-    BUILTIN_ROUTES.iter().fold(RouteRules::new(), |rules, r| {
-        let pattern = RoutePattern::parse(&format!("{} {}", r.method, r.path))
-            .expect("built-in route patterns are valid");
-        match r.access {
-            Access::Protected => rules.protected(pattern),
-            Access::Public => rules.public_by_default(pattern),
-        }
-    })
+    patterns()
+        .iter()
+        .fold(RouteRules::new(), |rules, (r, p)| match r.access {
+            Access::Protected => rules.protected(p.clone()),
+            Access::Public => rules.public_by_default(p.clone()),
+        })
+}
+
+/// The methods the built-in routes serve on `path` (for a 405's `Allow`).
+pub fn allowed_methods(path: &str) -> Vec<&'static str> {
+    patterns()
+        .iter()
+        .filter(|(r, p)| p.matches(r.method, path))
+        .map(|(r, _)| r.method)
+        .collect()
 }
 
 #[cfg(test)]

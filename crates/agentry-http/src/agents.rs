@@ -97,25 +97,51 @@ struct Request {
     schema: Option<Value>,
 }
 
+/// What a generation route reads from its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    /// `{input, options?}`.
+    Text,
+    /// As `Text`, and a chat client's `messages` in place of `input`.
+    Chat,
+    /// `{input, schema, options?}`.
+    Object,
+}
+
+/// The hub and the validated request of a generation route: an unknown agent is a 404 before
+/// any 400 about the body.
+fn request<'a>(
+    app: &'a AppState,
+    id: &str,
+    body: &Value,
+    kind: BodyKind,
+    user: Option<AuthenticatedUser>,
+) -> Result<(&'a AgentHub, Request), ApiError> {
+    let h = hub(app)?;
+    h.require(id).map_err(agent_error)?;
+    Ok((h, parse(body, kind, user)?))
+}
+
 fn parse(
     body: &Value,
-    want_schema: bool,
-    chat: bool,
+    kind: BodyKind,
     user: Option<AuthenticatedUser>,
 ) -> Result<Request, ApiError> {
     let obj = body
         .as_object()
         .ok_or_else(|| ApiError::bad_request("Invalid request body: expected a JSON object"))?;
     // A chat client's default transport sends `messages`; the spec's shape is `input`.
-    let input = obj
-        .get("input")
-        .or_else(|| chat.then(|| obj.get("messages")).flatten());
+    let input = obj.get("input").or_else(|| {
+        (kind == BodyKind::Chat)
+            .then(|| obj.get("messages"))
+            .flatten()
+    });
     let input = parse_input(input)?;
     let mut options = parse_options(obj.get("options"))?;
     if let Some(u) = user {
         inject_user(u.user(), &mut options.context, &mut options.user_id);
     }
-    let schema = if want_schema {
+    let schema = if kind == BodyKind::Object {
         let s = obj
             .get("schema")
             .ok_or_else(|| ApiError::bad_request("schema is required"))?;
@@ -169,9 +195,7 @@ pub async fn generate_text(
     body: web::Json<Value>,
     user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
-    let h = hub(&app)?;
-    h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, false, false, user)?;
+    let (h, req) = request(&app, &id, &body, BodyKind::Text, user)?;
     let (cancel, _guard) = cancel_on_drop();
     let r = h
         .generate_text(&id, req.input, req.options, cancel)
@@ -203,9 +227,7 @@ pub async fn generate_object(
     body: web::Json<Value>,
     user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
-    let h = hub(&app)?;
-    h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, true, false, user)?;
+    let (h, req) = request(&app, &id, &body, BodyKind::Object, user)?;
     let (cancel, _guard) = cancel_on_drop();
     let r = h
         .generate_object(
@@ -256,9 +278,7 @@ pub async fn stream_text(
     body: web::Json<Value>,
     user: Option<AuthenticatedUser>,
 ) -> Result<impl Responder, ApiError> {
-    let h = hub(&app)?;
-    h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, false, false, user)?;
+    let (h, req) = request(&app, &id, &body, BodyKind::Text, user)?;
     let rx = h
         .stream_text(&id, req.input, req.options, CancellationToken::new())
         .map_err(agent_error)?;
@@ -294,9 +314,7 @@ pub async fn chat_stream(
     body: web::Json<Value>,
     user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
-    let h = hub(&app)?;
-    h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, false, true, user)?;
+    let (h, req) = request(&app, &id, &body, BodyKind::Chat, user)?;
     let rx = h
         .stream_text(&id, req.input, req.options, CancellationToken::new())
         .map_err(agent_error)?;
@@ -340,9 +358,7 @@ pub async fn stream_object_route(
     body: web::Json<Value>,
     user: Option<AuthenticatedUser>,
 ) -> Result<impl Responder, ApiError> {
-    let h = hub(&app)?;
-    h.require(&id).map_err(agent_error)?;
-    let req = parse(&body, true, false, user)?;
+    let (h, req) = request(&app, &id, &body, BodyKind::Object, user)?;
     let rx = h
         .stream_object(
             &id,

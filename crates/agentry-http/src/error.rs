@@ -121,14 +121,7 @@ pub fn method_not_allowed(req: &HttpRequest) -> Option<HttpResponse> {
     if !req.resource_map().has_resource(req.path()) {
         return None;
     }
-    let allow: Vec<&str> = crate::access::BUILTIN_ROUTES
-        .iter()
-        .filter(|r| {
-            agentry_auth::RoutePattern::parse(&format!("{} {}", r.method, r.path))
-                .is_ok_and(|p| p.matches(r.method, req.path()))
-        })
-        .map(|r| r.method)
-        .collect();
+    let allow = crate::access::allowed_methods(req.path());
     let mut resp = ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("Method {} not allowed on {}", req.method(), req.path()),

@@ -372,8 +372,7 @@ impl Host {
         if let Some(e) = self.errors.drain(..).next() {
             return Err(e);
         }
-        let mut gate = AuthGate::default();
-        let mut rules = std::mem::take(&mut gate.rules).default_private(self.default_private);
+        let mut rules = crate::access::builtin_rules().default_private(self.default_private);
         for p in &self.protected {
             rules = rules.protected(RoutePattern::parse(p)?);
         }
@@ -383,8 +382,10 @@ impl Host {
         if let Some(provider) = &self.provider {
             rules.extend_public(provider.public_routes());
         }
-        gate.rules = rules;
-        gate.provider = self.provider;
+        let gate = AuthGate {
+            provider: self.provider,
+            rules,
+        };
         self.ext.middleware = Arc::new(self.middleware);
         Ok(AppState {
             engine: self.engine,

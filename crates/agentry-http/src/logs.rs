@@ -249,15 +249,25 @@ impl LogHub {
 }
 
 /// The query string of `/api/logs` and `/ws/logs`, as sent (every value a string, validated by
-/// [`LogQuery::from_params`]).
-#[derive(Debug, Default, Clone, Deserialize)]
+/// [`LogQuery::from_params`]); its documentation is both routes' parameters.
+#[derive(Debug, Default, Clone, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
 pub struct LogQueryParams {
+    /// Minimum severity (`warning` is `warn`; any case).
+    #[param(value_type = Option<crate::openapi::LogLevel>)]
     pub level: Option<String>,
+    /// Only records of this agent.
     pub agent_id: Option<String>,
+    /// Only records of this workflow.
     pub workflow_id: Option<String>,
+    /// Only records of this execution.
     pub execution_id: Option<String>,
+    /// Only records strictly after this ISO 8601 instant, e.g. `2026-01-31T12:00:00.000Z`.
+    #[param(format = DateTime)]
     pub since: Option<String>,
+    /// At most this many records, the newest (default 100; more than 1000 is lowered to 1000).
+    #[param(value_type = Option<u32>, minimum = 1)]
     pub limit: Option<String>,
 }
 
@@ -656,14 +666,7 @@ where
     description = "The process's recent log records (a ring buffer of the last 2000) matching \
         the query, oldest first. Each carries the agent, workflow and execution it belongs to. \
         An empty parameter counts as absent.",
-    params(
-        ("level" = Option<crate::openapi::LogLevel>, Query, description = "Minimum severity (`warning` is `warn`; any case)."),
-        ("agentId" = Option<String>, Query, description = "Only records of this agent."),
-        ("workflowId" = Option<String>, Query, description = "Only records of this workflow."),
-        ("executionId" = Option<String>, Query, description = "Only records of this execution."),
-        ("since" = Option<String>, Query, format = DateTime, description = "Only records strictly after this ISO 8601 instant, e.g. `2026-01-31T12:00:00.000Z`."),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many records, the newest (default 100; more than 1000 is lowered to 1000)."),
-    ),
+    params(LogQueryParams),
     responses(
         (status = 200, description = "The matching records, oldest first.", body = crate::openapi::LogListResponse),
         (status = 400, description = "An invalid parameter, named: `Invalid level ...`, `Invalid since ...`, `Invalid limit ...`.", body = crate::openapi::Failure),

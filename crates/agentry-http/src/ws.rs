@@ -119,14 +119,7 @@ fn typed(kind: &str, body: Value) -> Value {
         new record that matches, as it is logged: a text message `{\"type\": \"log\", ...record}`. \
         A client too slow to keep up is told `{\"type\": \"lagged\", \"missed\": n}`. Messages \
         from the client are ignored (pings are answered, a close is echoed).",
-    params(
-        ("level" = Option<crate::openapi::LogLevel>, Query, description = "Minimum severity (`warning` is `warn`; any case)."),
-        ("agentId" = Option<String>, Query, description = "Only records of this agent."),
-        ("workflowId" = Option<String>, Query, description = "Only records of this workflow."),
-        ("executionId" = Option<String>, Query, description = "Only records of this execution."),
-        ("since" = Option<String>, Query, format = DateTime, description = "Only records strictly after this ISO 8601 instant, e.g. `2026-01-31T12:00:00.000Z`."),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many records, the newest (default 100; more than 1000 is lowered to 1000)."),
-    ),
+    params(crate::logs::LogQueryParams),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
         (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::openapi::Failure),
@@ -136,6 +129,7 @@ fn typed(kind: &str, body: Value) -> Value {
 pub async fn logs(
     req: HttpRequest,
     body: web::Payload,
+    app: web::Data<AppState>,
     params: web::Query<LogQueryParams>,
 ) -> Result<HttpResponse, actix_web::Error> {
     let params = params.into_inner();
@@ -143,10 +137,7 @@ pub async fn logs(
         .iter()
         .any(|p| p.as_deref().is_some_and(|s| !s.trim().is_empty()));
     let query = LogQuery::from_params(params)?;
-    let period = req
-        .app_data::<web::Data<AppState>>()
-        .map(|a| a.config.ws_keepalive)
-        .unwrap_or_else(|| crate::HttpConfig::default().ws_keepalive);
+    let period = app.config.ws_keepalive;
     let (response, session, stream) = actix_ws::handle(&req, body)?;
     actix_web::rt::spawn(pump_logs(session, stream, query, with_backlog, period));
     Ok(response)

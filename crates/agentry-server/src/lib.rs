@@ -75,11 +75,11 @@ pub fn default_model() -> Arc<dyn Model> {
     }
 }
 
-/// Builds the engine and the agents on `db`, with the examples when asked.
-pub fn build(db: &Database, examples: bool) -> anyhow::Result<(Engine, AgentHub)> {
+/// Builds the engine and the agents on `db`, with the examples when asked. `Host::new` wires
+/// the agents into the engine (for `andAgent` steps).
+fn build(db: &Database, examples: bool) -> anyhow::Result<(Engine, AgentHub)> {
     let engine = Engine::new(db.execution_store());
     let agents = AgentHub::new(default_model(), Some(db.memory_store()));
-    engine.set_agent_runner(Arc::new(agents.clone()));
     if examples {
         examples::register_agents(&agents).context("registering the example agents")?;
         examples::register_workflows(&engine).context("registering the example workflows")?;

@@ -36,6 +36,15 @@ pub struct GenerateOptions {
     pub context: Map<String, Value>,
 }
 
+impl GenerateOptions {
+    /// Who is asking: `userId`, else the context's `userId` (what instructions and hooks see).
+    pub fn caller_id(&self) -> Option<&str> {
+        self.user_id
+            .as_deref()
+            .or_else(|| self.context.get("userId").and_then(Value::as_str))
+    }
+}
+
 impl Default for GenerateOptions {
     fn default() -> Self {
         Self {
@@ -220,10 +229,7 @@ impl AgentHub {
         opts: &GenerateOptions,
     ) -> Result<Vec<Message>, AgentError> {
         let user = opts.context.get("user");
-        let user_id = opts
-            .user_id
-            .as_deref()
-            .or_else(|| opts.context.get("userId").and_then(Value::as_str));
+        let user_id = opts.caller_id();
         let instructions = agent.instructions.render(&InstructionContext {
             context: &opts.context,
             user,
@@ -610,12 +616,7 @@ fn operation(agent: &Agent, opts: &GenerateOptions, name: &'static str) -> Opera
     let op = OperationContext {
         agent_id: agent.id.clone(),
         operation: name,
-        user_id: opts.user_id.clone().or_else(|| {
-            opts.context
-                .get("userId")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        }),
+        user_id: opts.caller_id().map(str::to_owned),
         conversation_id: opts.conversation_id.clone(),
         context: opts.context.clone(),
     };
