@@ -652,7 +652,7 @@ async fn request_errors_are_envelopes(backend: Backend) {
         .post_raw(execute, "application/json", r#"{"input": {"employeeId": "#)
         .await;
     assert_failure(status, &body, 400);
-    // Wrong Content-Type.
+    // Wrong Content-Type: 415 (a cross-site form or text/plain request never reaches the run).
     let (status, body) = s
         .post_raw(
             execute,
@@ -660,7 +660,7 @@ async fn request_errors_are_envelopes(backend: Backend) {
             json!({"input": expense("e", 1)}).to_string(),
         )
         .await;
-    assert_failure(status, &body, 400);
+    assert_failure(status, &body, 415);
     // Malformed JSON on resume and suspend.
     let some = exec_path("expense-approval", &new_id(), "resume");
     let (status, body) = s.post_raw(&some, "application/json", "{").await;

@@ -40,6 +40,10 @@ pub fn default_map_user(payload: &Value) -> User {
     }))
 }
 
+/// The shortest HMAC secret the server accepts without a warning (RFC 7518 section 3.2: a key of
+/// at least the hash's size, 256 bits for HS256).
+pub const MIN_SECRET_BYTES: usize = 32;
+
 /// The verification key: a shared secret (HMAC: HS256/384/512) or an RSA public key in PEM
 /// (RS256/384/512, PS256/384/512).
 #[derive(Clone)]
@@ -245,6 +249,15 @@ impl JwtProvider {
         if !data.claims.is_object() {
             return Err(AuthError::invalid("the payload is not a JSON object"));
         }
+        // The user object needs an id: it keys memory and owns executions.
+        let has_sub = match data.claims.get("sub") {
+            Some(Value::String(s)) => !s.is_empty(),
+            Some(Value::Number(_)) => true,
+            _ => false,
+        };
+        if !has_sub {
+            return Err(AuthError::invalid("missing sub"));
+        }
         Ok((self.map_user)(&data.claims))
     }
 }
@@ -395,6 +408,14 @@ mod tests {
         assert_eq!(reason(&forged), "Invalid token: invalid signature");
         let other = create_token(&json!({"sub": "u"}), b"other", &TokenOptions::default()).unwrap();
         assert_eq!(reason(&other), "Invalid token: invalid signature");
+        for payload in [
+            json!({"email": "a@b.c"}),
+            json!({"sub": ""}),
+            json!({"sub": null}),
+        ] {
+            let t = token(payload, TokenOptions::default());
+            assert_eq!(reason(&t), "Invalid token: missing sub");
+        }
         let none = format!(
             "{}.{}.",
             b64(r#"{"alg":"none","typ":"JWT"}"#),

@@ -22,7 +22,7 @@ mod token;
 mod user;
 
 pub use error::{AuthConfigError, AuthError};
-pub use jwt::{JwtKey, JwtProvider, MapUser, default_map_user};
+pub use jwt::{JwtKey, JwtProvider, MIN_SECRET_BYTES, MapUser, default_map_user};
 pub use pattern::{Access, PatternError, RoutePattern, RouteRules};
 pub use provider::{AuthProvider, bearer_token};
 pub use request::AuthRequest;

@@ -93,7 +93,9 @@ impl RoutePattern {
                 return false;
             }
         }
-        let mut parts = split_path(path.split(['?', '#']).next().unwrap_or(""));
+        // `path` is the routed path (decoded, without a query string): it is compared as it is,
+        // never re-split at a `?` or `#` that a decoded `%3F`/`%23` put inside a segment.
+        let mut parts = split_path(path);
         for seg in &self.segments {
             match (seg, parts.next()) {
                 (_, None) => return false,
@@ -204,7 +206,10 @@ mod tests {
         assert!(!text.matches("GET", "/agents/a1/text"));
         assert!(!text.matches("POST", "/agents/a1"));
         assert!(!text.matches("POST", "/agents/a1/text/more"));
-        assert!(p("POST /agents/{id}/text").matches("POST", "/agents/x/text?q=1"));
+        // A decoded `%3F` or `%23` is part of its segment, not the start of a query.
+        assert!(p("POST /agents/{id}/text").matches("POST", "/agents/x?/text"));
+        assert!(p("POST /agents/{id}/text").matches("POST", "/agents/x#y/text"));
+        assert!(!p("POST /agents/{id}").matches("POST", "/agents/x?/text"));
         assert!(p("GET /agents").matches("HEAD", "/agents"));
         assert!(p("* /agents").matches("DELETE", "/agents"));
         assert!(p("/agents").matches("PUT", "/agents"));

@@ -82,6 +82,8 @@ pub struct ExecuteOptions {
     pub conversation_id: Option<String>,
     /// Caller-supplied context entries (`user` among them when authenticated).
     pub context: Map<String, Value>,
+    /// The verified user starting the execution (its owner), when authentication is on.
+    pub owner: Option<String>,
 }
 
 /// Engine settings.
@@ -289,6 +291,7 @@ impl Engine {
             input,
             context,
             user_id,
+            owner: options.owner,
             start_at: now,
             updated_at: now,
             progress: Progress::default(),
@@ -697,6 +700,7 @@ impl Engine {
                 input: input.clone(),
                 workflow_input: workflow_input.clone(),
                 context: context.clone(),
+                owner: rec.owner.clone(),
                 resume_data,
                 suspend_data,
                 cancel: self.inner.shutdown.child_token(),
@@ -1029,6 +1033,8 @@ impl Engine {
                     ExecuteOptions {
                         user_id: ctx.user_id().map(str::to_owned),
                         context,
+                        // A sub-workflow belongs to whoever owns its parent.
+                        owner: ctx.owner.clone(),
                         ..Default::default()
                     },
                 )
@@ -1114,6 +1120,7 @@ mod tests {
             input: json!({}),
             context: Map::new(),
             user_id: None,
+            owner: None,
             start_at: then,
             updated_at: then,
             progress: Progress {

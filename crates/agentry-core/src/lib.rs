@@ -12,6 +12,7 @@ pub mod agent;
 pub mod clock;
 pub mod engine;
 pub mod event;
+pub mod id;
 pub mod schema;
 pub mod state;
 pub mod store;

@@ -26,6 +26,9 @@ pub struct ExecutionRecord {
     /// The context map: caller-supplied entries, `userId` and `user` when known.
     pub context: Map<String, Value>,
     pub user_id: Option<String>,
+    /// The verified user who started it (`None` when authentication was off): in strict mode
+    /// only this user, or an admin, may read or act on it.
+    pub owner: Option<String>,
     pub start_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub progress: Progress,

@@ -80,6 +80,8 @@ pub struct StepContext {
     pub workflow_input: Arc<Value>,
     /// The context map: caller entries, and `user` / `userId` when authenticated.
     pub context: Arc<Map<String, Value>>,
+    /// The verified user who started the execution, when authentication is on.
+    pub owner: Option<String>,
     /// Data given to resume, for the step that runs first after a resume.
     pub resume_data: Option<Value>,
     /// The data this step suspended with, when it is being resumed.
@@ -460,11 +462,7 @@ impl WorkflowBuilder {
 
     /// Checks the definition and compiles its schemas.
     pub fn build(self) -> Result<Workflow, DefinitionError> {
-        let valid_id = !self.id.is_empty()
-            && self
-                .id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        let valid_id = crate::id::is_valid_id(&self.id);
         if !valid_id {
             return Err(DefinitionError::BadId(self.id));
         }

@@ -1,7 +1,9 @@
 //! Which built-in route needs a token: the one place where that is decided.
 //!
 //! Every route the server registers in [`crate::configure`] has exactly one row here, public or
-//! protected; the protected rows are spec section 5's default protected set. A test registers
+//! protected; the protected rows are spec section 5's default protected set. The *sensitive* rows
+//! are public by default (as the spec requires) but read or change executions, memory or logs:
+//! strict mode (`AGENTRY_AUTH_STRICT=1`) protects them too. A test registers
 //! the real routes, lists them from the router and fails on any route without a row (or a row
 //! without a route), so a new route cannot slip past authentication unnoticed.
 
@@ -9,12 +11,37 @@ use std::sync::OnceLock;
 
 use agentry_auth::{Access, RoutePattern, RouteRules};
 
-/// One built-in route: method, actix path pattern, access.
+/// One built-in route: method, actix path pattern, access by default, and whether strict mode
+/// protects it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BuiltinRoute {
     pub method: &'static str,
     pub path: &'static str,
+    /// The access of the spec's defaults.
     pub access: Access,
+    /// It reads or changes executions, conversation memory or logs: protected in strict mode.
+    pub sensitive: bool,
+}
+
+impl BuiltinRoute {
+    /// The route's access in strict mode (`strict`) or by the spec's defaults.
+    pub fn access_in(&self, strict: bool) -> Access {
+        if strict && self.sensitive {
+            Access::Protected
+        } else {
+            self.access
+        }
+    }
+
+    /// `METHOD /path` with every `{param}` replaced by `x`: a path the route serves.
+    pub fn example_path(&self) -> String {
+        let path: Vec<&str> = self
+            .path
+            .split('/')
+            .map(|s| if s.starts_with('{') { "x" } else { s })
+            .collect();
+        path.join("/")
+    }
 }
 
 const fn public(method: &'static str, path: &'static str) -> BuiltinRoute {
@@ -22,6 +49,7 @@ const fn public(method: &'static str, path: &'static str) -> BuiltinRoute {
         method,
         path,
         access: Access::Public,
+        sensitive: false,
     }
 }
 
@@ -30,6 +58,17 @@ const fn protected(method: &'static str, path: &'static str) -> BuiltinRoute {
         method,
         path,
         access: Access::Protected,
+        sensitive: false,
+    }
+}
+
+/// Public by the spec's defaults, protected in strict mode.
+const fn sensitive(method: &'static str, path: &'static str) -> BuiltinRoute {
+    BuiltinRoute {
+        method,
+        path,
+        access: Access::Public,
+        sensitive: true,
     }
 }
 
@@ -43,7 +82,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     protected("POST", "/agents/{id}/object"),
     protected("POST", "/agents/{id}/stream-object"),
     // Not in the default protected set (spec section 5, rule 3).
-    public("POST", "/agents/{id}/chat"),
+    sensitive("POST", "/agents/{id}/chat"),
     // Workflows.
     public("GET", "/workflows"),
     public("GET", "/workflows/{id}"),
@@ -51,14 +90,14 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     protected("POST", "/workflows/{id}/stream"),
     // Not in the default protected set (spec section 5, rules 1 and 3): a host guards them with
     // `protected_route("POST /workflows/*")` or AGENTRY_PROTECTED_ROUTES.
-    public("POST", "/workflows/{id}/executions/{execution_id}/suspend"),
-    public("POST", "/workflows/{id}/executions/{execution_id}/resume"),
-    public("GET", "/workflows/{id}/executions/{execution_id}/state"),
+    sensitive("POST", "/workflows/{id}/executions/{execution_id}/suspend"),
+    sensitive("POST", "/workflows/{id}/executions/{execution_id}/resume"),
+    sensitive("GET", "/workflows/{id}/executions/{execution_id}/state"),
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
-    public("GET", "/api/logs"),
-    public("GET", "/ws/logs"),
-    public("GET", "/ws/executions/{execution_id}"),
+    sensitive("GET", "/api/logs"),
+    sensitive("GET", "/ws/logs"),
+    sensitive("GET", "/ws/executions/{execution_id}"),
     // The OpenAPI document and the API explorer: Swagger UI's page (`/ui` redirects to `/ui/`)
     // and its files.
     public("GET", "/doc"),
@@ -81,15 +120,26 @@ fn patterns() -> &'static [(BuiltinRoute, RoutePattern)] {
     })
 }
 
-/// The rules of the built-in routes: protected rows as protected patterns, public rows as
-/// public-by-default patterns (they stay public when a host makes everything else private).
-pub fn builtin_rules() -> RouteRules {
-    patterns()
-        .iter()
-        .fold(RouteRules::new(), |rules, (r, p)| match r.access {
+/// The rules of the built-in routes: protected rows (and, in strict mode, sensitive ones) as
+/// protected patterns, public rows as public-by-default patterns (they stay public when a host
+/// makes everything else private).
+pub fn builtin_rules(strict: bool) -> RouteRules {
+    patterns().iter().fold(RouteRules::new(), |rules, (r, p)| {
+        match r.access_in(strict) {
             Access::Protected => rules.protected(p.clone()),
             Access::Public => rules.public_by_default(p.clone()),
-        })
+        }
+    })
+}
+
+/// The sensitive built-in routes that `rules` leave open to anyone (`METHOD /path`), for the
+/// warning logged when authentication is on without strict mode.
+pub fn open_sensitive_routes(rules: &RouteRules) -> Vec<String> {
+    BUILTIN_ROUTES
+        .iter()
+        .filter(|r| r.sensitive && rules.access(r.method, &r.example_path()) == Access::Public)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
 }
 
 /// The methods the built-in routes serve on `path` (for a 405's `Allow`).
@@ -215,12 +265,51 @@ mod tests {
         .map(str::to_owned)
         .collect();
         assert_eq!(protected, spec);
-        let rules = builtin_rules();
+        let rules = builtin_rules(false);
         assert_eq!(rules.access("POST", "/agents/a/text"), Access::Protected);
         assert_eq!(rules.access("POST", "/agents/a/chat"), Access::Public);
         assert_eq!(
             rules.access("POST", "/workflows/w/executions/e/resume"),
             Access::Public
         );
+    }
+
+    #[test]
+    fn strict_mode_protects_what_reads_or_changes_executions_memory_or_logs() {
+        let sensitive: BTreeSet<_> = BUILTIN_ROUTES
+            .iter()
+            .filter(|r| r.sensitive)
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        let expected: BTreeSet<_> = [
+            "POST /agents/{id}/chat",
+            "POST /workflows/{id}/executions/{execution_id}/suspend",
+            "POST /workflows/{id}/executions/{execution_id}/resume",
+            "GET /workflows/{id}/executions/{execution_id}/state",
+            "GET /api/logs",
+            "GET /ws/logs",
+            "GET /ws/executions/{execution_id}",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        assert_eq!(sensitive, expected);
+        let strict = builtin_rules(true);
+        for r in BUILTIN_ROUTES {
+            let want = if r.sensitive {
+                Access::Protected
+            } else {
+                r.access
+            };
+            assert_eq!(strict.access(r.method, &r.example_path()), want, "{r:?}");
+        }
+        assert!(open_sensitive_routes(&strict).is_empty());
+        assert_eq!(
+            open_sensitive_routes(&builtin_rules(false)).len(),
+            expected.len()
+        );
+        let guarded =
+            builtin_rules(false).protected(RoutePattern::parse("POST /workflows/*").unwrap());
+        assert_eq!(open_sensitive_routes(&guarded).len(), expected.len() - 2);
     }
 }

@@ -2,8 +2,8 @@
 //! JSON of results and stream events.
 
 use agentry_core::agent::{
-    Agent, AgentEvent, AgentHub, GenerateOptions, GenerationSettings, Message, Role, TextResult,
-    ToolCall, ToolResult, Usage,
+    Agent, AgentEvent, AgentHub, GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message,
+    Role, TextResult, ToolCall, ToolResult, Usage,
 };
 use serde_json::{Map, Value, json};
 
@@ -183,7 +183,8 @@ pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiErro
     Ok(GenerateOptions {
         user_id,
         conversation_id: string(o, "conversationId")?,
-        context_limit: integer(o, "contextLimit", 0, 10_000)?.unwrap_or(10) as usize,
+        context_limit: integer(o, "contextLimit", 0, MAX_CONTEXT_LIMIT as i64)?.unwrap_or(10)
+            as usize,
         max_steps: integer(o, "maxSteps", 1, 100)?.map(|x| x as u32),
         settings: GenerationSettings {
             temperature: number(o, "temperature", 0.0, 1.0)?.unwrap_or(d.temperature),
@@ -198,6 +199,8 @@ pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiErro
             stop_sequences,
             provider_options,
         },
+        // Who is asking is decided by authentication, not by the body (see `AuthGate::caller`).
+        caller: Default::default(),
         context,
     })
 }

@@ -23,19 +23,24 @@ use crate::openapi::{
 };
 use crate::ui_stream::{self, UiMessageStream};
 
-/// Agent errors as statuses: unknown agent 404, bad request 400, everything the model or the
-/// server failed at 500 with the cause named.
+/// Agent errors as statuses: unknown agent 404, bad request 400, an object the model could not
+/// make valid against the request's schema 422 (the client's schema may be unsatisfiable: not a
+/// server error), everything else the model or the server failed at 500 with the cause named.
 pub fn agent_error(err: AgentError) -> ApiError {
     match &err {
         AgentError::NotFound(_) => ApiError::not_found(err.to_string()),
         AgentError::InvalidRequest(_) => ApiError::bad_request(err.to_string()),
+        AgentError::InvalidObject(_) => {
+            tracing::warn!(error = %err, "no object valid against the schema");
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, err.to_string())
+        }
         AgentError::Cancelled => ApiError::new(
             StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
             err.to_string(),
         ),
         AgentError::Duplicate(_)
+        | AgentError::InvalidId(_)
         | AgentError::Model(_)
-        | AgentError::InvalidObject(_)
         | AgentError::Memory(_) => {
             tracing::error!(error = %err, "generation failed");
             ApiError::internal(format!("Failed to generate: {err}"))
@@ -119,13 +124,15 @@ fn request<'a>(
 ) -> Result<(&'a AgentHub, Request), ApiError> {
     let h = hub(app)?;
     h.require(id).map_err(agent_error)?;
-    Ok((h, parse(body, kind, user)?))
+    let mut req = parse(body, kind, user.as_ref())?;
+    req.options.caller = app.auth.caller(user.as_ref());
+    Ok((h, req))
 }
 
 fn parse(
     body: &Value,
     kind: BodyKind,
-    user: Option<AuthenticatedUser>,
+    user: Option<&AuthenticatedUser>,
 ) -> Result<Request, ApiError> {
     let obj = body
         .as_object()
@@ -153,8 +160,8 @@ fn parse(
                 ));
             }
         }
-        agentry_core::schema::Schema::compile(s.clone())
-            .map_err(|e| ApiError::bad_request(format!("schema: {e}")))?;
+        // A valid schema within the generation limits, refused before any work.
+        agentry_core::agent::runtime::check_object_schema(s).map_err(agent_error)?;
         Some(s.clone())
     } else {
         None
@@ -215,8 +222,9 @@ pub async fn generate_text(
     request_body = ObjectRequest,
     responses(
         (status = 200, description = "The generated object.", body = ObjectResultResponse),
-        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema`.", body = Failure),
+        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema` (not a JSON Schema, or asking for more than the generation limits: the message names the limit).", body = Failure),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
+        (status = 422, description = "The model could not produce an object valid against the schema: `The model's object does not match the schema: <detail>`.", body = Failure),
         (status = 500, description = "`Failed to generate: <cause>` (the model failed).", body = Failure),
     ),
 )]

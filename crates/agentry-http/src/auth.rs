@@ -10,22 +10,42 @@ use actix_web::http::StatusCode;
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use agentry_auth::{Access, AuthError, AuthProvider, AuthRequest, RouteRules, User};
+use agentry_core::ExecutionRecord;
+use agentry_core::agent::Caller;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 
-/// The provider (none: authentication is off) and the rules deciding which routes need it.
+/// Who may act on an execution in strict mode: given the verified user and the execution.
+pub type ExecutionPolicy = Arc<dyn Fn(&User, &ExecutionRecord) -> bool + Send + Sync>;
+
+/// The role that may act on every execution and read the logs in strict mode.
+pub const ADMIN_ROLE: &str = "admin";
+
+/// The default ownership rule of strict mode: the user who started the execution, or an admin.
+pub fn owner_or_admin(user: &User, execution: &ExecutionRecord) -> bool {
+    user.has_role(ADMIN_ROLE) || (execution.owner.is_some() && execution.owner == user.id())
+}
+
+/// The provider (none: authentication is off), the rules deciding which routes need it, and
+/// strict mode with its ownership policy.
 #[derive(Clone)]
 pub struct AuthGate {
     pub provider: Option<Arc<dyn AuthProvider>>,
     pub rules: RouteRules,
+    /// Strict mode: the sensitive routes are protected (see `access.rs`), an execution is only
+    /// for its owner (or whom `policy` allows) and the logs only for admins.
+    pub strict: bool,
+    pub policy: ExecutionPolicy,
 }
 
 impl Default for AuthGate {
     fn default() -> Self {
         Self {
             provider: None,
-            rules: crate::access::builtin_rules(),
+            rules: crate::access::builtin_rules(false),
+            strict: false,
+            policy: Arc::new(owner_or_admin),
         }
     }
 }
@@ -34,6 +54,53 @@ impl AuthGate {
     /// What a request needs.
     pub fn access(&self, method: &str, path: &str) -> Access {
         self.rules.access(method, path)
+    }
+
+    /// Who is asking, for conversation memory: the verified user when authentication is on,
+    /// anonymous without a token, and the client's word when there is no provider.
+    pub fn caller(&self, user: Option<&AuthenticatedUser>) -> Caller {
+        match (&self.provider, user.and_then(|u| u.0.id())) {
+            (None, _) => Caller::Trusted,
+            (Some(_), Some(id)) => Caller::Verified(id),
+            (Some(_), None) => Caller::Anonymous,
+        }
+    }
+
+    /// In strict mode, refuses a user who may not act on `execution` (403), or a request
+    /// without a user (401, a route a host made public again). Outside strict mode, anyone may.
+    pub fn authorize_execution(
+        &self,
+        user: Option<&AuthenticatedUser>,
+        execution: &ExecutionRecord,
+    ) -> Result<(), ApiError> {
+        if !self.strict {
+            return Ok(());
+        }
+        let user = user.ok_or_else(|| unauthorized(&AuthError::Missing))?;
+        if (self.policy)(&user.0, execution) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "Forbidden: execution belongs to another user",
+            ))
+        }
+    }
+
+    /// In strict mode the logs (every user's requests and executions) are for admins only.
+    pub fn authorize_logs(&self, user: Option<&AuthenticatedUser>) -> Result<(), ApiError> {
+        if !self.strict {
+            return Ok(());
+        }
+        let user = user.ok_or_else(|| unauthorized(&AuthError::Missing))?;
+        if user.0.has_role(ADMIN_ROLE) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "Forbidden: the logs need the admin role",
+            ))
+        }
     }
 }
 
@@ -113,7 +180,16 @@ pub async fn guard(
     let access = gate.access(&areq.method, &areq.path);
     let outcome = match provider.extract_token(&areq) {
         None => Err(AuthError::Missing),
-        Some(token) => provider.verify_token(&token, &areq).await,
+        // The user object needs an id: memory and executions belong to it.
+        Some(token) => {
+            provider
+                .verify_token(&token, &areq)
+                .await
+                .and_then(|user| match user.id() {
+                    Some(_) => Ok(user),
+                    None => Err(AuthError::invalid("the user has no id")),
+                })
+        }
     };
     match (outcome, access) {
         (Ok(user), _) => {

@@ -72,8 +72,9 @@ pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
     ApiError::new(status, err.to_string())
 }
 
-/// Turns actix's JSON extractor failures into failure envelopes (400, or 413 for a body over the
-/// limit) instead of its plaintext default.
+/// Turns actix's JSON extractor failures into failure envelopes (400; 413 for a body over the
+/// limit; 415 for a body that is not JSON; 408 for one that came too slowly) instead of its
+/// plaintext default.
 pub fn json_error(err: actix_web::error::JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
     use actix_web::error::JsonPayloadError as J;
     let api = match &err {
@@ -85,9 +86,8 @@ pub fn json_error(err: actix_web::error::JsonPayloadError, _req: &HttpRequest) -
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("Request body is over the limit of {limit} bytes"),
         ),
-        J::ContentType => {
-            ApiError::bad_request("Invalid request: Content-Type must be application/json")
-        }
+        J::ContentType => crate::intake::unsupported_media_type(),
+        J::Payload(e) => crate::intake::payload_error(e),
         J::Deserialize(e) if e.is_data() => {
             ApiError::bad_request(format!("Invalid request body: {e}"))
         }
@@ -111,7 +111,8 @@ pub fn query_error(
 
 /// Unknown routes.
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
-    ApiError::not_found(format!("Route {} {} not found", req.method(), req.path())).error_response()
+    let method = crate::intake::arrived_method(&req);
+    ApiError::not_found(format!("Route {method} {} not found", req.path())).error_response()
 }
 
 /// A known path asked with a method it does not serve: 405 with `Allow` (the methods of the
@@ -122,9 +123,10 @@ pub fn method_not_allowed(req: &HttpRequest) -> Option<HttpResponse> {
         return None;
     }
     let allow = crate::access::allowed_methods(req.path());
+    let method = crate::intake::arrived_method(req);
     let mut resp = ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("Method {} not allowed on {}", req.method(), req.path()),
+        format!("Method {method} not allowed on {}", req.path()),
     )
     .error_response();
     if !allow.is_empty()

@@ -36,7 +36,7 @@ use agentry_core::agent::{Agent, AgentHub, OfflineModel};
 use agentry_core::{Engine, Workflow};
 use futures::future::LocalBoxFuture;
 
-use crate::auth::AuthGate;
+use crate::auth::{AuthGate, ExecutionPolicy};
 use crate::{AppState, HttpConfig};
 
 /// Registers routes on the app (run once per server worker).
@@ -124,6 +124,8 @@ pub enum HostError {
     Agent(String),
     #[error("workflow {0}")]
     Workflow(String),
+    #[error("strict mode needs an authentication provider (set a JWT secret or key)")]
+    StrictWithoutProvider,
     #[error("route {method} {path}: {reason}")]
     Route {
         method: String,
@@ -142,6 +144,8 @@ pub struct Host {
     public: Vec<String>,
     protected: Vec<String>,
     default_private: bool,
+    strict: bool,
+    policy: ExecutionPolicy,
     ext: Extensions,
     middleware: Vec<MiddlewareFn>,
     errors: Vec<HostError>,
@@ -159,6 +163,8 @@ impl Host {
             public: Vec::new(),
             protected: Vec::new(),
             default_private: false,
+            strict: false,
+            policy: Arc::new(crate::auth::owner_or_admin),
             ext: Extensions::default(),
             middleware: Vec::new(),
             errors: Vec::new(),
@@ -232,6 +238,25 @@ impl Host {
     /// Requires a token on every route but the built-in public ones and public patterns.
     pub fn default_private(mut self, yes: bool) -> Self {
         self.default_private = yes;
+        self
+    }
+
+    /// Strict mode (`AGENTRY_AUTH_STRICT=1`): every route that reads or changes executions,
+    /// conversation memory or logs needs a token; an execution is only for the user who started
+    /// it or an admin (see [`Host::execution_policy`]); the logs only for admins. Needs a
+    /// provider.
+    pub fn strict(mut self, yes: bool) -> Self {
+        self.strict = yes;
+        self
+    }
+
+    /// Replaces strict mode's ownership rule (the owner, or a user with the `admin` role): `f`
+    /// gets the verified user and the execution and says whether that user may read or act on it.
+    pub fn execution_policy(
+        mut self,
+        f: impl Fn(&agentry_auth::User, &agentry_core::ExecutionRecord) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.policy = Arc::new(f);
         self
     }
 
@@ -372,7 +397,11 @@ impl Host {
         if let Some(e) = self.errors.drain(..).next() {
             return Err(e);
         }
-        let mut rules = crate::access::builtin_rules().default_private(self.default_private);
+        if self.strict && self.provider.is_none() {
+            return Err(HostError::StrictWithoutProvider);
+        }
+        let mut rules =
+            crate::access::builtin_rules(self.strict).default_private(self.default_private);
         for p in &self.protected {
             rules = rules.protected(RoutePattern::parse(p)?);
         }
@@ -382,9 +411,22 @@ impl Host {
         if let Some(provider) = &self.provider {
             rules.extend_public(provider.public_routes());
         }
+        if self.provider.is_some() && !self.strict {
+            let open = crate::access::open_sensitive_routes(&rules);
+            if !open.is_empty() {
+                tracing::warn!(
+                    "authentication is on, but these routes read or change executions, \
+                     conversation memory or logs and need no token (the spec's defaults): {}; \
+                     set AGENTRY_AUTH_STRICT=1 to protect them and enforce execution ownership",
+                    open.join(", ")
+                );
+            }
+        }
         let gate = AuthGate {
             provider: self.provider,
             rules,
+            strict: self.strict,
+            policy: self.policy,
         };
         self.ext.middleware = Arc::new(self.middleware);
         Ok(AppState {

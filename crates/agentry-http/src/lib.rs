@@ -11,9 +11,11 @@ pub mod envelope;
 pub mod error;
 pub mod fallback;
 pub mod host;
+pub mod intake;
 pub mod landing;
 pub mod logs;
 pub mod openapi;
+pub mod origin;
 pub mod request_log;
 pub mod ui_stream;
 pub mod validate;
@@ -22,8 +24,8 @@ pub mod workflows;
 pub mod ws;
 
 use std::net::TcpListener;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
@@ -37,9 +39,10 @@ pub use agentry_auth as authn;
 pub use auth::{AuthGate, AuthenticatedUser, authenticated_user};
 pub use error::ApiError;
 pub use host::{Host, HostError};
+pub use origin::AllowedOrigins;
 pub use validate::{Valid, Validate};
 
-/// HTTP settings.
+/// HTTP settings: sizes, time-outs and connection limits (docs/SECURITY.md lists them all).
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// Largest accepted JSON body, in bytes.
@@ -48,7 +51,21 @@ pub struct HttpConfig {
     pub shutdown_timeout_secs: u64,
     /// How often the server pings an open WebSocket (keeps proxies from closing an idle one and
     /// finds dead peers).
-    pub ws_keepalive: std::time::Duration,
+    pub ws_keepalive: Duration,
+    /// How long a client has to send a request's head (line and headers) once connected, or
+    /// once its previous request is answered (`AGENTRY_HEADER_TIMEOUT`): 408, then closed.
+    pub header_timeout: Duration,
+    /// How long a client has to send a request's body once the handler reads it
+    /// (`AGENTRY_BODY_TIMEOUT`): 408, then closed.
+    pub body_timeout: Duration,
+    /// How long an idle keep-alive connection stays open (`AGENTRY_KEEP_ALIVE`).
+    pub keep_alive: Duration,
+    /// The most connections each worker thread holds at once (`AGENTRY_MAX_CONNECTIONS`); more
+    /// wait in the listen backlog.
+    pub max_connections: usize,
+    /// Browser origins allowed besides the server's own, on WebSockets and state-changing
+    /// requests, and for CORS (`AGENTRY_ALLOWED_ORIGINS`; none: CORS off).
+    pub allowed_origins: AllowedOrigins,
 }
 
 impl Default for HttpConfig {
@@ -56,7 +73,12 @@ impl Default for HttpConfig {
         Self {
             body_limit: 1024 * 1024,
             shutdown_timeout_secs: 30,
-            ws_keepalive: std::time::Duration::from_secs(20),
+            ws_keepalive: Duration::from_secs(20),
+            header_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(30),
+            keep_alive: Duration::from_secs(5),
+            max_connections: 10_000,
+            allowed_origins: AllowedOrigins::default(),
         }
     }
 }
@@ -120,8 +142,9 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
 /// The application: the built-in routes and the host's, authentication, the host's middleware,
 /// failure envelopes for errors and unknown routes.
 ///
-/// Layers, outermost first: the host's error handler, the failure envelope for non-JSON
-/// errors, authentication, the host's middleware chain, then routing.
+/// Layers, outermost first: CORS (only when origins are configured), the request log, the
+/// host's error handler, the failure envelope for non-JSON errors, the cross-site guard, intake
+/// (HEAD as GET, the body deadline), authentication, the host's middleware chain, then routing.
 pub fn app(
     state: AppState,
 ) -> App<
@@ -138,12 +161,21 @@ pub fn app(
     let chain = ext.middleware.clone();
     let on_error = ext.on_error.clone();
     let not_found = ext.not_found.clone();
+    let origins = state.config.allowed_origins.clone();
+    let cors = origin::cors(&origins);
+    let body_timeout = state.config.body_timeout;
     let mut app = App::new()
         .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
             host::run_chain(chain.clone(), req, next)
         }))
         .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
             auth::guard(gate.clone(), req, next)
+        }))
+        .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+            intake::intake(body_timeout, req, next)
+        }))
+        .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+            origin::refuse_cross_site(origins.clone(), req, next)
         }))
         .wrap(fallback::json_errors())
         .wrap(from_fn(
@@ -152,6 +184,10 @@ pub fn app(
             },
         ))
         .wrap(from_fn(request_log::log_request))
+        .wrap(actix_web::middleware::Condition::new(
+            cors.is_some(),
+            cors.unwrap_or_default(),
+        ))
         .configure(configure(state));
     for route in &ext.routes {
         app = app.configure(|cfg| route(cfg));
@@ -173,14 +209,17 @@ pub fn app(
 /// Starts serving on `listener`; the returned server runs until stopped through its handle
 /// (signals are left to the caller, which also has executions to wind down).
 pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<actix_web::dev::Server> {
-    let timeout = state.config.shutdown_timeout_secs;
+    let config = state.config.clone();
     Ok(HttpServer::new(move || app(state.clone()))
+        .client_request_timeout(config.header_timeout)
+        .keep_alive(config.keep_alive)
+        .max_connections(config.max_connections)
         // A client that closes its side has gone away (no HTTP client half-closes and then waits
         // for an answer): the connection is shut and the handler's future dropped, which cancels
         // a generation in progress (spec section 4, agents rule 4).
         .h1_allow_half_closed(false)
         .listen(listener)?
-        .shutdown_timeout(timeout)
+        .shutdown_timeout(config.shutdown_timeout_secs)
         .disable_signals()
         .run())
 }

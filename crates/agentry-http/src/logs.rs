@@ -5,9 +5,24 @@
 //! Each record carries the execution, workflow and agent it belongs to, taken from the event's
 //! own `execution_id`, `workflow_id` and `agent_id` fields or from the nearest enclosing span
 //! that has them (the engine runs every execution inside an `execution` span carrying both).
+//!
+//! Records carry client-controlled text (request paths, error messages echoing input), so every
+//! part of a record is bounded, and so is the buffer as a whole:
+//!
+//! - a record's message is cut to [`MAX_MESSAGE_BYTES`] (2 KiB), each other string value, each
+//!   id and a bridged `log` record's target to [`MAX_FIELD_BYTES`] (512 bytes), as the values are
+//!   recorded (a value formatted with `Debug` or `Display` is never held whole); a cut text ends
+//!   with `…[truncated N bytes]` and stays within its limit ([`truncate`]);
+//! - a record keeps its first [`MAX_FIELDS`] (32) fields, the rest are dropped;
+//! - the buffer keeps the last [`DEFAULT_CAPACITY`] (2000) records and at most
+//!   [`DEFAULT_MAX_BYTES`] (4 MiB) of them, measured as each record's JSON plus a fixed overhead:
+//!   the oldest records go first, so `GET /api/logs` never answers much more than 4 MiB.
+//!
+//! The stderr output gets the same limits through [`stderr_fields`].
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use actix_web::{HttpResponse, get, web};
@@ -21,7 +36,10 @@ use tracing::subscriber::Interest;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -37,6 +55,160 @@ pub const DEFAULT_LIMIT: usize = 100;
 pub const MAX_LIMIT: usize = 1000;
 /// How many records a live subscriber may fall behind before it misses some.
 const LIVE_CAPACITY: usize = 1024;
+/// How many bytes of records the process keeps by default (see [`LogHub::bytes`]).
+pub const DEFAULT_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The most bytes of a record's message, [`truncate`]d beyond.
+pub const MAX_MESSAGE_BYTES: usize = 2048;
+/// The most bytes of each other string value of a record (each field, each id, a bridged `log`
+/// record's target), [`truncate`]d beyond.
+pub const MAX_FIELD_BYTES: usize = 512;
+/// The most fields a record keeps (the first ones recorded); the others are dropped.
+pub const MAX_FIELDS: usize = 32;
+/// What a kept record costs beyond its JSON form (the struct, the `Arc`, the map), in bytes.
+const RECORD_OVERHEAD: usize = 256;
+/// What each field costs beyond its JSON form (a map entry), in bytes.
+const FIELD_OVERHEAD: usize = 64;
+
+/// `text` itself when it is at most `max` bytes long. Otherwise its longest prefix, cut at a
+/// char boundary, followed by `…[truncated N bytes]` (N the bytes removed), the whole at most
+/// `max` bytes; when `max` is too small even for the marker, the prefix alone.
+pub fn truncate(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(shorten(text, text.len(), max))
+    }
+}
+
+/// The length of `…[truncated N bytes]`.
+fn marker_len(n: usize) -> usize {
+    let digits = n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    "…[truncated  bytes]".len() + digits
+}
+
+/// A text of `total` bytes (`total > max`), of which `head` holds at least the first `max`
+/// bytes (or all up to the char that straddles them), cut to `max` bytes with the marker.
+fn shorten(head: &str, total: usize, max: usize) -> String {
+    // N is at most `total`, so its marker is at most this long.
+    let reserve = marker_len(total);
+    if reserve > max {
+        return head[..head.floor_char_boundary(max)].to_owned();
+    }
+    let cut = head.floor_char_boundary(max - reserve);
+    let mut out = String::with_capacity(max);
+    out.push_str(&head[..cut]);
+    let _ = write!(out, "…[truncated {} bytes]", total - cut);
+    out
+}
+
+/// A `fmt::Write` that keeps the first `max` bytes written and only counts the rest, so that
+/// formatting a huge value never holds it whole.
+struct Bounded {
+    head: String,
+    total: usize,
+    max: usize,
+}
+
+impl Bounded {
+    fn new(max: usize) -> Self {
+        Self {
+            head: String::new(),
+            total: 0,
+            max,
+        }
+    }
+
+    /// What was written, [`truncate`]d to `max` bytes.
+    fn finish(self) -> String {
+        if self.total <= self.max {
+            self.head
+        } else {
+            shorten(&self.head, self.total, self.max)
+        }
+    }
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Once something was dropped, nothing more is kept: the head stays a prefix.
+        if self.total == self.head.len() {
+            let room = self.max - self.head.len();
+            let take = if s.len() <= room {
+                s.len()
+            } else {
+                s.floor_char_boundary(room)
+            };
+            self.head.push_str(&s[..take]);
+        }
+        self.total = self.total.saturating_add(s.len());
+        Ok(())
+    }
+}
+
+/// `value`'s `Debug` form, [`truncate`]d to `max` bytes.
+fn debug_bounded(value: &dyn fmt::Debug, max: usize) -> String {
+    let mut w = Bounded::new(max);
+    let _ = write!(w, "{value:?}");
+    w.finish()
+}
+
+/// `value`'s `Display` form, [`truncate`]d to `max` bytes.
+fn display_bounded(value: &dyn fmt::Display, max: usize) -> String {
+    let mut w = Bounded::new(max);
+    let _ = write!(w, "{value}");
+    w.finish()
+}
+
+/// An `io::Write` that only counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The bytes a kept record is counted for: its JSON form (what `/api/logs` answers for it, so
+/// message, target, fields and ids, escapes included) plus fixed overheads.
+fn record_size(r: &LogRecord) -> usize {
+    let mut json = ByteCount(0);
+    // Serializing a record cannot fail: string keys, and every number is finite.
+    let _ = serde_json::to_writer(&mut json, r);
+    json.0 + RECORD_OVERHEAD + r.fields.len() * FIELD_OVERHEAD
+}
+
+/// Cuts a record's texts to their limits and drops its fields beyond [`MAX_FIELDS`] (a no-op
+/// for a record within them).
+fn bound(r: &mut LogRecord) {
+    fn cut(text: &mut String, max: usize) {
+        if let Cow::Owned(short) = truncate(text, max) {
+            *text = short;
+        }
+    }
+    cut(&mut r.message, MAX_MESSAGE_BYTES);
+    cut(&mut r.target, MAX_FIELD_BYTES);
+    for id in [&mut r.agent_id, &mut r.workflow_id, &mut r.execution_id] {
+        if let Some(id) = id {
+            cut(id, MAX_FIELD_BYTES);
+        }
+    }
+    if r.fields.len() > MAX_FIELDS {
+        r.fields = std::mem::take(&mut r.fields)
+            .into_iter()
+            .take(MAX_FIELDS)
+            .collect();
+    }
+    for v in r.fields.values_mut() {
+        if let Value::String(text) = v {
+            cut(text, MAX_FIELD_BYTES);
+        }
+    }
+}
 
 /// Severity of a record, least severe first (so `>=` means "at least as severe").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -145,19 +317,36 @@ impl LogRecord {
     }
 }
 
-/// The captured records of the process: a ring buffer of the most recent ones and a broadcast
-/// of each new one.
+/// The captured records of the process: a ring buffer of the most recent ones, bounded in
+/// records and in bytes, and a broadcast of each new one.
 pub struct LogHub {
     capacity: usize,
-    ring: Mutex<VecDeque<std::sync::Arc<LogRecord>>>,
-    live: broadcast::Sender<std::sync::Arc<LogRecord>>,
+    max_bytes: usize,
+    ring: Mutex<Ring>,
+    live: broadcast::Sender<SharedRecord>,
+}
+
+/// The kept records, oldest first, with their sizes and the sum of those.
+struct Ring {
+    records: VecDeque<(SharedRecord, usize)>,
+    bytes: usize,
+}
+
+impl Ring {
+    /// The records, oldest first.
+    fn records(&self) -> impl DoubleEndedIterator<Item = &SharedRecord> {
+        self.records.iter().map(|(r, _)| r)
+    }
 }
 
 impl fmt::Debug for LogHub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ring = self.ring();
         f.debug_struct("LogHub")
             .field("capacity", &self.capacity)
-            .field("len", &self.len())
+            .field("max_bytes", &self.max_bytes)
+            .field("len", &ring.records.len())
+            .field("bytes", &ring.bytes)
             .finish()
     }
 }
@@ -166,50 +355,76 @@ impl fmt::Debug for LogHub {
 pub type SharedRecord = std::sync::Arc<LogRecord>;
 
 impl LogHub {
-    /// A hub keeping the last `capacity` records (at least one).
-    pub fn new(capacity: usize) -> Self {
+    /// A hub keeping the last `capacity` records (at least one) as long as they take at most
+    /// `max_bytes` bytes in all (see [`bytes`](Self::bytes)); the newest record is always kept.
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         let capacity = capacity.max(1);
         let (live, _) = broadcast::channel(LIVE_CAPACITY);
         Self {
             capacity,
-            ring: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            max_bytes,
+            ring: Mutex::new(Ring {
+                records: VecDeque::with_capacity(capacity.min(4096)),
+                bytes: 0,
+            }),
             live,
         }
     }
 
-    /// The hub of the process, with [`DEFAULT_CAPACITY`] records; [`LogLayer::new`] writes to it
-    /// and the routes read it.
+    /// The hub of the process, with [`DEFAULT_CAPACITY`] records and [`DEFAULT_MAX_BYTES`];
+    /// [`LogLayer::new`] writes to it and the routes read it.
     pub fn global() -> &'static LogHub {
         static HUB: OnceLock<LogHub> = OnceLock::new();
-        HUB.get_or_init(|| LogHub::new(DEFAULT_CAPACITY))
+        HUB.get_or_init(|| LogHub::new(DEFAULT_CAPACITY, DEFAULT_MAX_BYTES))
     }
 
-    fn ring(&self) -> MutexGuard<'_, VecDeque<SharedRecord>> {
+    fn ring(&self) -> MutexGuard<'_, Ring> {
         self.ring.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The most records kept.
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
+    /// The most bytes of records kept (unless the newest record alone is larger).
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
     /// How many records are kept now.
     pub fn len(&self) -> usize {
-        self.ring().len()
+        self.ring().records.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Keeps `record` (dropping the oldest one when full) and sends it to live subscribers.
-    pub fn push(&self, record: LogRecord) {
+    /// The approximate size of the records kept now, in bytes: each record's JSON form (as
+    /// `/api/logs` answers it) plus a fixed overhead per record and per field.
+    pub fn bytes(&self) -> usize {
+        self.ring().bytes
+    }
+
+    /// Keeps `record` (dropping the oldest ones while over the record capacity or the byte cap)
+    /// and sends it to live subscribers.
+    pub fn push(&self, mut record: LogRecord) {
+        // Records from `LogLayer` are within the limits already; others may not be.
+        bound(&mut record);
+        let size = record_size(&record);
         let record = SharedRecord::new(record);
         // Under the lock, so that `subscribe_with_backlog` sees every record exactly once.
         let mut ring = self.ring();
-        if ring.len() == self.capacity {
-            ring.pop_front();
+        ring.records.push_back((record.clone(), size));
+        ring.bytes += size;
+        while ring.records.len() > self.capacity
+            || (ring.bytes > self.max_bytes && ring.records.len() > 1)
+        {
+            if let Some((_, old)) = ring.records.pop_front() {
+                ring.bytes -= old;
+            }
         }
-        ring.push_back(record.clone());
         // No subscriber is not an error.
         let _ = self.live.send(record);
     }
@@ -219,9 +434,9 @@ impl LogHub {
         Self::select(&self.ring(), query)
     }
 
-    fn select(ring: &VecDeque<SharedRecord>, query: &LogQuery) -> Vec<SharedRecord> {
+    fn select(ring: &Ring, query: &LogQuery) -> Vec<SharedRecord> {
         let mut out: Vec<SharedRecord> = ring
-            .iter()
+            .records()
             .rev()
             .filter(|r| query.matches(r))
             .take(query.limit)
@@ -370,15 +585,19 @@ struct SpanIds {
 }
 
 impl SpanIds {
-    fn set(&mut self, name: &str, value: String) -> bool {
-        let slot = match name {
-            "agent_id" => &mut self.agent_id,
-            "workflow_id" => &mut self.workflow_id,
-            "execution_id" => &mut self.execution_id,
-            _ => return false,
-        };
-        *slot = Some(value);
-        true
+    fn slot(&mut self, name: &str) -> Option<&mut Option<String>> {
+        match name {
+            "agent_id" => Some(&mut self.agent_id),
+            "workflow_id" => Some(&mut self.workflow_id),
+            "execution_id" => Some(&mut self.execution_id),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, name: &str, value: String) {
+        if let Some(slot) = self.slot(name) {
+            *slot = Some(value);
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -386,22 +605,47 @@ impl SpanIds {
     }
 }
 
-/// Collects the ids of a span.
+/// Collects the ids of a span, each cut to [`MAX_FIELD_BYTES`].
 struct IdVisitor<'a>(&'a mut SpanIds);
 
 impl Visit for IdVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.set(field.name(), value.to_owned());
+        if let Some(slot) = self.0.slot(field.name()) {
+            *slot = Some(truncate(value, MAX_FIELD_BYTES).into_owned());
+        }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if matches!(field.name(), "agent_id" | "workflow_id" | "execution_id") {
-            self.0.set(field.name(), format!("{value:?}"));
+        if let Some(slot) = self.0.slot(field.name()) {
+            *slot = Some(debug_bounded(value, MAX_FIELD_BYTES));
         }
     }
 }
 
-/// Collects an event's message, ids and other fields.
+/// Where an event's field goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Slot {
+    Message,
+    Id,
+    /// The origin of a record bridged from the `log` crate.
+    LogTarget,
+    Field,
+    /// Not kept: the other `log.*` fields, and fields beyond [`MAX_FIELDS`].
+    Skip,
+}
+
+impl Slot {
+    /// The most bytes of the value's text.
+    fn limit(self) -> usize {
+        match self {
+            Slot::Message => MAX_MESSAGE_BYTES,
+            _ => MAX_FIELD_BYTES,
+        }
+    }
+}
+
+/// Collects an event's message, ids and other fields, each value cut to its limit as it is
+/// recorded.
 struct EventVisitor<'a> {
     message: Option<String>,
     ids: SpanIds,
@@ -410,70 +654,104 @@ struct EventVisitor<'a> {
 }
 
 impl EventVisitor<'_> {
-    fn put(&mut self, name: &str, value: Value) {
-        let as_string = || match &value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
+    fn slot(&self, name: &str) -> Slot {
         match name {
-            "message" => self.message = Some(as_string()),
-            "agent_id" | "workflow_id" | "execution_id" => {
-                self.ids.set(name, as_string());
+            "message" => Slot::Message,
+            "agent_id" | "workflow_id" | "execution_id" => Slot::Id,
+            "log.target" => Slot::LogTarget,
+            n if n.starts_with("log.") => Slot::Skip,
+            n if self.fields.len() >= MAX_FIELDS && !self.fields.contains_key(n) => Slot::Skip,
+            _ => Slot::Field,
+        }
+    }
+
+    /// Keeps a value that is not text (a number, a boolean): short, but the message or an id
+    /// takes it as text.
+    fn put_value(&mut self, field: &Field, value: Value) {
+        let name = field.name();
+        match self.slot(name) {
+            Slot::Skip => {}
+            Slot::Field => {
+                self.fields.insert(name.to_owned(), value);
             }
-            // Records bridged from the `log` crate carry their origin in `log.*` fields.
-            "log.target" => self.log_target = Some(as_string()),
-            n if n.starts_with("log.") => {}
-            n => {
-                self.fields.insert(n.to_owned(), value);
+            slot => {
+                let text = match value {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                let text = truncate(&text, slot.limit()).into_owned();
+                self.put_text(name, slot, text);
             }
+        }
+    }
+
+    /// Keeps a text value, made by `text` within the limit it is given.
+    fn put_with(&mut self, field: &Field, text: impl FnOnce(usize) -> String) {
+        let name = field.name();
+        let slot = self.slot(name);
+        if slot != Slot::Skip {
+            let text = text(slot.limit());
+            self.put_text(name, slot, text);
+        }
+    }
+
+    fn put_text(&mut self, name: &str, slot: Slot, text: String) {
+        match slot {
+            Slot::Message => self.message = Some(text),
+            Slot::Id => self.ids.set(name, text),
+            Slot::LogTarget => self.log_target = Some(text),
+            Slot::Field => {
+                self.fields.insert(name.to_owned(), Value::String(text));
+            }
+            Slot::Skip => {}
         }
     }
 }
 
 impl Visit for EventVisitor<'_> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        let v = serde_json::Number::from_f64(value)
-            .map(Value::Number)
-            .unwrap_or_else(|| Value::String(value.to_string()));
-        self.put(field.name(), v);
+        match serde_json::Number::from_f64(value) {
+            Some(n) => self.put_value(field, Value::Number(n)),
+            None => self.put_with(field, |max| display_bounded(&value, max)),
+        }
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field.name(), Value::from(value));
+        self.put_value(field, Value::from(value));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field.name(), Value::from(value));
+        self.put_value(field, Value::from(value));
     }
 
     fn record_i128(&mut self, field: &Field, value: i128) {
-        let v = i64::try_from(value)
-            .map(Value::from)
-            .unwrap_or_else(|_| Value::String(value.to_string()));
-        self.put(field.name(), v);
+        match i64::try_from(value) {
+            Ok(v) => self.put_value(field, Value::from(v)),
+            Err(_) => self.put_with(field, |max| display_bounded(&value, max)),
+        }
     }
 
     fn record_u128(&mut self, field: &Field, value: u128) {
-        let v = u64::try_from(value)
-            .map(Value::from)
-            .unwrap_or_else(|_| Value::String(value.to_string()));
-        self.put(field.name(), v);
+        match u64::try_from(value) {
+            Ok(v) => self.put_value(field, Value::from(v)),
+            Err(_) => self.put_with(field, |max| display_bounded(&value, max)),
+        }
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field.name(), Value::Bool(value));
+        self.put_value(field, Value::Bool(value));
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.put(field.name(), Value::String(value.to_owned()));
+        self.put_with(field, |max| truncate(value, max).into_owned());
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.put(field.name(), Value::String(value.to_string()));
+        self.put_with(field, |max| display_bounded(value, max));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.put(field.name(), Value::String(format!("{value:?}")));
+        self.put_with(field, |max| debug_bounded(value, max));
     }
 }
 
@@ -574,6 +852,91 @@ where
     }
 }
 
+/// The field formatter of the stderr output, with the limits of the log buffer: formats an
+/// event's (or a span's) fields like `tracing_subscriber`'s default formatter (the message
+/// first, without a name, then `name=value` with the value's `Debug` form, so strings quoted,
+/// separated by spaces; `log.*` fields left out), with the message [`truncate`]d to
+/// [`MAX_MESSAGE_BYTES`] and every other value to [`MAX_FIELD_BYTES`]. Field names are not
+/// styled, even on a terminal. See [`stderr_fields`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BoundedFields;
+
+/// The stderr output's field formatter:
+/// `tracing_subscriber::fmt::layer().fmt_fields(stderr_fields())`, so that a client cannot flood
+/// stderr with one huge path or error message either.
+pub fn stderr_fields() -> BoundedFields {
+    BoundedFields
+}
+
+impl<'w> FormatFields<'w> for BoundedFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut visitor = FieldWriter {
+            writer,
+            messages: true,
+            empty: true,
+            result: Ok(()),
+        };
+        // The message first, wherever it was recorded; then the other fields.
+        fields.record(&mut visitor);
+        visitor.messages = false;
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+/// Writes the fields of one pass of [`BoundedFields`].
+struct FieldWriter<'w> {
+    writer: Writer<'w>,
+    /// Whether this pass writes the message (or the other fields).
+    messages: bool,
+    /// Whether nothing was written yet (no separator needed).
+    empty: bool,
+    result: fmt::Result,
+}
+
+impl FieldWriter<'_> {
+    fn write(&mut self, name: &str, text: &str) -> fmt::Result {
+        if !std::mem::take(&mut self.empty) {
+            self.writer.write_char(' ')?;
+        }
+        if name != "message" {
+            self.writer
+                .write_str(name.strip_prefix("r#").unwrap_or(name))?;
+            self.writer.write_char('=')?;
+        }
+        self.writer.write_str(text)
+    }
+}
+
+impl Visit for FieldWriter<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.record_debug(field, &format_args!("{value}"));
+        } else {
+            self.record_debug(field, &value);
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record_debug(field, &format_args!("{value}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let name = field.name();
+        let is_message = name == "message";
+        if self.result.is_err() || is_message != self.messages || name.starts_with("log.") {
+            return;
+        }
+        let limit = if is_message {
+            MAX_MESSAGE_BYTES
+        } else {
+            MAX_FIELD_BYTES
+        };
+        let text = debug_bounded(value, limit);
+        self.result = self.write(name, &text);
+    }
+}
+
 /// A per-layer filter that never lets a callsite be cached as always enabled: `Interest::always`
 /// becomes `sometimes`, so that `enabled` runs before every event.
 ///
@@ -663,8 +1026,9 @@ where
     tag = "observability",
     operation_id = "listLogs",
     summary = "Recent log records",
-    description = "The process's recent log records (a ring buffer of the last 2000) matching \
-        the query, oldest first. Each carries the agent, workflow and execution it belongs to. \
+    description = "The process's recent log records (a ring buffer of the last 2000, at most \
+        4 MiB in all; a message longer than 2048 bytes and any other value longer than 512 \
+        bytes is cut, ending with `…[truncated N bytes]`) matching the query, oldest first. Each carries the agent, workflow and execution it belongs to. \
         An empty parameter counts as absent.",
     params(LogQueryParams),
     responses(
@@ -691,7 +1055,7 @@ mod tests {
     use tracing_subscriber::layer::SubscriberExt;
 
     fn hub(capacity: usize) -> &'static LogHub {
-        Box::leak(Box::new(LogHub::new(capacity)))
+        Box::leak(Box::new(LogHub::new(capacity, DEFAULT_MAX_BYTES)))
     }
 
     fn record(level: LogLevel, message: &str) -> LogRecord {
@@ -891,6 +1255,330 @@ mod tests {
             ts.ends_with('Z') && ts.len() == "2026-01-31T12:00:00.000Z".len(),
             "{ts}"
         );
+    }
+
+    /// The number of a `…[truncated N bytes]` ending, and the text before it.
+    fn split_marker(text: &str) -> Option<(&str, usize)> {
+        let (kept, rest) = text.rsplit_once("…[truncated ")?;
+        let n = rest.strip_suffix(" bytes]")?.parse().ok()?;
+        Some((kept, n))
+    }
+
+    /// `cut` is `original` truncated to `max`: within the limit, a prefix cut at a char boundary
+    /// with the marker counting exactly the bytes removed.
+    fn assert_truncated(original: &str, cut: &str, max: usize) {
+        assert!(cut.len() <= max, "{} > {max}", cut.len());
+        let (kept, n) = split_marker(cut).unwrap_or_else(|| panic!("no marker: {cut:?}"));
+        assert!(original.starts_with(kept), "not a prefix: {kept:?}");
+        assert_eq!(kept.len() + n, original.len(), "{cut:?}");
+        // The longest prefix that fits, give or take the marker's digits.
+        assert!(
+            max - cut.len() <= 4,
+            "{} bytes unused of {max}",
+            max - cut.len()
+        );
+    }
+
+    #[test]
+    fn truncate_cuts_at_char_boundaries_within_the_limit() {
+        assert!(matches!(truncate("short", 10), Cow::Borrowed("short")));
+        let exact = "x".repeat(MAX_FIELD_BYTES);
+        assert!(matches!(
+            truncate(&exact, MAX_FIELD_BYTES),
+            Cow::Borrowed(_)
+        ));
+
+        let ascii = "a".repeat(100_000);
+        let cut = truncate(&ascii, MAX_MESSAGE_BYTES);
+        assert_truncated(&ascii, &cut, MAX_MESSAGE_BYTES);
+        assert!(cut.ends_with("a…[truncated 97979 bytes]"), "{cut}");
+
+        // Two-, three- and four-byte chars, cut at every offset around the limit.
+        let mixed = "aé日😀".repeat(1000);
+        for max in 40..80 {
+            let cut = truncate(&mixed, max);
+            assert_truncated(&mixed, &cut, max);
+        }
+        for text in ["é".repeat(600), "日".repeat(600), "😀".repeat(600)] {
+            assert_truncated(&text, &truncate(&text, MAX_FIELD_BYTES), MAX_FIELD_BYTES);
+        }
+
+        // Too small for the marker: the prefix alone, still at a char boundary.
+        assert_eq!(truncate("日本語のテキスト", 7), "日本");
+        assert_eq!(truncate("abc", 0), "");
+    }
+
+    #[test]
+    fn bounded_formatting_equals_truncating_the_whole() {
+        struct Pieces(&'static str, usize);
+        impl fmt::Debug for Pieces {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                for _ in 0..self.1 {
+                    f.write_str(self.0)?;
+                }
+                Ok(())
+            }
+        }
+        for (piece, times) in [("aé日😀", 10_000), ("é", 3), ("x", 512), ("x", 513)] {
+            let whole = piece.repeat(times);
+            for max in [5, 30, 31, 32, 33, MAX_FIELD_BYTES, MAX_MESSAGE_BYTES] {
+                assert_eq!(
+                    debug_bounded(&Pieces(piece, times), max),
+                    truncate(&whole, max),
+                    "{piece:?} x {times}, max {max}"
+                );
+            }
+        }
+        let big = "日".repeat(10_000);
+        assert_eq!(display_bounded(&big, 100), truncate(&big, 100));
+        // `Debug` of a string quotes it; the quotes count.
+        assert_eq!(debug_bounded(&"abc", 5), "\"abc\"");
+    }
+
+    #[test]
+    fn byte_cap_evicts_the_oldest_records() {
+        let one = record_size(&record(LogLevel::Info, &format!("m{:0>997}", 0)));
+        let hub = Box::leak(Box::new(LogHub::new(100, 10 * one)));
+        for i in 0..25 {
+            hub.push(record(LogLevel::Info, &format!("m{i:0>997}")));
+        }
+        assert_eq!(hub.len(), 10);
+        assert_eq!(hub.bytes(), 10 * one);
+        assert!(hub.bytes() <= hub.max_bytes());
+        let all = hub.query(&LogQuery::default());
+        let kept: Vec<String> = (15..25).map(|i| format!("m{i:0>997}")).collect();
+        assert_eq!(messages(&all), kept);
+
+        // A smaller record makes room for itself only.
+        hub.push(record(LogLevel::Info, "small"));
+        assert_eq!(hub.len(), 10);
+        assert!(hub.bytes() < 10 * one);
+        assert_eq!(
+            hub.bytes(),
+            hub.query(&LogQuery::default())
+                .iter()
+                .map(|r| record_size(r))
+                .sum::<usize>()
+        );
+
+        // A record pushed directly is bounded too.
+        let long = "m".repeat(10_000);
+        let mut wide = record(LogLevel::Info, &long);
+        wide.execution_id = Some(long.clone());
+        for i in 0..40 {
+            wide.fields
+                .insert(format!("f{i:02}"), Value::String(long.clone()));
+        }
+        let direct = hub_with(10, DEFAULT_MAX_BYTES);
+        direct.push(wide);
+        let r = &direct.query(&LogQuery::default())[0];
+        assert_truncated(&long, &r.message, MAX_MESSAGE_BYTES);
+        assert_truncated(&long, r.execution_id.as_ref().unwrap(), MAX_FIELD_BYTES);
+        assert_eq!(r.fields.len(), MAX_FIELDS);
+        for v in r.fields.values() {
+            assert_truncated(&long, v.as_str().unwrap(), MAX_FIELD_BYTES);
+        }
+
+        // A record larger than the cap is still kept, alone.
+        let tiny = hub_with(100, 10);
+        tiny.push(record(LogLevel::Info, "a"));
+        tiny.push(record(LogLevel::Info, "b"));
+        assert_eq!(messages(&tiny.query(&LogQuery::default())), ["b"]);
+        assert_eq!(tiny.bytes(), record_size(&record(LogLevel::Info, "b")));
+    }
+
+    fn hub_with(capacity: usize, max_bytes: usize) -> &'static LogHub {
+        Box::leak(Box::new(LogHub::new(capacity, max_bytes)))
+    }
+
+    #[test]
+    fn record_capacity_still_bounds_small_records() {
+        let hub = hub_with(5, DEFAULT_MAX_BYTES);
+        for i in 0..12 {
+            hub.push(record(LogLevel::Info, &format!("m{i}")));
+        }
+        let all = hub.query(&LogQuery::default());
+        assert_eq!(messages(&all), ["m7", "m8", "m9", "m10", "m11"]);
+        assert_eq!(
+            hub.bytes(),
+            all.iter().map(|r| record_size(r)).sum::<usize>()
+        );
+        // The size counted is at least what /api/logs answers for the records.
+        let json =
+            serde_json::to_string(&all.iter().map(|r| r.as_ref()).collect::<Vec<_>>()).unwrap();
+        assert!(json.len() <= hub.bytes());
+    }
+
+    #[test]
+    fn layer_truncates_messages_fields_and_ids() {
+        let hub = hub(10);
+        let big = "日本".repeat(20_000);
+        let error = std::io::Error::other(big.clone());
+        let subscriber = tracing_subscriber::registry().with(LogLayer::with_hub(hub));
+        tracing::subscriber::with_default(subscriber, || {
+            let span =
+                tracing::info_span!("execution", execution_id = %big, workflow_id = big.as_str());
+            let _g = span.enter();
+            tracing::warn!(
+                agent_id = ?big,
+                path = %big,
+                text = big.as_str(),
+                error = &error as &(dyn std::error::Error + 'static),
+                short = "kept whole",
+                n = 7,
+                "{big}"
+            );
+        });
+        let all = hub.query(&LogQuery::default());
+        let r = &all[0];
+        assert_truncated(&big, &r.message, MAX_MESSAGE_BYTES);
+        for name in ["path", "text", "error"] {
+            let v = r.fields[name].as_str().unwrap();
+            assert_truncated(&big, v, MAX_FIELD_BYTES);
+        }
+        assert_eq!(r.fields["short"], "kept whole");
+        assert_eq!(r.fields["n"], 7);
+        assert_truncated(&big, r.execution_id.as_deref().unwrap(), MAX_FIELD_BYTES);
+        assert_truncated(&big, r.workflow_id.as_deref().unwrap(), MAX_FIELD_BYTES);
+        // `?` formats the string quoted.
+        let agent = r.agent_id.as_deref().unwrap();
+        assert!(
+            agent.len() <= MAX_FIELD_BYTES && agent.starts_with("\"日本"),
+            "{agent}"
+        );
+        assert!(split_marker(agent).is_some(), "{agent}");
+        assert!(hub.bytes() < MAX_MESSAGE_BYTES + 6 * MAX_FIELD_BYTES + 1024);
+    }
+
+    /// A callsite of an event with 100 fields (`f000` to `f099`), more than the macros allow.
+    struct WideCallsite;
+    static WIDE: WideCallsite = WideCallsite;
+
+    impl tracing::callsite::Callsite for WideCallsite {
+        fn set_interest(&self, _: Interest) {}
+
+        fn metadata(&self) -> &tracing::Metadata<'_> {
+            wide_metadata()
+        }
+    }
+
+    fn wide_metadata() -> &'static tracing::Metadata<'static> {
+        static META: OnceLock<tracing::Metadata<'static>> = OnceLock::new();
+        META.get_or_init(|| {
+            let names: Vec<&'static str> = (0..100)
+                .map(|i| &*Box::leak(format!("f{i:03}").into_boxed_str()))
+                .collect();
+            tracing::Metadata::new(
+                "wide",
+                "agentry_http::logs::tests",
+                Level::INFO,
+                None,
+                None,
+                None,
+                tracing::field::FieldSet::new(
+                    Box::leak(names.into_boxed_slice()),
+                    tracing::callsite::Identifier(&WIDE),
+                ),
+                tracing::metadata::Kind::EVENT,
+            )
+        })
+    }
+
+    #[test]
+    fn a_record_keeps_its_first_32_fields() {
+        let hub = hub(10);
+        let subscriber = tracing_subscriber::registry().with(LogLayer::with_hub(hub));
+        let long = "x".repeat(10_000);
+        tracing::subscriber::with_default(subscriber, || {
+            let meta = wide_metadata();
+            let fields: Vec<Field> = meta.fields().iter().collect();
+            let numbers: Vec<i64> = (0..100).collect();
+            let text: &str = &long;
+            let pairs: [(&Field, Option<&dyn tracing::Value>); 100] = std::array::from_fn(|i| {
+                let v: &dyn tracing::Value = if i % 2 == 0 { &numbers[i] } else { &text };
+                (&fields[i], Some(v))
+            });
+            Event::dispatch(meta, &meta.fields().value_set(&pairs));
+        });
+        let all = hub.query(&LogQuery::default());
+        assert_eq!(all.len(), 1);
+        let fields = &all[0].fields;
+        assert_eq!(fields.len(), MAX_FIELDS);
+        for i in 0..MAX_FIELDS {
+            let v = &fields[&format!("f{i:03}")];
+            if i % 2 == 0 {
+                assert_eq!(v, &Value::from(i));
+            } else {
+                assert_truncated(&long, v.as_str().unwrap(), MAX_FIELD_BYTES);
+            }
+        }
+    }
+
+    /// A `MakeWriter` into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    #[test]
+    fn stderr_fields_truncate_like_the_buffer() {
+        let out = Captured::default();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .fmt_fields(stderr_fields())
+                .with_writer(out.clone())
+                .with_ansi(false),
+        );
+        let big = "é".repeat(50_000);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(path = %big, n = 3, "{big}");
+            let span = tracing::info_span!("request", r#type = "short", id = %big);
+            let _g = span.enter();
+            tracing::warn!(reason = "no", "short message");
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+
+        // The message first, without a name, then the fields.
+        let (_, fields) = lines[0].split_once(": ").unwrap();
+        let (message, rest) = fields.split_once(" path=").unwrap();
+        assert_truncated(&big, message, MAX_MESSAGE_BYTES);
+        let (path, n) = rest.rsplit_once(' ').unwrap();
+        assert_truncated(&big, path, MAX_FIELD_BYTES);
+        assert_eq!(n, "n=3");
+        assert!(lines[0].len() < MAX_MESSAGE_BYTES + MAX_FIELD_BYTES + 200);
+
+        // Span fields are cut too; a string field is quoted, a raw identifier loses its `r#`.
+        assert!(
+            lines[1].contains("request{type=\"short\" id=éé"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].contains("…[truncated "), "{}", lines[1]);
+        assert!(
+            lines[1].ends_with(": short message reason=\"no\""),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[1].len() < MAX_FIELD_BYTES + 300);
     }
 
     #[test]

@@ -91,7 +91,7 @@ fn build() -> OpenApi {
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     apply_access(&mut api);
-    add_body_limit(&mut api);
+    add_body_failures(&mut api);
     api
 }
 
@@ -154,11 +154,19 @@ fn failure_response(description: &str) -> RefOr<utoipa::openapi::Response> {
 pub fn apply_access(api: &mut OpenApi) {
     for (path, item) in api.paths.paths.iter_mut() {
         for (method, op) in operations_mut(item) {
-            let access = BUILTIN_ROUTES
+            let row = BUILTIN_ROUTES
                 .iter()
-                .find(|r| r.method == method && doc_path(r.path) == *path)
-                .map(|r| r.access);
-            if access == Some(Access::Protected) {
+                .find(|r| r.method == method && doc_path(r.path) == *path);
+            if row.is_some_and(|r| r.sensitive) {
+                let note = "Strict mode (`AGENTRY_AUTH_STRICT=1`) protects this route: it then \
+                    needs a bearer token (401 without one), and answers 403 to a user who may not \
+                    act on the execution or read the logs.";
+                op.description = Some(match op.description.take() {
+                    Some(d) => format!("{d}\n\n{note}"),
+                    None => note.to_owned(),
+                });
+            }
+            if row.map(|r| r.access) == Some(Access::Protected) {
                 op.security = Some(vec![SecurityRequirement::new(
                     BEARER_AUTH,
                     Vec::<String>::new(),
@@ -194,20 +202,43 @@ pub fn apply_access(api: &mut OpenApi) {
     );
 }
 
-/// Every JSON body is limited (1 MiB by default): operations with a body may answer 413.
-fn add_body_limit(api: &mut OpenApi) {
+/// What any operation with a body may answer beside its own: 408 (the body came too slowly),
+/// 413 (over the limit), 415 (not JSON); and any operation that changes something, 403 (a
+/// browser request sent by another site).
+fn add_body_failures(api: &mut OpenApi) {
+    let failures = [
+        (
+            "408",
+            "The body was not received in time (30 s by default): `Request timeout: ...`.",
+        ),
+        (
+            "413",
+            "The body is over the limit (1 MiB by default): \
+             `Request body is ... over the limit of ... bytes`.",
+        ),
+        (
+            "415",
+            "A body or Content-Type that is not JSON: \
+             `Unsupported media type: Content-Type must be application/json`.",
+        ),
+    ];
     for item in api.paths.paths.values_mut() {
-        for (_, op) in operations_mut(item) {
+        for (method, op) in operations_mut(item) {
+            let responses = &mut op.responses.responses;
             if op.request_body.is_some() {
-                op.responses
-                    .responses
-                    .entry("413".to_owned())
-                    .or_insert_with(|| {
-                        failure_response(
-                            "The body is over the limit (1 MiB by default): \
-                             `Request body is ... over the limit of ... bytes`.",
-                        )
-                    });
+                for (status, text) in failures {
+                    responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| failure_response(text));
+                }
+            }
+            if method != "GET" {
+                responses.entry("403".to_owned()).or_insert_with(|| {
+                    failure_response(
+                        "A browser request sent by a page of another site: \
+                         `Forbidden: origin <origin> is not allowed`.",
+                    )
+                });
             }
         }
     }
@@ -498,7 +529,7 @@ pub struct GenerationOptions {
     /// Conversation id: agents with memory keep the conversation under it.
     pub conversation_id: Option<String>,
     /// How many messages of history to load.
-    #[schema(minimum = 0, maximum = 10000, default = 10)]
+    #[schema(minimum = 0, maximum = 100, default = 10)]
     pub context_limit: Option<u32>,
     /// The most model calls (tool use) in one generation.
     #[schema(minimum = 1, maximum = 100)]

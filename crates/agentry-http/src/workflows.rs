@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use actix_web_lab::sse;
 use agentry_core::{ExecuteOptions, ExecutionRecord, Status};
 use futures::StreamExt;
@@ -69,11 +69,31 @@ fn options(body: &mut ExecuteRequest, user: Option<AuthenticatedUser>) -> Execut
         user_id: o.user_id,
         conversation_id: o.conversation_id,
         context: o.context.unwrap_or_default(),
+        owner: user.as_ref().and_then(|u| u.user().id()),
     };
     if let Some(u) = user {
         inject_user(u.user(), &mut opts.context, &mut opts.user_id);
     }
     opts
+}
+
+/// In strict mode, refuses (403) a user who may not act on the execution the path names; a
+/// no-op otherwise (the spec's defaults: anyone holding the id may).
+async fn check_owner(
+    app: &AppState,
+    id: &str,
+    execution_id: &str,
+    user: Option<&AuthenticatedUser>,
+) -> Result<(), ApiError> {
+    if !app.auth.strict {
+        return Ok(());
+    }
+    let rec = app
+        .engine
+        .state(id, execution_id)
+        .await
+        .map_err(|e| engine_error(e, "Failed to read execution state"))?;
+    app.auth.authorize_execution(user, &rec)
 }
 
 /// The execute/resume answer: 200 with the execution result, or 500 when the run ended in error.
@@ -213,24 +233,26 @@ pub async fn stream(
         (status = 200, description = "The execution is suspended.", body = SuspendResultResponse),
         (status = 202, description = "Not at a step boundary yet: the request is recorded and takes effect at the next one.", body = SuspendResultResponse),
         (status = 400, description = "Invalid body, or `Execution <executionId> cannot be suspended: ...` (completed, failed or already suspended).", body = Failure),
+        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
         (status = 409, description = "A concurrent change won; try again.", body = Failure),
+        (status = 415, description = "A body or Content-Type that is not JSON.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/suspend")]
 pub async fn suspend(
     app: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    body: web::Bytes,
+    req: HttpRequest,
+    payload: web::Payload,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, execution_id) = path.into_inner();
-    // The body is optional here: an empty one suspends with the default reason.
-    let body: SuspendRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        SuspendRequest::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("Invalid request body: {e}")))?
-    };
+    // The body is optional here: none suspends with the default reason.
+    let body: SuspendRequest = crate::intake::optional_json(&req, payload, app.config.body_limit)
+        .await?
+        .unwrap_or_default();
+    check_owner(&app, &id, &execution_id, user.as_ref()).await?;
     let reason = body
         .reason
         .unwrap_or_else(|| "Suspended by request".to_owned());
@@ -262,6 +284,7 @@ pub async fn suspend(
     responses(
         (status = 200, description = "The execution completed or suspended again.", body = ExecutionResultResponse),
         (status = 400, description = "Invalid body, an unknown `stepId`, or `Resume data validation failed: <detail>`.", body = Failure),
+        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`, or `Execution <executionId> is not suspended (status: ...)`.", body = Failure),
         (status = 409, description = "A concurrent change won; try again.", body = Failure),
         (status = 500, description = "`Failed to execute workflow`: the execution ended in error.", body = Failure,
@@ -273,8 +296,10 @@ pub async fn resume(
     app: web::Data<AppState>,
     path: web::Path<(String, String)>,
     body: web::Json<ResumeRequest>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, execution_id) = path.into_inner();
+    check_owner(&app, &id, &execution_id, user.as_ref()).await?;
     let body = body.into_inner();
     let step_id = body.options.and_then(|o| o.step_id);
     let handle = app
@@ -300,6 +325,7 @@ pub async fn resume(
     ),
     responses(
         (status = 200, description = "The execution's record.", body = ExecutionStateResponse),
+        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
     ),
 )]
@@ -307,6 +333,7 @@ pub async fn resume(
 pub async fn execution_state(
     app: web::Data<AppState>,
     path: web::Path<(String, String)>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, execution_id) = path.into_inner();
     let rec = app
@@ -314,6 +341,7 @@ pub async fn execution_state(
         .state(&id, &execution_id)
         .await
         .map_err(|e| engine_error(e, "Failed to read execution state"))?;
+    app.auth.authorize_execution(user.as_ref(), &rec)?;
     Ok(envelope::ok(wire::execution_state(&rec)))
 }
 

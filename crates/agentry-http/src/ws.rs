@@ -33,6 +33,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::AppState;
+use crate::auth::AuthenticatedUser;
+use crate::error::ApiError;
 use crate::logs::{LogHub, LogQuery, LogQueryParams};
 use crate::wire;
 
@@ -123,6 +125,7 @@ fn typed(kind: &str, body: Value) -> Value {
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
         (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::openapi::Failure),
+        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: the logs need the admin role`.", body = crate::openapi::Failure),
     ),
 )]
 #[get("/ws/logs")]
@@ -131,7 +134,10 @@ pub async fn logs(
     body: web::Payload,
     app: web::Data<AppState>,
     params: web::Query<LogQueryParams>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, actix_web::Error> {
+    app.config.allowed_origins.check(req.head())?;
+    app.auth.authorize_logs(user.as_ref())?;
     let params = params.into_inner();
     let with_backlog = [&params.limit, &params.since]
         .iter()
@@ -210,6 +216,7 @@ async fn pump_logs(
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
         (status = 400, description = "Not a WebSocket handshake.", body = crate::openapi::Failure),
+        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: execution belongs to another user`.", body = crate::openapi::Failure),
     ),
 )]
 #[get("/ws/executions/{execution_id}")]
@@ -218,7 +225,19 @@ pub async fn execution(
     body: web::Payload,
     app: web::Data<AppState>,
     path: web::Path<String>,
+    user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, actix_web::Error> {
+    app.config.allowed_origins.check(req.head())?;
+    if app.auth.strict {
+        // An unknown execution is told so over the socket, as outside strict mode.
+        let found = app.engine.store().get(&path).await.map_err(|e| {
+            tracing::error!(error = %e, "reading an execution for its socket");
+            ApiError::internal("Failed to read execution state")
+        })?;
+        if let Some(rec) = found {
+            app.auth.authorize_execution(user.as_ref(), &rec)?;
+        }
+    }
     let (response, session, stream) = actix_ws::handle(&req, body)?;
     let engine = app.engine.clone();
     let shutdown = closing().subscribe();

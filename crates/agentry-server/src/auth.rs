@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentry_auth::{AuthProvider, JwtKey, JwtProvider, RoutePattern};
+use agentry_auth::{AuthProvider, JwtKey, JwtProvider, MIN_SECRET_BYTES, RoutePattern};
 use anyhow::Context;
 
 /// `AGENTRY_JWT_*`, `AGENTRY_PUBLIC_ROUTES`, `AGENTRY_PROTECTED_ROUTES`.
@@ -21,6 +21,9 @@ pub struct AuthSettings {
     pub public_routes: Option<String>,
     /// Comma list of extra protected patterns (e.g. `POST /workflows/*` guards suspend/resume).
     pub protected_routes: Option<String>,
+    /// Strict mode (`AGENTRY_AUTH_STRICT=1`, `--auth-strict`): every route that reads or changes
+    /// executions, memory or logs needs a token, and executions belong to their owner.
+    pub strict: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -37,6 +40,7 @@ impl AuthSettings {
             jwt_issuer: env("AGENTRY_JWT_ISSUER"),
             public_routes: env("AGENTRY_PUBLIC_ROUTES"),
             protected_routes: env("AGENTRY_PROTECTED_ROUTES"),
+            strict: env("AGENTRY_AUTH_STRICT").is_some_and(|v| is_truthy(&v)),
         }
     }
 
@@ -48,7 +52,17 @@ impl AuthSettings {
                 std::fs::read(path)
                     .with_context(|| format!("reading AGENTRY_JWT_PUBLIC_KEY_FILE {path}"))?,
             ),
-            (None, Some(secret)) => JwtKey::secret(secret),
+            (None, Some(secret)) => {
+                if secret.len() < MIN_SECRET_BYTES {
+                    tracing::warn!(
+                        "AGENTRY_JWT_SECRET is shorter than {MIN_SECRET_BYTES} bytes ({} bytes): \
+                         an HS256 secret that short can be guessed offline from one token; use \
+                         a random secret of at least {MIN_SECRET_BYTES} bytes",
+                        secret.len()
+                    );
+                }
+                JwtKey::secret(secret)
+            }
             (None, None) => return Ok(None),
         };
         let mut p = JwtProvider::new(key);
@@ -73,6 +87,14 @@ impl AuthSettings {
     pub fn protected_patterns(&self) -> anyhow::Result<Vec<RoutePattern>> {
         patterns(self.protected_routes.as_deref(), "AGENTRY_PROTECTED_ROUTES")
     }
+}
+
+/// `1`, `true`, `yes` or `on` (any case).
+pub fn is_truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
 }
 
 fn patterns(list: Option<&str>, var: &str) -> anyhow::Result<Vec<RoutePattern>> {

@@ -12,13 +12,20 @@ use serde_json::{Value, json};
 
 use crate::calc;
 
-/// A number as JSON, integral values without a fraction (`15`, not `15.0`).
-fn num(x: f64) -> Value {
-    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+/// A number as JSON, integral values without a fraction (`15`, not `15.0`). A value that
+/// overflowed (infinity) or is undefined (NaN) has no JSON form: it is an error naming `what`,
+/// never a silent `null` or 0.
+fn num(what: &str, x: f64) -> Result<Value, String> {
+    if !x.is_finite() {
+        return Err(format!(
+            "{what} is not a finite number (the values overflow)"
+        ));
+    }
+    Ok(if x.fract() == 0.0 && x.abs() < 9.0e15 {
         json!(x as i64)
     } else {
         json!(x)
-    }
+    })
 }
 
 fn f64_at(v: &Value, key: &str) -> f64 {
@@ -160,7 +167,7 @@ pub fn order_fulfillment() -> Def {
                 Ok(json!({
                     "orderId": ctx.input.get("orderId").cloned().unwrap_or(Value::Null),
                     "express": ctx.input.get("express").and_then(Value::as_bool).unwrap_or(false),
-                    "subtotal": num(subtotal),
+                    "subtotal": num("subtotal", subtotal)?,
                 }))
             })
             .name("Price order")
@@ -245,11 +252,11 @@ pub fn order_fulfillment() -> Def {
                 let cost = f64_at(&carrier, "cost");
                 Ok(json!({
                     "orderId": priced.get("orderId").cloned().unwrap_or(Value::Null),
-                    "subtotal": num(subtotal),
-                    "shippingFee": num(fee),
+                    "subtotal": num("subtotal", subtotal)?,
+                    "shippingFee": num("shippingFee", fee)?,
                     "carrier": carrier.get("carrier").cloned().unwrap_or(Value::Null),
-                    "carrierCost": num(cost),
-                    "total": num(subtotal + fee + cost),
+                    "carrierCost": num("carrierCost", cost)?,
+                    "total": num("total", subtotal + fee + cost)?,
                     "inStock": checks.get(0).and_then(|c| c.get("inStock")).cloned().unwrap_or(Value::Null),
                     "fraudScore": checks.get(1).and_then(|c| c.get("fraudScore")).cloned().unwrap_or(Value::Null),
                 }))
@@ -324,6 +331,15 @@ pub fn get_weather() -> Arc<dyn Tool> {
     ))
 }
 
+/// `text` as is when short, else its first 60 characters and `…` (an error message never echoes
+/// a whole oversized input).
+fn abbreviated(text: &str) -> String {
+    match text.char_indices().nth(60) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 /// `calculate`: `{expression}` gives `{expression, result}`; a bad expression is a tool error.
 pub fn calculate() -> Arc<dyn Tool> {
     Arc::new(FnTool::new(
@@ -336,9 +352,9 @@ pub fn calculate() -> Arc<dyn Tool> {
         }),
         |args, _ctx| async move {
             let expr = args["expression"].as_str().unwrap_or_default().to_owned();
-            let result =
-                calc::evaluate(&expr).map_err(|e| format!("cannot evaluate {expr:?}: {e}"))?;
-            Ok(json!({"expression": expr, "result": num(result)}))
+            let result = calc::evaluate(&expr)
+                .map_err(|e| format!("cannot evaluate {:?}: {e}", abbreviated(&expr)))?;
+            Ok(json!({"expression": expr, "result": num("result", result)?}))
         },
     ))
 }
@@ -499,7 +515,13 @@ mod tests {
 
     #[test]
     fn numbers_drop_needless_fractions() {
-        assert_eq!(num(15.0), json!(15));
-        assert_eq!(num(47.5), json!(47.5));
+        assert_eq!(num("x", 15.0), Ok(json!(15)));
+        assert!(
+            num("x", f64::INFINITY)
+                .unwrap_err()
+                .contains("x is not a finite number")
+        );
+        assert!(num("x", f64::NAN).is_err());
+        assert_eq!(num("x", 47.5), Ok(json!(47.5)));
     }
 }

@@ -101,7 +101,9 @@ pub async fn start_with(
 ) -> anyhow::Result<Running> {
     let database = open_database(&settings.database_url).await?;
     let (engine, agents) = build(&database, settings.examples)?;
-    let mut host = Host::new(engine.clone(), agents.clone()).config(settings.http.clone());
+    let mut host = Host::new(engine.clone(), agents.clone())
+        .config(settings.http.clone())
+        .strict(settings.auth.strict);
     if let Some(provider) = settings.auth.provider()? {
         tracing::info!(provider = provider.kind(), "authentication is on");
         host = host.auth_shared(provider);

@@ -109,6 +109,30 @@ struct ServeArgs {
     /// Start with an empty registry (no example agents or workflows).
     #[arg(long, env = "AGENTRY_NO_EXAMPLES", value_parser = clap::builder::BoolishValueParser::new())]
     no_examples: bool,
+    /// Strict mode: every route that reads or changes executions, memory or logs needs a token,
+    /// executions are only for their owner or an admin, logs only for admins.
+    #[arg(long, env = "AGENTRY_AUTH_STRICT", value_parser = clap::builder::BoolishValueParser::new())]
+    auth_strict: bool,
+    /// Comma list of browser origins allowed besides the server's own (WebSockets,
+    /// state-changing requests) and for CORS, e.g. https://app.example.com [default: none, CORS off]
+    #[arg(long, env = "AGENTRY_ALLOWED_ORIGINS", value_parser = parse_origins)]
+    allowed_origins: Option<agentry_http::AllowedOrigins>,
+    /// How long a client has to send a request's head (line and headers).
+    #[arg(long, env = "AGENTRY_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    header_timeout: std::time::Duration,
+    /// How long a client has to send a request's body once it is read.
+    #[arg(long, env = "AGENTRY_BODY_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    body_timeout: std::time::Duration,
+    /// How long an idle keep-alive connection stays open.
+    #[arg(long, env = "AGENTRY_KEEP_ALIVE", default_value = "5s", value_parser = parse_duration)]
+    keep_alive: std::time::Duration,
+    /// The most connections each worker thread holds at once (more wait to be accepted).
+    #[arg(long, env = "AGENTRY_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+}
+
+fn parse_origins(s: &str) -> Result<agentry_http::AllowedOrigins, String> {
+    agentry_http::AllowedOrigins::parse_list(s)
 }
 
 fn init_tracing() {
@@ -121,6 +145,8 @@ fn init_tracing() {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                // The same truncation as the log buffer: a client cannot flood stderr either.
+                .fmt_fields(agentry_http::logs::stderr_fields())
                 .with_filter(filter),
         )
         .with(agentry_http::logs::capture_layer())
@@ -148,12 +174,23 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let http = agentry_http::HttpConfig {
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+        keep_alive: args.keep_alive,
+        max_connections: args.max_connections as usize,
+        allowed_origins: args.allowed_origins.unwrap_or_default(),
+        ..agentry_http::HttpConfig::default()
+    };
     let settings = Settings {
         bind: args.bind,
         database_url: args.db.database_url,
         examples: !args.no_examples,
-        auth: AuthSettings::from_env(),
-        ..Settings::default()
+        auth: AuthSettings {
+            strict: args.auth_strict,
+            ..AuthSettings::from_env()
+        },
+        http,
     };
     let running = start(&settings).await?;
     tracing::info!(

@@ -38,7 +38,7 @@ impl PgStore {
 const COLUMNS: &str = "id, workflow_id, status, input::text AS input, context::text AS context, \
      user_id, start_at, updated_at, end_at, result::text AS result, error, \
      suspension::text AS suspension, suspend_request::text AS suspend_request, \
-     next_step::bigint AS next_step, steps::text AS steps, version";
+     next_step::bigint AS next_step, steps::text AS steps, version, owner";
 
 #[async_trait]
 impl ExecutionStore for PgStore {
@@ -47,8 +47,8 @@ impl ExecutionStore for PgStore {
         let res = sqlx::query(
             "INSERT INTO workflow_executions (id, workflow_id, status, input, context, user_id, \
              start_at, updated_at, end_at, result, error, suspension, suspend_request, next_step, \
-             steps, version) VALUES ($1, $2, $3, $4::json, $5::json, $6, $7, $8, $9, $10::json, \
-             $11, $12::json, $13::json, $14, $15::json, $16)",
+             steps, version, owner) VALUES ($1, $2, $3, $4::json, $5::json, $6, $7, $8, $9, \
+             $10::json, $11, $12::json, $13::json, $14, $15::json, $16, $17)",
         )
         .bind(&r.id)
         .bind(&r.workflow_id)
@@ -66,6 +66,7 @@ impl ExecutionStore for PgStore {
         .bind(r.next_step as i32)
         .bind(&r.steps)
         .bind(r.version)
+        .bind(&r.owner)
         .execute(&self.pool)
         .await;
         match res {

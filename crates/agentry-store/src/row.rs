@@ -14,6 +14,7 @@ pub(crate) struct ExecutionRow {
     pub input: String,
     pub context: String,
     pub user_id: Option<String>,
+    pub owner: Option<String>,
     pub start_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub end_at: Option<DateTime<Utc>>,
@@ -41,6 +42,7 @@ impl ExecutionRow {
             input: to_json(&r.input),
             context: to_json(&r.context),
             user_id: r.user_id.clone(),
+            owner: r.owner.clone(),
             start_at: r.start_at,
             updated_at: r.updated_at,
             end_at: parts.end_at,
@@ -92,6 +94,7 @@ impl ExecutionRow {
             input: parse(&self.input).map_err(&corrupt)?,
             context,
             user_id: self.user_id,
+            owner: self.owner,
             start_at: self.start_at,
             updated_at: self.updated_at,
             progress: Progress {

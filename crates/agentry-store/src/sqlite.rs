@@ -55,7 +55,7 @@ impl SqliteStore {
 }
 
 const COLUMNS: &str = "id, workflow_id, status, input, context, user_id, start_at, updated_at, end_at, \
-     result, error, suspension, suspend_request, next_step, steps, version";
+     result, error, suspension, suspend_request, next_step, steps, version, owner";
 
 #[async_trait]
 impl ExecutionStore for SqliteStore {
@@ -64,7 +64,7 @@ impl ExecutionStore for SqliteStore {
         let res = sqlx::query(
             "INSERT INTO workflow_executions (id, workflow_id, status, input, context, user_id, \
              start_at, updated_at, end_at, result, error, suspension, suspend_request, next_step, \
-             steps, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             steps, version, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&r.id)
         .bind(&r.workflow_id)
@@ -82,6 +82,7 @@ impl ExecutionStore for SqliteStore {
         .bind(r.next_step)
         .bind(&r.steps)
         .bind(r.version)
+        .bind(&r.owner)
         .execute(&self.pool)
         .await;
         match res {

@@ -22,4 +22,7 @@ pub use definition::{
     Agent, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
 };
 pub use memory::{ConversationKey, InMemoryMemory, MemoryStore};
-pub use runtime::{AgentError, AgentEvent, AgentHub, GenerateOptions, ObjectResult, TextResult};
+pub use runtime::{
+    AgentError, AgentEvent, AgentHub, Caller, GenerateOptions, MAX_CONTEXT_LIMIT,
+    MAX_HISTORY_BYTES, MAX_MESSAGE_CHARS, ObjectResult, TextResult,
+};

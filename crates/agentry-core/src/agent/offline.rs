@@ -6,7 +6,11 @@
 //!   `ask <agent> to <task>` calls `delegate_task`, when the agent has that tool; once the results
 //!   are in, it answers with a sentence that contains them.
 //! - Objects: an instance of the requested schema (required properties filled with type-correct
-//!   values, `enum`, `minimum`/`maximum` honoured), streamed as growing JSON.
+//!   values, `enum`, `minimum`/`maximum` honoured), streamed as growing JSON in at most 64 pieces.
+//!   A schema over the generation limits of [`crate::schema::check_generation_limits`] is an
+//!   error, not an attempt: `minItems`/`minContains` ≤ 1,000, `minLength` ≤ 10,000,
+//!   `minProperties` and `properties` ≤ 1,000, nesting ≤ 32 levels, smallest instance ≤ 1 MiB.
+//!   Objects are built on a blocking thread, not on an async worker.
 //! - `maxOutputTokens` truncates the answer to that many words, with `finishReason: length`.
 
 use async_trait::async_trait;
@@ -15,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::message::{FinishReason, Message, Role, ToolCall, Usage};
 use super::model::{ChunkStream, Model, ModelChunk, ModelError, ModelRequest, ModelResponse};
+use crate::schema::{MAX_SCHEMA_DEPTH, check_generation_limits, count_keyword};
 
 /// The offline model.
 #[derive(Debug, Default, Clone, Copy)]
@@ -98,17 +103,34 @@ fn describe_result(name: &str, result: &Value, is_error: bool) -> String {
 }
 
 /// A value valid against `schema` (the subset agents use: type, properties, items, required,
-/// enum, const, minimum/maximum, minItems, minLength/maxLength, format).
-pub fn instance_of(schema: &Value, hint: &str) -> Value {
+/// enum, const, anyOf/oneOf (the first), minimum/maximum, minItems/maxItems,
+/// minLength/maxLength, format); `hint` names the value (`example <hint>` strings).
+///
+/// The schema is first checked against [`check_generation_limits`], whose message is the error;
+/// a schema within them gives (for a short `hint`) an instance of at most about
+/// `MAX_GENERATED_BYTES`, built in time linear in its size, with recursion no deeper than
+/// `MAX_SCHEMA_DEPTH`.
+pub fn instance_of(schema: &Value, hint: &str) -> Result<Value, String> {
+    check_generation_limits(schema)?;
+    build(schema, hint, 0)
+}
+
+/// The instance of `schema`, a subschema at nesting level `depth`.
+fn build(schema: &Value, hint: &str, depth: usize) -> Result<Value, String> {
+    if depth > MAX_SCHEMA_DEPTH {
+        return Err(format!(
+            "the schema nests deeper than {MAX_SCHEMA_DEPTH} levels"
+        ));
+    }
     if let Some(c) = schema.get("const") {
-        return c.clone();
+        return Ok(c.clone());
     }
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)
         .and_then(|e| e.first())
     {
-        return first.clone();
+        return Ok(first.clone());
     }
     if let Some(first) = schema
         .get("anyOf")
@@ -116,9 +138,22 @@ pub fn instance_of(schema: &Value, hint: &str) -> Value {
         .and_then(Value::as_array)
         .and_then(|e| e.first())
     {
-        return instance_of(first, hint);
+        return build(first, hint, depth + 1);
     }
-    let ty = match schema.get("type") {
+    match type_of(schema) {
+        "object" => object_of(schema, depth),
+        "array" => array_of(schema, hint, depth),
+        ty @ ("integer" | "number") => Ok(number_of(schema, ty == "integer")),
+        "boolean" => Ok(json!(true)),
+        "null" => Ok(Value::Null),
+        _ => Ok(string_of(schema, hint)),
+    }
+}
+
+/// The type to generate: the declared one (the first that is not `null` in a list), else
+/// guessed from `properties` or `items`, else `string`.
+fn type_of(schema: &Value) -> &str {
+    match schema.get("type") {
         Some(Value::String(t)) => t.as_str(),
         Some(Value::Array(ts)) => ts
             .iter()
@@ -128,86 +163,98 @@ pub fn instance_of(schema: &Value, hint: &str) -> Value {
         _ if schema.get("properties").is_some() => "object",
         _ if schema.get("items").is_some() => "array",
         _ => "string",
-    };
-    match ty {
-        "object" => {
-            let mut out = Map::new();
-            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-                for (k, v) in props {
-                    out.insert(k.clone(), instance_of(v, k));
-                }
-            }
-            if let Some(req) = schema.get("required").and_then(Value::as_array) {
-                for k in req.iter().filter_map(Value::as_str) {
-                    out.entry(k.to_owned()).or_insert_with(|| json!(k));
-                }
-            }
-            Value::Object(out)
-        }
-        "array" => {
-            let n = schema.get("minItems").and_then(Value::as_u64).unwrap_or(1);
-            let item = schema.get("items").cloned().unwrap_or(json!({}));
-            Value::Array((0..n).map(|_| instance_of(&item, hint)).collect())
-        }
-        "integer" | "number" => {
-            let min = schema.get("minimum").and_then(Value::as_f64).or_else(|| {
-                schema
-                    .get("exclusiveMinimum")
-                    .and_then(Value::as_f64)
-                    .map(|m| m.floor() + 1.0)
-            });
-            let max = schema.get("maximum").and_then(Value::as_f64).or_else(|| {
-                schema
-                    .get("exclusiveMaximum")
-                    .and_then(Value::as_f64)
-                    .map(|m| m.ceil() - 1.0)
-            });
-            let mut x = min.unwrap_or(1.0).max(1.0_f64.min(max.unwrap_or(1.0)));
-            if let Some(m) = min {
-                x = x.max(m);
-            }
-            if let Some(m) = max {
-                x = x.min(m);
-            }
-            if ty == "integer" || x.fract() == 0.0 {
-                json!(x.ceil() as i64)
-            } else {
-                json!(x)
-            }
-        }
-        "boolean" => json!(true),
-        "null" => Value::Null,
-        _ => {
-            let s = match schema.get("format").and_then(Value::as_str) {
-                Some("date-time") => "2026-01-01T00:00:00Z".to_owned(),
-                Some("date") => "2026-01-01".to_owned(),
-                Some("time") => "00:00:00Z".to_owned(),
-                Some("email") => "user@example.com".to_owned(),
-                Some("uri") | Some("url") => "https://example.com/".to_owned(),
-                Some("uuid") => "00000000-0000-4000-8000-000000000000".to_owned(),
-                Some("ipv4") => "127.0.0.1".to_owned(),
-                _ => format!("example {hint}"),
-            };
-            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
-            let max = schema
-                .get("maxLength")
-                .and_then(Value::as_u64)
-                .map(|m| m as usize);
-            let mut s = s;
-            while s.chars().count() < min {
-                s.push('x');
-            }
-            if let Some(m) = max {
-                s = s.chars().take(m).collect();
-            }
-            json!(s)
-        }
     }
 }
 
+/// Every declared property, and every other required one filled with its own name.
+fn object_of(schema: &Value, depth: usize) -> Result<Value, String> {
+    let mut out = Map::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            out.insert(k.clone(), build(v, k, depth + 1)?);
+        }
+    }
+    if let Some(req) = schema.get("required").and_then(Value::as_array) {
+        for k in req.iter().filter_map(Value::as_str) {
+            out.entry(k.to_owned()).or_insert_with(|| json!(k));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// `minItems` items (one by default), never more than `maxItems`.
+fn array_of(schema: &Value, hint: &str, depth: usize) -> Result<Value, String> {
+    let n = count_keyword(schema, "minItems")
+        .unwrap_or(1)
+        .min(count_keyword(schema, "maxItems").unwrap_or(u64::MAX));
+    let default_item = json!({});
+    let item = schema.get("items").unwrap_or(&default_item);
+    let items = (0..n)
+        .map(|_| build(item, hint, depth + 1))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Value::Array(items))
+}
+
+/// 1, moved into `minimum`..`maximum` (exclusive bounds stepped by one).
+fn number_of(schema: &Value, integer: bool) -> Value {
+    let min = schema.get("minimum").and_then(Value::as_f64).or_else(|| {
+        schema
+            .get("exclusiveMinimum")
+            .and_then(Value::as_f64)
+            .map(|m| m.floor() + 1.0)
+    });
+    let max = schema.get("maximum").and_then(Value::as_f64).or_else(|| {
+        schema
+            .get("exclusiveMaximum")
+            .and_then(Value::as_f64)
+            .map(|m| m.ceil() - 1.0)
+    });
+    let mut x = min.unwrap_or(1.0).max(1.0_f64.min(max.unwrap_or(1.0)));
+    if let Some(m) = min {
+        x = x.max(m);
+    }
+    if let Some(m) = max {
+        x = x.min(m);
+    }
+    if integer || x.fract() == 0.0 {
+        json!(x.ceil() as i64)
+    } else {
+        json!(x)
+    }
+}
+
+/// An example of the `format` (or `example <hint>`), padded with `x` up to `minLength` and cut
+/// to `maxLength` characters, in time linear in the result.
+fn string_of(schema: &Value, hint: &str) -> Value {
+    let mut s = match schema.get("format").and_then(Value::as_str) {
+        Some("date-time") => "2026-01-01T00:00:00Z".to_owned(),
+        Some("date") => "2026-01-01".to_owned(),
+        Some("time") => "00:00:00Z".to_owned(),
+        Some("email") => "user@example.com".to_owned(),
+        Some("uri") | Some("url") => "https://example.com/".to_owned(),
+        Some("uuid") => "00000000-0000-4000-8000-000000000000".to_owned(),
+        Some("ipv4") => "127.0.0.1".to_owned(),
+        _ => format!("example {hint}"),
+    };
+    let chars = s.chars().count() as u64;
+    let min = count_keyword(schema, "minLength").unwrap_or(0);
+    if let Ok(missing) = usize::try_from(min.saturating_sub(chars)) {
+        s.push_str(&"x".repeat(missing));
+    }
+    if let Some(max) = count_keyword(schema, "maxLength")
+        && let Some((cut, _)) = s
+            .char_indices()
+            .nth(usize::try_from(max).unwrap_or(usize::MAX))
+    {
+        s.truncate(cut);
+    }
+    json!(s)
+}
+
 impl OfflineModel {
-    /// The whole answer, deterministically, from the request.
-    pub fn answer(&self, req: &ModelRequest) -> ModelResponse {
+    /// The whole answer, deterministically, from the request; an error when the output schema
+    /// is over the generation limits ([`check_generation_limits`]).
+    pub fn answer(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
         let prompt_tokens = req
             .messages
             .iter()
@@ -229,7 +276,10 @@ impl OfflineModel {
             .collect();
 
         let (mut text, tool_calls) = if let Some(schema) = &req.output_schema {
-            (instance_of(schema, "value").to_string(), Vec::new())
+            let object = instance_of(schema, "value").map_err(|e| {
+                ModelError::new(format!("cannot generate an object for this schema: {e}"))
+            })?;
+            (object.to_string(), Vec::new())
         } else if !results.is_empty() {
             let parts: Vec<String> = results
                 .iter()
@@ -279,7 +329,7 @@ impl OfflineModel {
             finish_reason = FinishReason::Length;
         }
         let completion_tokens = (words(&text) + tool_calls.len() as u64).max(1);
-        ModelResponse {
+        Ok(ModelResponse {
             text,
             tool_calls,
             finish_reason,
@@ -290,7 +340,23 @@ impl OfflineModel {
                 cached_input_tokens: 0,
                 reasoning_tokens: 0,
             },
+        })
+    }
+
+    /// [`Self::answer`], on a blocking thread when an object is asked for: building a large
+    /// instance must not stall an async worker thread.
+    async fn answer_off_the_runtime(
+        &self,
+        req: &ModelRequest,
+    ) -> Result<ModelResponse, ModelError> {
+        if req.output_schema.is_none() {
+            return self.answer(req);
         }
+        let model = *self;
+        let req = req.clone();
+        tokio::task::spawn_blocking(move || model.answer(&req))
+            .await
+            .map_err(|e| ModelError::new(format!("the offline model failed: {e}")))?
     }
 }
 
@@ -311,10 +377,20 @@ pub fn word_chunks(text: &str) -> Vec<String> {
     out
 }
 
-/// Splits a JSON document into small pieces (for streaming objects).
+/// The fewest characters in a streamed piece of a JSON document.
+const MIN_JSON_CHUNK_CHARS: usize = 8;
+/// The most pieces a streamed JSON document is cut into.
+const MAX_JSON_CHUNKS: usize = 64;
+
+/// Splits a JSON document into pieces for streaming objects: 8 characters each, or
+/// `chars / 64` (rounded up) for a large document, so never more than 64 pieces of over 8.
 fn json_chunks(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
-    chars.chunks(8).map(|c| c.iter().collect()).collect()
+    let size = chars
+        .len()
+        .div_ceil(MAX_JSON_CHUNKS)
+        .max(MIN_JSON_CHUNK_CHARS);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
 #[async_trait]
@@ -324,11 +400,11 @@ impl Model for OfflineModel {
     }
 
     async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        Ok(self.answer(request))
+        self.answer_off_the_runtime(request).await
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ChunkStream, ModelError> {
-        let resp = self.answer(request);
+        let resp = self.answer_off_the_runtime(request).await?;
         let pieces = if request.output_schema.is_some() {
             json_chunks(&resp.text)
         } else {
@@ -363,6 +439,16 @@ mod tests {
     use crate::agent::model::{GenerationSettings, ToolSpec};
     use crate::schema::Schema;
 
+    fn answer(r: &ModelRequest) -> ModelResponse {
+        OfflineModel.answer(r).unwrap()
+    }
+
+    fn object_request(schema: Value) -> ModelRequest {
+        let mut r = req("make an object", &[]);
+        r.output_schema = Some(schema);
+        r
+    }
+
     fn req(text: &str, tools: &[&str]) -> ModelRequest {
         ModelRequest {
             messages: vec![Message::system("be nice"), Message::user(text)],
@@ -381,10 +467,10 @@ mod tests {
 
     #[test]
     fn echoes_deterministically() {
-        let a = OfflineModel.answer(&req("hello there", &[]));
+        let a = answer(&req("hello there", &[]));
         assert_eq!(a.text, "You said: hello there");
         assert_eq!(a.finish_reason, FinishReason::Stop);
-        assert_eq!(a, OfflineModel.answer(&req("hello there", &[])));
+        assert_eq!(a, answer(&req("hello there", &[])));
         assert_eq!(
             a.usage.total_tokens,
             a.usage.prompt_tokens + a.usage.completion_tokens
@@ -394,14 +480,14 @@ mod tests {
 
     #[test]
     fn picks_tools_only_when_the_agent_has_them() {
-        let a = OfflineModel.answer(&req("What is the weather in New York?", &["get_weather"]));
+        let a = answer(&req("What is the weather in New York?", &["get_weather"]));
         assert_eq!(a.tool_calls[0].tool_name, "get_weather");
         assert_eq!(a.tool_calls[0].args, json!({"city": "New York"}));
-        let a = OfflineModel.answer(&req("What is the weather in Paris?", &[]));
+        let a = answer(&req("What is the weather in Paris?", &[]));
         assert!(a.tool_calls.is_empty());
-        let a = OfflineModel.answer(&req("please calculate (2 + 3) * 4.5?", &["calculate"]));
+        let a = answer(&req("please calculate (2 + 3) * 4.5?", &["calculate"]));
         assert_eq!(a.tool_calls[0].args, json!({"expression": "(2 + 3) * 4.5"}));
-        let a = OfflineModel.answer(&req("ask writer to draft a haiku", &["delegate_task"]));
+        let a = answer(&req("ask writer to draft a haiku", &["delegate_task"]));
         assert_eq!(
             a.tool_calls[0].args,
             json!({"agent": "writer", "task": "draft a haiku"})
@@ -411,7 +497,7 @@ mod tests {
     #[test]
     fn answers_with_the_tool_result() {
         let mut r = req("weather in Paris", &["get_weather"]);
-        let call = OfflineModel.answer(&r).tool_calls.remove(0);
+        let call = answer(&r).tool_calls.remove(0);
         r.messages.push(Message::tool_calls("", vec![call.clone()]));
         r.messages
             .push(Message::tool_result(super::super::message::ToolResult {
@@ -421,7 +507,7 @@ mod tests {
                 result: json!({"city": "Paris", "temperatureC": 21, "condition": "sunny"}),
                 is_error: false,
             }));
-        let a = OfflineModel.answer(&r);
+        let a = answer(&r);
         assert!(a.tool_calls.is_empty());
         assert!(
             a.text.contains("21") && a.text.contains("sunny"),
@@ -434,7 +520,7 @@ mod tests {
     fn truncates_to_max_output_tokens() {
         let mut r = req("one two three four five", &[]);
         r.settings.max_output_tokens = 3;
-        let a = OfflineModel.answer(&r);
+        let a = answer(&r);
         assert_eq!(a.text, "You said: one");
         assert_eq!(a.finish_reason, FinishReason::Length);
     }
@@ -456,12 +542,13 @@ mod tests {
         });
         let mut r = req("make a person", &[]);
         r.output_schema = Some(schema.clone());
-        let a = OfflineModel.answer(&r);
+        let a = answer(&r);
         let v: Value = serde_json::from_str(&a.text).unwrap();
         Schema::compile(schema).unwrap().validate(&v).unwrap();
         assert_eq!(v["age"], 18);
         assert_eq!(v["mood"], "happy");
-        let arr = instance_of(&json!({"type": "array", "items": {"type": "integer"}}), "x");
+        let arr =
+            instance_of(&json!({"type": "array", "items": {"type": "integer"}}), "x").unwrap();
         assert_eq!(arr, json!([1]));
     }
 
@@ -470,5 +557,123 @@ mod tests {
         let t = "You said: hello  big world";
         assert_eq!(word_chunks(t).concat(), t);
         assert!(word_chunks(t).len() >= 4);
+    }
+
+    #[test]
+    fn schemas_over_the_limits_are_errors() {
+        let properties: Map<String, Value> = (0..1500)
+            .map(|i| (format!("p{i}"), json!({"type": "null"})))
+            .collect();
+        let deep = (0..40).fold(json!({"type": "string"}), |inner, _| {
+            Value::Object(Map::from_iter([("items".to_owned(), inner)]))
+        });
+        let cases = [
+            (
+                json!({"type": "array", "minItems": 1_000_000}),
+                "minItems 1000000 is over the limit of 1000",
+            ),
+            (
+                json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 600_000}}}),
+                "minLength 600000 is over the limit of 10000",
+            ),
+            (
+                json!({"type": "object", "minProperties": 5000}),
+                "minProperties 5000 is over the limit of 1000",
+            ),
+            (
+                json!({"type": "object", "properties": properties}),
+                "properties: 1500 properties are over the limit of 1000",
+            ),
+            (deep, "the schema nests deeper than 32 levels"),
+            (
+                json!({"type": "array", "minItems": 1000, "items": {"type": "array", "minItems": 1000}}),
+                "its smallest instance is over the limit of 1048576 bytes",
+            ),
+        ];
+        for (schema, message) in cases {
+            let err = OfflineModel.answer(&object_request(schema)).unwrap_err();
+            assert_eq!(
+                err.message,
+                format!("cannot generate an object for this schema: {message}")
+            );
+        }
+    }
+
+    #[test]
+    fn generates_a_large_object_within_the_limits() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "lines": {
+                    "type": "array",
+                    "minItems": 1000,
+                    "items": {"type": "string", "minLength": 1000}
+                }
+            },
+            "required": ["lines"]
+        });
+        let a = answer(&object_request(schema.clone()));
+        assert!((a.text.len() as u64) < crate::schema::MAX_GENERATED_BYTES);
+        let v: Value = serde_json::from_str(&a.text).unwrap();
+        Schema::compile(schema).unwrap().validate(&v).unwrap();
+        assert_eq!(v["lines"].as_array().unwrap().len(), 1000);
+        assert_eq!(v["lines"][0].as_str().unwrap().chars().count(), 1000);
+    }
+
+    #[test]
+    fn string_and_array_bounds_are_honoured() {
+        let s = instance_of(
+            &json!({"type": "string", "minLength": 50, "maxLength": 5}),
+            "x",
+        );
+        assert_eq!(s.unwrap(), json!("examp"));
+        let s = instance_of(&json!({"type": "string", "minLength": 12}), "é");
+        assert_eq!(s.unwrap(), json!("example éxxx"));
+        let a = instance_of(&json!({"type": "array", "minItems": 5, "maxItems": 2}), "x");
+        assert_eq!(a.unwrap(), json!(["example x", "example x"]));
+        let a = instance_of(&json!({"type": "array", "maxItems": 0}), "x");
+        assert_eq!(a.unwrap(), json!([]));
+    }
+
+    #[test]
+    fn json_chunks_are_few_for_large_documents() {
+        let small = "x".repeat(100);
+        let chunks = json_chunks(&small);
+        assert!(chunks[..chunks.len() - 1].iter().all(|c| c.len() == 8));
+        let large = "é".repeat(1_000_000);
+        let chunks = json_chunks(&large);
+        assert!(chunks.len() <= 64, "{}", chunks.len());
+        assert_eq!(chunks.concat(), large);
+    }
+
+    #[tokio::test]
+    async fn streams_a_large_object_in_few_chunks() {
+        let schema = json!({"type": "array", "minItems": 1000,
+                            "items": {"type": "string", "minLength": 1000}});
+        let chunks: Vec<_> = OfflineModel
+            .stream(&object_request(schema.clone()))
+            .await
+            .unwrap()
+            .collect()
+            .await;
+        assert!(chunks.len() <= 65, "{}", chunks.len());
+        let text: String = chunks
+            .into_iter()
+            .filter_map(|c| match c.unwrap() {
+                ModelChunk::TextDelta(d) => Some(d),
+                _ => None,
+            })
+            .collect();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        Schema::compile(schema).unwrap().validate(&v).unwrap();
+        let refused = OfflineModel
+            .generate(&object_request(json!({"minItems": 5000})))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.message.contains("minItems 5000"),
+            "{}",
+            refused.message
+        );
     }
 }

@@ -24,6 +24,30 @@ use crate::schema::Schema;
 pub const DEFAULT_MAX_STEPS: u32 = 10;
 /// How deep delegation may nest.
 pub const MAX_DELEGATION_DEPTH: u32 = 3;
+/// The most characters one input message may have.
+pub const MAX_MESSAGE_CHARS: usize = 16_384;
+/// The largest `contextLimit` (messages of history loaded per call).
+pub const MAX_CONTEXT_LIMIT: usize = 100;
+/// The most bytes of history text loaded per call: the oldest of the `contextLimit` messages are
+/// left out beyond it.
+pub const MAX_HISTORY_BYTES: usize = 64 * 1024;
+
+/// Who is asking, as far as the server could verify it. It decides whose conversation memory a
+/// call may read and write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Caller {
+    /// No authentication is configured (a trusted, single-tenant setup): the request's `userId`
+    /// is taken at its word.
+    #[default]
+    Trusted,
+    /// Authentication is on and the token was verified: memory belongs to this user id, whatever
+    /// `userId` the request claims.
+    Verified(String),
+    /// Authentication is on and the caller has no valid token: no conversation memory at all
+    /// (nothing is read, nothing is written), so an anonymous caller can never reach a user's
+    /// history by naming that user.
+    Anonymous,
+}
 
 /// Options of one generation, validated and defaulted.
 #[derive(Debug, Clone)]
@@ -34,6 +58,8 @@ pub struct GenerateOptions {
     pub max_steps: Option<u32>,
     pub settings: GenerationSettings,
     pub context: Map<String, Value>,
+    /// Who is asking (decides the memory namespace).
+    pub caller: Caller,
 }
 
 impl GenerateOptions {
@@ -54,6 +80,7 @@ impl Default for GenerateOptions {
             max_steps: None,
             settings: GenerationSettings::default(),
             context: Map::new(),
+            caller: Caller::Trusted,
         }
     }
 }
@@ -101,6 +128,8 @@ pub enum AgentError {
     NotFound(String),
     #[error("Agent {0} is already registered")]
     Duplicate(String),
+    #[error("agent id {0:?} is not usable in a path (use letters, digits, '-', '_', '.')")]
+    InvalidId(String),
     #[error("Invalid request: {0}")]
     InvalidRequest(String),
     #[error("Model error: {0}")]
@@ -147,6 +176,9 @@ impl AgentHub {
     }
 
     pub fn register(&self, agent: Agent) -> Result<(), AgentError> {
+        if !crate::id::is_valid_id(&agent.id) {
+            return Err(AgentError::InvalidId(agent.id));
+        }
         let mut agents = self.inner.agents.write().unwrap_or_else(|p| p.into_inner());
         if agents.iter().any(|a| a.id == agent.id) {
             return Err(AgentError::Duplicate(agent.id));
@@ -210,14 +242,22 @@ impl AgentHub {
         tools
     }
 
+    /// Whose conversation a call reads and writes, if any. A verified user's histories live
+    /// under `user:<id>`, apart from the unverified `userId`s of a trusted setup, so turning
+    /// authentication on never hands a user a history someone else wrote in their name.
     fn key(agent: &Agent, opts: &GenerateOptions) -> Option<ConversationKey> {
         agent.memory.as_ref()?;
-        Some(ConversationKey {
-            agent_id: agent.id.clone(),
-            user_id: opts
+        let user_id = match &opts.caller {
+            Caller::Trusted => opts
                 .user_id
                 .clone()
                 .unwrap_or_else(|| "anonymous".to_owned()),
+            Caller::Verified(id) => format!("user:{id}"),
+            Caller::Anonymous => return None,
+        };
+        Some(ConversationKey {
+            agent_id: agent.id.clone(),
+            user_id,
             conversation_id: opts.conversation_id.clone()?,
         })
     }
@@ -241,10 +281,10 @@ impl AgentHub {
         }
         if let (Some(mem), Some(key)) = (&self.inner.memory, Self::key(agent, opts)) {
             let history = mem
-                .load(&key, opts.context_limit)
+                .load(&key, opts.context_limit.min(MAX_CONTEXT_LIMIT))
                 .await
                 .map_err(|e| AgentError::Memory(e.to_string()))?;
-            messages.extend(history);
+            messages.extend(newest_within(history, MAX_HISTORY_BYTES));
         }
         messages.extend_from_slice(input);
         Ok(messages)
@@ -293,6 +333,7 @@ impl AgentHub {
         let mut calls = Vec::new();
         let mut finish = (FinishReason::Stop, Usage::default());
         let mut last_partial: Option<Value> = None;
+        let mut parsed_len = 0;
         loop {
             let chunk = tokio::select! {
                 c = stream.next() => c,
@@ -304,6 +345,12 @@ impl AgentHub {
                 ModelChunk::TextDelta(d) => {
                     text.push_str(&d);
                     if object_mode {
+                        // Re-reading the whole document after every delta would be quadratic:
+                        // read it again only once it has grown by a quarter (or a chunk).
+                        if text.len() < parsed_len + (parsed_len / 4).max(8) {
+                            continue;
+                        }
+                        parsed_len = text.len();
                         if let Some(p) = parse_partial(&text)
                             && last_partial.as_ref() != Some(&p)
                         {
@@ -320,6 +367,14 @@ impl AgentHub {
                     usage,
                 } => finish = (finish_reason, usage),
             }
+        }
+        // The last partial object is the whole document, whatever the throttle skipped.
+        if object_mode
+            && parsed_len < text.len()
+            && let Some(p) = parse_partial(&text)
+            && last_partial.as_ref() != Some(&p)
+        {
+            emit(sink, AgentEvent::PartialObject(p)).await?;
         }
         Ok(ModelResponse {
             text,
@@ -467,6 +522,7 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<TextResult, AgentError> {
         let agent = self.require(agent_id)?;
+        check_input(&input)?;
         self.run_text(&agent, &input, &opts, None, &cancel, 0).await
     }
 
@@ -480,6 +536,7 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
         let agent = self.require(agent_id)?;
+        check_input(&input)?;
         let (tx, rx) = mpsc::channel(64);
         let hub = self.clone();
         tokio::spawn(async move {
@@ -573,6 +630,8 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<ObjectResult, AgentError> {
         let agent = self.require(agent_id)?;
+        check_input(&input)?;
+        check_object_schema(&schema)?;
         self.run_object(&agent, &input, &schema, &opts, None, &cancel)
             .await
     }
@@ -587,8 +646,8 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
         let agent = self.require(agent_id)?;
-        Schema::compile(schema.clone())
-            .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
+        check_input(&input)?;
+        check_object_schema(&schema)?;
         let (tx, rx) = mpsc::channel(64);
         let hub = self.clone();
         tokio::spawn(async move {
@@ -609,6 +668,47 @@ impl AgentHub {
         });
         Ok(rx)
     }
+}
+
+/// Refuses an input message over [`MAX_MESSAGE_CHARS`].
+fn check_input(input: &[Message]) -> Result<(), AgentError> {
+    for (i, m) in input.iter().enumerate() {
+        // Counting stops just past the limit: a huge message costs no more than a small one.
+        let chars = m.content.chars().take(MAX_MESSAGE_CHARS + 1).count();
+        if chars > MAX_MESSAGE_CHARS {
+            return Err(AgentError::InvalidRequest(format!(
+                "input message {} has {} characters, over the limit of {MAX_MESSAGE_CHARS} characters",
+                i + 1,
+                m.content.chars().count()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an object schema that is not a valid JSON Schema or asks for more than a model may
+/// generate (the limits of [`crate::schema::check_generation_limits`]).
+pub fn check_object_schema(schema: &Value) -> Result<(), AgentError> {
+    crate::schema::check_generation_limits(schema)
+        .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
+    Schema::compile(schema.clone())
+        .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
+    Ok(())
+}
+
+/// The newest messages of `history` whose text fits in `max_bytes`, oldest first.
+fn newest_within(history: Vec<Message>, max_bytes: usize) -> Vec<Message> {
+    let mut total = 0;
+    let keep = history
+        .iter()
+        .rev()
+        .take_while(|m| {
+            total += m.content.len();
+            total <= max_bytes
+        })
+        .count();
+    let skip = history.len() - keep;
+    history.into_iter().skip(skip).collect()
 }
 
 /// The operation context of one run; fires the agent's start hook.

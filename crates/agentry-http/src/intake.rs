@@ -1,0 +1,168 @@
+//! What every request goes through before routing: `HEAD` served as `GET` without a body, and
+//! the body read under a deadline (a client that promises 100 bytes and sends 14 is answered 408
+//! after `HttpConfig::body_timeout`, not held open). Also the JSON content-type rule of the
+//! routes whose body is optional.
+
+use std::io;
+use std::time::Duration;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage, HttpRequest, web};
+use futures::StreamExt;
+
+use crate::error::ApiError;
+
+/// The method a request arrived with, when intake changed it (`HEAD` is routed as `GET`).
+#[derive(Debug, Clone)]
+pub struct ArrivedAs(pub Method);
+
+/// The method to name in messages: the one the client sent.
+pub fn arrived_method(req: &HttpRequest) -> Method {
+    req.extensions()
+        .get::<ArrivedAs>()
+        .map(|m| m.0.clone())
+        .unwrap_or_else(|| req.method().clone())
+}
+
+/// The middleware.
+pub async fn intake(
+    body_timeout: Duration,
+    mut req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if req.method() == Method::HEAD {
+        // Routed as GET; the HTTP layer knows the request was HEAD and sends no body.
+        req.extensions_mut().insert(ArrivedAs(Method::HEAD));
+        req.head_mut().method = Method::GET;
+    }
+    // A WebSocket's payload is its frames, which last as long as the socket: no deadline there.
+    if !req.head().upgrade() {
+        match req.take_payload() {
+            Payload::None => {}
+            payload => req.set_payload(Payload::from(deadline(payload, body_timeout))),
+        }
+    }
+    next.call(req).await
+}
+
+/// A request body as actix reads it.
+type BodyStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<web::Bytes, PayloadError>>>>;
+
+/// The error a body stream ends with when its deadline passes.
+fn timed_out(limit: Duration) -> PayloadError {
+    PayloadError::Io(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the body was not received within {}", seconds(limit)),
+    ))
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+/// `payload`, failing with a time-out once `limit` has passed since it was first read.
+fn deadline(payload: Payload, limit: Duration) -> BodyStream {
+    struct State {
+        payload: Payload,
+        ends_at: Option<tokio::time::Instant>,
+        done: bool,
+    }
+    let state = State {
+        payload,
+        ends_at: None,
+        done: false,
+    };
+    Box::pin(futures::stream::unfold(state, move |mut s| async move {
+        if s.done {
+            return None;
+        }
+        let ends_at = *s
+            .ends_at
+            .get_or_insert_with(|| tokio::time::Instant::now() + limit);
+        match tokio::time::timeout_at(ends_at, s.payload.next()).await {
+            Ok(Some(chunk)) => Some((chunk, s)),
+            Ok(None) => None,
+            Err(_) => {
+                s.done = true;
+                Some((Err(timed_out(limit)), s))
+            }
+        }
+    }))
+}
+
+/// The failure envelope of a body that could not be read: 408 when it came too slowly, 413 when
+/// it was too large, else 400.
+pub fn payload_error(e: &PayloadError) -> ApiError {
+    match e {
+        PayloadError::Io(io) if io.kind() == io::ErrorKind::TimedOut => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("Request timeout: {io}"),
+        ),
+        PayloadError::Overflow => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Request body is over the limit",
+        ),
+        other => ApiError::bad_request(format!("Invalid request body: {other}")),
+    }
+}
+
+/// The answer to a body that is not JSON.
+pub fn unsupported_media_type() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "Unsupported media type: Content-Type must be application/json",
+    )
+}
+
+/// Whether the request says its body is JSON (`application/json` or `…+json`).
+fn says_json(req: &HttpRequest) -> bool {
+    matches!(
+        req.mime_type(),
+        Ok(Some(m)) if m.subtype() == actix_web::mime::JSON
+            || m.suffix() == Some(actix_web::mime::JSON)
+    )
+}
+
+/// An optional JSON body (`POST .../suspend`): `None` when the request has no body and no
+/// Content-Type; a body or a Content-Type that is not JSON is a 415 (so a cross-site form or
+/// `text/plain` request never reaches the handler), a slow body a 408, a large one a 413.
+pub async fn optional_json<T: serde::de::DeserializeOwned>(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+) -> Result<Option<T>, ApiError> {
+    let has_type = req
+        .headers()
+        .contains_key(actix_web::http::header::CONTENT_TYPE);
+    if has_type && !says_json(req) {
+        return Err(unsupported_media_type());
+    }
+    let body = match payload.to_bytes_limited(limit).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            return Err(match e.as_error::<PayloadError>() {
+                Some(p) => payload_error(p),
+                None => ApiError::bad_request(format!("Invalid request body: {e}")),
+            });
+        }
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body is over the limit of {limit} bytes"),
+            ));
+        }
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    if !has_type {
+        return Err(unsupported_media_type());
+    }
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| ApiError::bad_request(format!("Invalid request body: {e}")))
+}
