@@ -413,6 +413,98 @@ async fn every_request_is_logged_without_its_query_string() {
     s.stop().await;
 }
 
+/// Client-controlled text (60 KB request paths, which the request log records; bodies whose
+/// error messages echo the input) leaves every record and the whole buffer within their limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_client_text_keeps_the_logs_bounded() {
+    use agentry_http::logs::{DEFAULT_MAX_BYTES, LogHub, MAX_FIELD_BYTES, MAX_MESSAGE_BYTES};
+    let s = TestServer::start(Backend::Sqlite).await;
+    let marker = new_id();
+    let filler = "é".repeat(30 * 1024);
+    let path_filler = "x".repeat(60 * 1024);
+    for i in 0..50 {
+        // Not JSON at all, and JSON whose values do not fit the workflow's input schema.
+        let broken = format!("{{\"input\": {{\"text\": \"{marker}-{i}-{filler}\"");
+        let (status, body) = s
+            .post_raw("/workflows/word-count/execute", "application/json", broken)
+            .await;
+        assert_failure(status, &body, 400);
+        let (status, body) = s
+            .post_json(
+                "/workflows/word-count/execute",
+                &json!({"input": {"text": [format!("{marker}-{i}-{filler}")]}}),
+            )
+            .await;
+        assert_failure(status, &body, 400);
+    }
+    for i in 0..100 {
+        let (status, body) = s
+            .get_json(&format!("/big-{marker}-{i}-{path_filler}"))
+            .await;
+        assert_failure(status, &body, 404);
+    }
+
+    let resp = s
+        .client
+        .get(s.url("/api/logs?limit=1000"))
+        .send()
+        .await
+        .expect("GET /api/logs");
+    let status = resp.status();
+    let body = resp.bytes().await.expect("the logs");
+    assert!(
+        body.len() < DEFAULT_MAX_BYTES + 64 * 1024,
+        "/api/logs answered {} bytes",
+        body.len()
+    );
+    let body: Value = serde_json::from_slice(&body).expect("JSON");
+    let records = ok_data(status, body);
+    let records = records.as_array().expect("an array of records");
+    for r in records {
+        assert_record_shape(r);
+        let message = r["message"].as_str().unwrap();
+        assert!(
+            message.len() <= MAX_MESSAGE_BYTES,
+            "{} bytes",
+            message.len()
+        );
+        for (name, v) in r["fields"].as_object().unwrap() {
+            if let Some(text) = v.as_str() {
+                assert!(
+                    text.len() <= MAX_FIELD_BYTES,
+                    "{name}: {} bytes",
+                    text.len()
+                );
+            }
+        }
+        for id in ["agentId", "workflowId", "executionId"] {
+            if let Some(text) = r[id].as_str() {
+                assert!(text.len() <= MAX_FIELD_BYTES, "{id}: {} bytes", text.len());
+            }
+        }
+    }
+    // The last request was logged (before it was answered), cut with the marker.
+    let last = format!("/big-{marker}-99-");
+    let r = records
+        .iter()
+        .find(|r| {
+            r["fields"]["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with(&last))
+        })
+        .unwrap_or_else(|| panic!("the request log of {last}... is missing"));
+    assert_eq!(r["target"], "agentry_http::request", "{r}");
+    for text in [&r["message"], &r["fields"]["path"]] {
+        let text = text.as_str().unwrap();
+        assert!(
+            text.contains("…[truncated ") && text.ends_with(" bytes]"),
+            "{text}"
+        );
+    }
+    assert!(LogHub::global().bytes() <= DEFAULT_MAX_BYTES);
+    s.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // /ws/executions/{executionId}
 // ---------------------------------------------------------------------------------------------

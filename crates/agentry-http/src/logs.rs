@@ -192,10 +192,11 @@ fn bound(r: &mut LogRecord) {
     }
     cut(&mut r.message, MAX_MESSAGE_BYTES);
     cut(&mut r.target, MAX_FIELD_BYTES);
-    for id in [&mut r.agent_id, &mut r.workflow_id, &mut r.execution_id] {
-        if let Some(id) = id {
-            cut(id, MAX_FIELD_BYTES);
-        }
+    for id in [&mut r.agent_id, &mut r.workflow_id, &mut r.execution_id]
+        .into_iter()
+        .flatten()
+    {
+        cut(id, MAX_FIELD_BYTES);
     }
     if r.fields.len() > MAX_FIELDS {
         r.fields = std::mem::take(&mut r.fields)
@@ -1028,16 +1029,22 @@ where
     summary = "Recent log records",
     description = "The process's recent log records (a ring buffer of the last 2000, at most \
         4 MiB in all; a message longer than 2048 bytes and any other value longer than 512 \
-        bytes is cut, ending with `…[truncated N bytes]`) matching the query, oldest first. Each carries the agent, workflow and execution it belongs to. \
-        An empty parameter counts as absent.",
+        bytes is cut, ending with `…[truncated N bytes]`) matching the query, oldest first. Each carries the agent, workflow and execution it \
+        belongs to. An empty parameter counts as absent.",
     params(LogQueryParams),
     responses(
         (status = 200, description = "The matching records, oldest first.", body = crate::openapi::LogListResponse),
         (status = 400, description = "An invalid parameter, named: `Invalid level ...`, `Invalid since ...`, `Invalid limit ...`.", body = crate::openapi::Failure),
+        (status = 403, description = "Strict mode: `Forbidden: the logs need the admin role`.", body = crate::openapi::Failure),
     ),
 )]
 #[get("/api/logs")]
-pub async fn list(params: web::Query<LogQueryParams>) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    app: web::Data<crate::AppState>,
+    params: web::Query<LogQueryParams>,
+    user: Option<crate::AuthenticatedUser>,
+) -> Result<HttpResponse, ApiError> {
+    app.auth.authorize_logs(user.as_ref())?;
     let query = LogQuery::from_params(params.into_inner())?;
     let records = LogHub::global().query(&query);
     let records: Vec<&LogRecord> = records.iter().map(|r| r.as_ref()).collect();
