@@ -740,6 +740,16 @@ async fn strict_mode_guards_executions_and_logs(backend: Backend) {
     let foreign = "Forbidden: execution belongs to another user";
     let (st, b) = get(&s, &format!("{base}/state"), Some(&u2)).await;
     assert_error(st, &b, 403, foreign, "state by u2");
+    // Nor rejoin it by re-posting its id and input (the idempotent start is the owner's).
+    let (st, b) = post(
+        &s,
+        "/workflows/expense-approval/execute",
+        Some(&u2),
+        &json!({"input": {"employeeId": "e-1", "amount": 1500, "category": "travel"},
+                "options": {"executionId": id}}),
+    )
+    .await;
+    assert_failure(st, &b, 409);
     // Nor resume it; the owner can.
     let (st, b) = post(&s, &format!("{base}/resume"), Some(&u2), &approval()).await;
     assert_error(st, &b, 403, foreign, "resume by u2");

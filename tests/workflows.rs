@@ -29,6 +29,7 @@ agentry_tests::backend_tests!(
     stream_with_invalid_input_is_400,
     countdown_suspends_while_running_and_resumes,
     concurrent_resumes_resume_once,
+    idempotent_start_rejoins_a_running_execution,
 );
 
 const APPROVAL_REASON: &str = "Manager approval required for amounts over 1000";
@@ -724,11 +725,19 @@ async fn caller_chosen_execution_id(backend: Backend) {
     assert_eq!(st["executionId"], id.as_str());
     assert_eq!(st["status"], "completed");
 
-    // Reusing it: 409, for any workflow, and the stored execution is untouched.
-    let (status, resp) = s
-        .post_json("/workflows/order-fulfillment/execute", &body)
+    // Reusing it with the same workflow and input answers like the first call (an idempotent
+    // start); with another input or another workflow it is a 409 naming the id, and the stored
+    // execution is untouched.
+    let again = s
+        .post_data("/workflows/order-fulfillment/execute", &body)
         .await;
-    assert_failure(status, &resp, 409);
+    assert_eq!(again, data);
+    let other_input = json!({"input": worked_order("o-6", true), "options": {"executionId": id}});
+    let (status, resp) = s
+        .post_json("/workflows/order-fulfillment/execute", &other_input)
+        .await;
+    let msg = assert_failure(status, &resp, 409);
+    assert!(msg.contains(&id), "{msg}");
     let (status, resp) = s
         .post_json(
             "/workflows/word-count/execute",
@@ -1045,4 +1054,50 @@ async fn concurrent_resumes_resume_once(backend: Backend) {
     assert_eq!(st["status"], "completed");
     assert_eq!(st["result"], result);
     s.stop().await;
+}
+
+/// The same `executionId` and input while the first call still runs: the retry waits for the
+/// same execution and answers with its result (nothing runs twice); `/stream` re-posted once it
+/// is over answers with its `workflow-result`.
+async fn idempotent_start_rejoins_a_running_execution(backend: Backend) {
+    let s = Arc::new(TestServer::start(backend).await);
+    let id = format!("cd-{}", new_id());
+    let body = json!({"input": {"stepDelayMs": 150}, "options": {"executionId": id}});
+    let first = {
+        let s = s.clone();
+        let body = body.clone();
+        tokio::spawn(async move { s.post_data("/workflows/countdown/execute", &body).await })
+    };
+    // The retry is sent once the first call's execution exists (and runs).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _) = s
+            .get_json(&format!("/workflows/countdown/executions/{id}/state"))
+            .await;
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first execution never appeared"
+        );
+        tokio::task::yield_now().await;
+    }
+    let retry = s.post_data("/workflows/countdown/execute", &body).await;
+    let first = first.await.unwrap();
+    assert_eq!(retry["status"], "completed", "{retry}");
+    assert_eq!(retry["result"], json!({"remaining": 0}));
+    assert_eq!(retry["startAt"], first["startAt"]);
+    assert_eq!(retry["executionId"], first["executionId"]);
+    let st = state_of(&s, "countdown", &id).await;
+    assert_eq!(st["startAt"], first["startAt"]);
+
+    let events = s.sse_events("/workflows/countdown/stream", &body).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "workflow-result");
+    assert_eq!(events[0]["status"], "completed");
+    assert_eq!(events[0]["result"], json!({"remaining": 0}));
+    if let Ok(s) = Arc::try_unwrap(s) {
+        s.stop().await;
+    }
 }

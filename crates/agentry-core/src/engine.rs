@@ -48,7 +48,9 @@ pub enum EngineError {
     InvalidInput(String),
     #[error("Invalid executionId: {0}")]
     InvalidExecutionId(String),
-    #[error("Execution {0} already exists")]
+    /// The id is taken by an execution of another workflow, input or owner (the same ones
+    /// rejoin it instead: the idempotent start).
+    #[error("Execution {0} already exists with another workflow or input")]
     ExecutionExists(String),
     #[error("Execution {execution_id} of workflow {workflow_id} not found")]
     ExecutionNotFound {
@@ -117,6 +119,9 @@ impl RunHandle {
         }
     }
 }
+
+/// How often a rejoined execution that runs in another process is read again.
+const REJOIN_POLL: Duration = Duration::from_millis(200);
 
 /// The workflow engine. Cheap to clone.
 #[derive(Clone)]
@@ -298,10 +303,88 @@ impl Engine {
             version: 1,
         };
         match self.inner.store.insert(&record).await {
-            Err(StoreError::Duplicate(id)) => return Err(EngineError::ExecutionExists(id)),
+            Err(StoreError::Duplicate(_)) => return self.rejoin(&record).await,
             other => other?,
         }
         Ok(self.spawn_run(wf, record, 0, None, false))
+    }
+
+    /// The idempotent start: the same `executionId` again, for the same workflow with the same
+    /// input (and the same owner), rejoins that execution. Its handle's events follow the run
+    /// (or give its `workflow-result` at once when it is not running) and `finish` answers like
+    /// the first call would now. Anything else under that id is
+    /// [`EngineError::ExecutionExists`].
+    async fn rejoin(&self, attempt: &ExecutionRecord) -> Result<RunHandle, EngineError> {
+        let exists = || EngineError::ExecutionExists(attempt.id.clone());
+        // Subscribe before reading, so that an end between the two is not missed.
+        let live = self.subscribe(&attempt.id);
+        let found = self
+            .inner
+            .store
+            .get(&attempt.id)
+            .await?
+            .ok_or_else(exists)?;
+        let same = found.workflow_id == attempt.workflow_id
+            && found.input == attempt.input
+            && found.owner == attempt.owner;
+        if !same {
+            return Err(exists());
+        }
+        tracing::info!(execution_id = %found.id, status = %found.state.status(), "execution rejoined");
+        let (tx, rx) = mpsc::unbounded_channel();
+        let engine = self.clone();
+        let id = found.id.clone();
+        // A task of its own, so that the events flow whether or not anyone awaits the outcome;
+        // it ends when the execution stops running.
+        Ok(RunHandle {
+            execution_id: id,
+            events: rx,
+            outcome: tokio::spawn(async move { engine.follow(found, live, tx).await }),
+        })
+    }
+
+    /// Forwards a rejoined execution's events to `tx` until it stops running, and answers with
+    /// its record then.
+    async fn follow(
+        &self,
+        mut rec: ExecutionRecord,
+        live: Option<mpsc::UnboundedReceiver<WorkflowEvent>>,
+        tx: mpsc::UnboundedSender<WorkflowEvent>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let gone = |id: &str| EngineError::Internal(format!("execution {id} disappeared"));
+        if rec.state.status() == Status::Running
+            && let Some(mut live) = live
+        {
+            // Running here: its own events, `workflow-result` last.
+            while let Some(ev) = live.recv().await {
+                let _ = tx.send(ev);
+            }
+            return self
+                .inner
+                .store
+                .get(&rec.id)
+                .await?
+                .ok_or_else(|| gone(&rec.id));
+        }
+        // Running in another process (or orphaned until recovery takes it): read it again.
+        while rec.state.status() == Status::Running {
+            tokio::time::sleep(REJOIN_POLL).await;
+            rec = self
+                .inner
+                .store
+                .get(&rec.id)
+                .await?
+                .ok_or_else(|| gone(&rec.id))?;
+        }
+        let _ = tx.send(WorkflowEvent {
+            execution_id: rec.id.clone(),
+            workflow_id: rec.workflow_id.clone(),
+            timestamp: rec.updated_at,
+            kind: EventKind::WorkflowResult {
+                execution: Box::new(rec.clone()),
+            },
+        });
+        Ok(rec)
     }
 
     /// Runs an execution to its end (completed, suspended or error).

@@ -143,7 +143,7 @@ impl WithId for ApiError {
             )),
         (status = 400, description = "Invalid body or options, or `Input validation failed: <detail>`.", body = Failure),
         (status = 404, description = "`Workflow <id> not found`.", body = Failure),
-        (status = 409, description = "`Execution <executionId> already exists`.", body = Failure),
+        (status = 409, description = "`Execution <executionId> already exists with another workflow or input`. The same `executionId` with the same workflow and input rejoins that execution instead (an idempotent start): the answer is the one the first call would give now.", body = Failure),
         (status = 500, description = "`Failed to execute workflow`: the execution ended in error (its state has the message).", body = Failure,
             headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
     ),
@@ -186,7 +186,7 @@ pub async fn execute(
         (status = 200, description = "The workflow's events.", content_type = "text/event-stream", body = crate::openapi::WorkflowStreamEvent),
         (status = 400, description = "Invalid body or options, or `Input validation failed: <detail>`.", body = Failure),
         (status = 404, description = "`Workflow <id> not found`.", body = Failure),
-        (status = 409, description = "`Execution <executionId> already exists`.", body = Failure),
+        (status = 409, description = "`Execution <executionId> already exists with another workflow or input`. The same `executionId` with the same workflow and input rejoins that execution instead (an idempotent start): the answer is the one the first call would give now.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/stream")]
