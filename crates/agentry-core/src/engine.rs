@@ -20,7 +20,7 @@ use crate::state::{
     ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError, transition,
 };
 use crate::store::{
-    ExecutionRecord, ExecutionStore, MemoryStore, Progress, StepRecord, StoreError,
+    ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StoreError,
 };
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
@@ -52,6 +52,14 @@ pub enum EngineError {
     /// rejoin it instead: the idempotent start).
     #[error("Execution {0} already exists with another workflow or input")]
     ExecutionExists(String),
+    /// This process lost its lease on the execution: another one runs it now, and this one
+    /// wrote nothing more for it.
+    #[error("Execution {0} continues in another process")]
+    LeaseLost(String),
+    /// This process is shutting down: it checkpointed the execution and released it to another
+    /// process (or to itself, restarted), which continues it.
+    #[error("Execution {0} continues on another server: this one is shutting down")]
+    HandedOver(String),
     #[error("Execution {execution_id} of workflow {workflow_id} not found")]
     ExecutionNotFound {
         workflow_id: String,
@@ -93,15 +101,25 @@ pub struct ExecuteOptions {
 pub struct EngineConfig {
     /// How long a suspend request waits for the execution to reach a step boundary.
     pub suspend_wait: Duration,
+    /// This process's name in the leases it holds (`AGENTRY_NODE_ID`).
+    pub node_id: String,
+    /// How long this process may stay silent before another takes its executions over
+    /// (`AGENTRY_LEASE_TTL`); it renews its leases every third of it.
+    pub lease_ttl: Duration,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             suspend_wait: Duration::from_secs(120),
+            node_id: "local".into(),
+            lease_ttl: Duration::from_secs(10),
         }
     }
 }
+
+/// How many orphaned executions one recovery pass claims at most.
+const CLAIM_BATCH: u32 = 100;
 
 /// A run in progress: its events as they happen and its final record.
 pub struct RunHandle {
@@ -138,6 +156,8 @@ struct Inner {
     all_events: broadcast::Sender<WorkflowEvent>,
     config: EngineConfig,
     shutdown: CancellationToken,
+    /// Set when a graceful shutdown begins: runs stop at their next step boundary.
+    draining: CancellationToken,
 }
 
 type ChildLog = Arc<Mutex<Vec<(String, StepRecord)>>>;
@@ -189,6 +209,7 @@ impl Engine {
                 all_events,
                 config,
                 shutdown: CancellationToken::new(),
+                draining: CancellationToken::new(),
             }),
         }
     }
@@ -229,6 +250,20 @@ impl Engine {
             .iter()
             .find(|w| w.id() == id)
             .cloned()
+    }
+
+    /// This process's node id.
+    pub fn node_id(&self) -> &str {
+        &self.inner.config.node_id
+    }
+
+    /// A lease for this process, one epoch after `previous`.
+    fn new_lease(&self, previous: i64) -> Lease {
+        Lease {
+            node: self.inner.config.node_id.clone(),
+            epoch: previous + 1,
+            ttl: self.inner.config.lease_ttl,
+        }
     }
 
     fn require_workflow(&self, id: &str) -> Result<Arc<Workflow>, EngineError> {
@@ -297,6 +332,7 @@ impl Engine {
             context,
             user_id,
             owner: options.owner,
+            lease: Some(self.new_lease(0)),
             start_at: now,
             updated_at: now,
             progress: Progress::default(),
@@ -520,6 +556,7 @@ impl Engine {
                 let mut next = r.clone();
                 next.state = state;
                 next.progress.next_step = index;
+                next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
                 Ok(next)
             })
             .await?;
@@ -543,28 +580,37 @@ impl Engine {
             .await
     }
 
-    /// Graceful stop: every execution running in this process is asked to suspend at its next
-    /// step boundary (reason `server shutting down`); waits up to `grace` for them. What has not
-    /// reached a boundary by then stays `running` at its last checkpoint.
+    /// Graceful stop that hands the work over: every run stops at its next step boundary (after
+    /// checkpointing that step), steps still running after `grace` are cancelled (they run again
+    /// wherever the execution continues), and every lease this process holds is released, so that
+    /// another process (or this one, restarted) continues each execution at once. No execution
+    /// is suspended by a shutdown; a caller waiting on a run gets
+    /// [`EngineError::HandedOver`].
     pub async fn shutdown(&self, grace: Duration) {
-        let ids: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
-        for id in &ids {
-            if let Ok(Some(rec)) = self.inner.store.get(id).await {
-                let wf = rec.workflow_id.clone();
-                let engine = self.clone();
-                let id = id.clone();
-                tokio::spawn(async move {
-                    let _ = engine
-                        .suspend(&wf, &id, "server shutting down".into())
-                        .await;
-                });
+        self.inner.draining.cancel();
+        self.wait_for_runs(grace).await;
+        self.inner.shutdown.cancel();
+        self.wait_for_runs(Duration::from_secs(2)).await;
+        match self
+            .inner
+            .store
+            .release_leases(&self.inner.config.node_id)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(count = n, "handed executions over"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "releasing leases failed; they expire by themselves")
             }
         }
-        let deadline = tokio::time::Instant::now() + grace;
+    }
+
+    /// Waits up to `limit` for this process's runs to stop.
+    async fn wait_for_runs(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
         while !lock(&self.inner.live).is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        self.inner.shutdown.cancel();
     }
 
     /// Number of executions running in this process.
@@ -572,76 +618,77 @@ impl Engine {
         lock(&self.inner.live).len()
     }
 
-    /// Marks every execution running in this process as alive (its `updatedAt` moves), so that
-    /// no other process takes it for orphaned. Call it more often than the recovery threshold.
+    /// Renews every lease this process holds, in one statement that writes no execution data.
+    /// Call it more often than the lease ttl (the server does every third of it).
     pub async fn heartbeat(&self) {
-        let ids: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
-        for id in ids {
-            let touched = self
-                .update(None, &id, |r| {
-                    if r.state.status() != Status::Running {
-                        return Err(EngineError::Internal("not running".into()));
-                    }
-                    Ok(r.clone())
-                })
-                .await;
-            if let Err(e) = touched {
-                tracing::debug!(execution_id = %id, error = %e, "heartbeat skipped");
-            }
+        if let Err(e) = self
+            .inner
+            .store
+            .renew_leases(&self.inner.config.node_id)
+            .await
+        {
+            tracing::warn!(error = %e, "renewing leases failed");
         }
     }
 
-    /// Picks up executions left `running` by a process that stopped without finishing them (a
-    /// crash, a kill, a step that outlived the shutdown grace): those not running here whose
-    /// record has not moved for `stale_after`. Each is claimed with a compare-and-set, so of
-    /// several processes recovering at once only one runs it; it continues from its last
-    /// checkpoint (the step it was in runs again), or suspends there when a suspend was pending.
-    /// Returns how many were taken over.
-    pub async fn recover(&self, stale_after: Duration) -> Result<usize, EngineError> {
-        let filter = crate::store::ExecutionFilter {
-            status: Some(Status::Running),
-            ..Default::default()
-        };
-        let now = self.inner.clock.now();
-        let cutoff = now
-            - chrono::Duration::from_std(stale_after)
-                .map_err(|e| EngineError::Internal(e.to_string()))?;
-        let mut taken = 0;
-        for rec in self.inner.store.list(&filter).await? {
-            if rec.updated_at > cutoff || lock(&self.inner.live).contains_key(&rec.id) {
-                continue;
+    /// Continues the executions this node held before it restarted (a crash, a kill), at once:
+    /// the claim bumps their epoch, fencing the previous incarnation should it still be alive.
+    pub async fn recover_own(&self) -> Result<usize, EngineError> {
+        self.claim_and_continue(true).await
+    }
+
+    /// Picks up executions whose lease expired: their process died, froze or lost the database.
+    /// Each is claimed with one conditional statement, so of several processes recovering at once
+    /// only one runs it; it continues from its last checkpoint (the step it was in runs again),
+    /// or suspends there when a suspend was pending. Returns how many were taken over.
+    pub async fn recover(&self) -> Result<usize, EngineError> {
+        self.claim_and_continue(false).await
+    }
+
+    async fn claim_and_continue(&self, own: bool) -> Result<usize, EngineError> {
+        let config = &self.inner.config;
+        let claimed = self
+            .inner
+            .store
+            .claim_orphans(&config.node_id, config.lease_ttl, own, CLAIM_BATCH)
+            .await?;
+        let taken = claimed.len();
+        for rec in claimed {
+            if lock(&self.inner.live).contains_key(&rec.id) {
+                continue; // our own run, renewed by the claim
             }
-            let Some(wf) = self.workflow(&rec.workflow_id) else {
-                tracing::warn!(execution_id = %rec.id, workflow_id = %rec.workflow_id,
-                    "cannot recover an execution of an unregistered workflow");
-                continue;
-            };
-            let expected = rec.version;
-            let mut claimed = rec.clone();
-            claimed.version = expected + 1;
-            claimed.updated_at = now;
-            if !self.inner.store.compare_and_set(&claimed, expected).await? {
-                continue; // another process got it first
+            if let Err(e) = self.continue_claimed(rec).await {
+                tracing::warn!(error = %e, "continuing a claimed execution failed");
             }
-            taken += 1;
-            let start = claimed.progress.next_step.min(wf.steps().len());
-            tracing::info!(execution_id = %claimed.id, step = start, "recovering an interrupted execution");
-            if let Some(req) = claimed.state.suspend_request().cloned()
-                && let Some(step) = wf.steps().get(start)
-            {
-                let suspension = Suspension {
-                    suspended_at: now,
-                    reason: req.reason,
-                    step_index: start,
-                    step_id: step.id.clone(),
-                    data: None,
-                };
-                self.suspend_now(claimed, suspension).await?;
-                continue;
-            }
-            drop(self.spawn_run(wf, claimed, start, None, true));
         }
         Ok(taken)
+    }
+
+    async fn continue_claimed(&self, claimed: ExecutionRecord) -> Result<(), EngineError> {
+        let Some(wf) = self.workflow(&claimed.workflow_id) else {
+            tracing::warn!(execution_id = %claimed.id, workflow_id = %claimed.workflow_id,
+                "cannot recover an execution of an unregistered workflow");
+            return Ok(());
+        };
+        let start = claimed.progress.next_step.min(wf.steps().len());
+        tracing::info!(execution_id = %claimed.id, step = start, "recovering an interrupted execution");
+        if let Some(req) = claimed.state.suspend_request().cloned()
+            && let Some(step) = wf.steps().get(start)
+        {
+            let suspension = Suspension {
+                suspended_at: self.inner.clock.now(),
+                reason: req.reason,
+                step_index: start,
+                step_id: step.id.clone(),
+                data: None,
+            };
+            let lease = claimed.lease.clone();
+            self.suspend_now(lease.as_ref(), claimed, suspension)
+                .await?;
+            return Ok(());
+        }
+        drop(self.spawn_run(wf, claimed, start, None, true));
+        Ok(())
     }
 
     fn spawn_run(
@@ -688,6 +735,7 @@ impl Engine {
         resumed: bool,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = record.id.clone();
+        let lease = record.lease.clone();
         tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = start, resumed, "execution started");
         let span =
             tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
@@ -699,6 +747,14 @@ impl Engine {
         };
         let outcome = match outcome {
             Ok(rec) => Ok(rec),
+            Err(EngineError::LeaseLost(id)) => {
+                tracing::warn!(execution_id = %id, "lease lost: another process runs this execution now; stopping here");
+                Err(EngineError::LeaseLost(id))
+            }
+            Err(EngineError::HandedOver(id)) => {
+                tracing::info!(execution_id = %id, "handed over at a step boundary: shutting down");
+                Err(EngineError::HandedOver(id))
+            }
             Err(err) => {
                 tracing::error!(execution_id = %id, error = %err, "execution stopped by an engine error");
                 // Keep the store truthful: an execution the engine gave up on ends in error.
@@ -707,7 +763,7 @@ impl Engine {
                     message: message.clone(),
                     at: self.inner.clock.now(),
                 };
-                match self.apply(None, &id, fail).await {
+                match self.apply(lease.as_ref(), None, &id, fail).await {
                     Ok(rec) => {
                         self.emit(&rec, EventKind::WorkflowError { error: message });
                         Ok(rec)
@@ -750,6 +806,9 @@ impl Engine {
         resumed: bool,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
+        // Every write of the run is fenced by the lease it started with.
+        let lease = rec.lease.clone();
+        let lease = lease.as_ref();
         self.emit(
             &rec,
             EventKind::WorkflowStart {
@@ -762,6 +821,9 @@ impl Engine {
         let steps = wf.steps();
         let mut input = Self::input_for(&wf, &rec, start);
         for (index, step) in steps.iter().enumerate().skip(start) {
+            if self.inner.draining.is_cancelled() {
+                return Err(EngineError::HandedOver(id));
+            }
             self.emit(
                 &rec,
                 EventKind::StepStart {
@@ -800,7 +862,7 @@ impl Engine {
                         status: if ran { "completed" } else { "skipped" }.into(),
                     };
                     rec = self
-                        .update(Some(rec), &id, |r| {
+                        .update_held(lease, Some(rec), &id, |r| {
                             if r.state.status() != Status::Running {
                                 return Err(EngineError::Internal(format!(
                                     "execution became {} while its step {} ran",
@@ -838,7 +900,7 @@ impl Engine {
                             step_id: next_step.id.clone(),
                             data: None,
                         };
-                        return self.suspend_now(rec, suspension).await;
+                        return self.suspend_now(lease, rec, suspension).await;
                     }
                 }
                 Err(StepError::Suspend { reason, data }) => {
@@ -848,6 +910,7 @@ impl Engine {
                     {
                         return self
                             .fail_now(
+                                lease,
                                 rec,
                                 format!("Step {} suspended with invalid data: {detail}", step.id),
                             )
@@ -860,16 +923,19 @@ impl Engine {
                         step_id: step.id.clone(),
                         data,
                     };
-                    return self.suspend_now(rec, suspension).await;
+                    return self.suspend_now(lease, rec, suspension).await;
                 }
                 Err(StepError::Failed(message)) => {
                     return self
-                        .fail_now(rec, format!("Step {} failed: {message}", step.id))
+                        .fail_now(lease, rec, format!("Step {} failed: {message}", step.id))
                         .await;
+                }
+                Err(StepError::Cancelled) if self.inner.draining.is_cancelled() => {
+                    return Err(EngineError::HandedOver(id));
                 }
                 Err(StepError::Cancelled) => {
                     return self
-                        .fail_now(rec, format!("Step {} was cancelled", step.id))
+                        .fail_now(lease, rec, format!("Step {} was cancelled", step.id))
                         .await;
                 }
             }
@@ -880,7 +946,7 @@ impl Engine {
             result: result.clone(),
             at,
         };
-        let rec = self.apply(Some(rec), &id, complete).await?;
+        let rec = self.apply(lease, Some(rec), &id, complete).await?;
         self.emit(&rec, EventKind::WorkflowComplete { result });
         Ok(rec)
     }
@@ -889,11 +955,12 @@ impl Engine {
     /// engine only asks for moves its own run allows).
     async fn apply(
         &self,
+        lease: Option<&Lease>,
         known: Option<ExecutionRecord>,
         id: &str,
         t: Transition,
     ) -> Result<ExecutionRecord, EngineError> {
-        self.update(known, id, |r| {
+        self.update_held(lease, known, id, |r| {
             let state = transition(&r.state, t.clone())
                 .map_err(|e| EngineError::Internal(e.to_string()))?;
             let mut next = r.clone();
@@ -908,12 +975,18 @@ impl Engine {
 
     async fn suspend_now(
         &self,
+        lease: Option<&Lease>,
         rec: ExecutionRecord,
         suspension: Suspension,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
         let rec = self
-            .apply(Some(rec), &id, Transition::Suspend(suspension.clone()))
+            .apply(
+                lease,
+                Some(rec),
+                &id,
+                Transition::Suspend(suspension.clone()),
+            )
             .await?;
         self.emit(&rec, EventKind::WorkflowSuspended { suspension });
         Ok(rec)
@@ -921,6 +994,7 @@ impl Engine {
 
     async fn fail_now(
         &self,
+        lease: Option<&Lease>,
         rec: ExecutionRecord,
         message: String,
     ) -> Result<ExecutionRecord, EngineError> {
@@ -931,9 +1005,33 @@ impl Engine {
             message: message.clone(),
             at,
         };
-        let rec = self.apply(Some(rec), &id, fail).await?;
+        let rec = self.apply(lease, Some(rec), &id, fail).await?;
         self.emit(&rec, EventKind::WorkflowError { error: message });
         Ok(rec)
+    }
+
+    /// [`Engine::update`] on behalf of the holder of `lease` (when given): if the stored
+    /// execution is held by anyone else, or by an older epoch of this node, nothing is written
+    /// and the answer is [`EngineError::LeaseLost`] (fencing).
+    async fn update_held<F>(
+        &self,
+        lease: Option<&Lease>,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        f: F,
+    ) -> Result<ExecutionRecord, EngineError>
+    where
+        F: Fn(&ExecutionRecord) -> Result<ExecutionRecord, EngineError>,
+    {
+        self.update(known, id, |r| {
+            if let Some(mine) = lease
+                && !r.lease.as_ref().is_some_and(|held| held.is(mine))
+            {
+                return Err(EngineError::LeaseLost(r.id.clone()));
+            }
+            f(r)
+        })
+        .await
     }
 
     /// Applies `f` to the stored record and writes the result with a compare-and-set on the
@@ -1124,8 +1222,11 @@ impl Engine {
                 .await
             }
         };
-        let rec =
-            outcome.map_err(|e| StepError::failed(format!("sub-workflow {workflow_id}: {e}")))?;
+        let rec = outcome.map_err(|e| match e {
+            // The child stopped for the shutdown: so does the parent, at this step.
+            EngineError::HandedOver(_) | EngineError::LeaseLost(_) => StepError::Cancelled,
+            e => StepError::failed(format!("sub-workflow {workflow_id}: {e}")),
+        })?;
         match rec.state {
             ExecutionState::Completed { result, .. } => Ok(result),
             ExecutionState::Error { message, .. } => Err(StepError::failed(format!(
@@ -1186,9 +1287,10 @@ mod tests {
             .unwrap()
     }
 
-    /// An execution left `running` at its checkpoint after step `one` by a dead process.
-    fn orphan(id: &str, age: chrono::Duration) -> ExecutionRecord {
-        let then = chrono::Utc::now() - age;
+    /// An execution left `running` at its checkpoint after step `one`: by a dead process when
+    /// `lease` is `None` (a row written before leases, or whose holder is gone), else held.
+    fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
+        let then = chrono::Utc::now() - chrono::Duration::seconds(120);
         let mut steps = Map::new();
         steps.insert(
             "one".into(),
@@ -1204,6 +1306,7 @@ mod tests {
             context: Map::new(),
             user_id: None,
             owner: None,
+            lease,
             start_at: then,
             updated_at: then,
             progress: Progress {
@@ -1218,25 +1321,28 @@ mod tests {
     async fn recovers_orphans_from_their_checkpoint_once() {
         let engine = Engine::in_memory();
         engine.register(counting()).unwrap();
+        engine.store().insert(&orphan("old", None)).await.unwrap();
         engine
             .store()
-            .insert(&orphan("old", chrono::Duration::seconds(120)))
+            .insert(&orphan(
+                "fresh",
+                Some(Lease {
+                    node: "other".into(),
+                    epoch: 1,
+                    ttl: Duration::from_secs(60),
+                }),
+            ))
             .await
             .unwrap();
-        engine
-            .store()
-            .insert(&orphan("fresh", chrono::Duration::seconds(1)))
-            .await
-            .unwrap();
-        assert_eq!(engine.recover(Duration::from_secs(60)).await.unwrap(), 1);
+        assert_eq!(engine.recover().await.unwrap(), 1);
         for _ in 0..100 {
             let rec = engine.store().get("old").await.unwrap().unwrap();
             if rec.state.status() == Status::Completed {
                 assert_eq!(rec.state.result(), Some(&json!(3)));
                 let fresh = engine.store().get("fresh").await.unwrap().unwrap();
-                assert_eq!(fresh.state.status(), Status::Running, "not stale yet");
+                assert_eq!(fresh.state.status(), Status::Running, "its lease is alive");
                 // Nothing is left to take over.
-                assert_eq!(engine.recover(Duration::from_secs(60)).await.unwrap(), 0);
+                assert_eq!(engine.recover().await.unwrap(), 0);
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -1248,7 +1354,7 @@ mod tests {
     async fn a_pending_suspend_takes_effect_on_recovery() {
         let engine = Engine::in_memory();
         engine.register(counting()).unwrap();
-        let mut rec = orphan("o", chrono::Duration::seconds(120));
+        let mut rec = orphan("o", None);
         rec.state = ExecutionState::Running {
             suspend_request: Some(SuspendRequest {
                 requested_at: chrono::Utc::now(),
@@ -1256,7 +1362,7 @@ mod tests {
             }),
         };
         engine.store().insert(&rec).await.unwrap();
-        assert_eq!(engine.recover(Duration::from_secs(60)).await.unwrap(), 1);
+        assert_eq!(engine.recover().await.unwrap(), 1);
         let rec = engine.store().get("o").await.unwrap().unwrap();
         let s = rec.state.suspension().expect("suspended");
         assert_eq!((s.step_index, s.step_id.as_str()), (1, "two"));

@@ -64,6 +64,8 @@ pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
         | E::InvalidResumeData(_)
         | E::UnknownStep { .. } => StatusCode::BAD_REQUEST,
         E::ExecutionExists(_) | E::Contention(_) => StatusCode::CONFLICT,
+        // The execution is not lost: another process (or this one, restarted) continues it.
+        E::LeaseLost(_) | E::HandedOver(_) => StatusCode::SERVICE_UNAVAILABLE,
         E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) => {
             tracing::error!(error = %err, "{server_message}");
             return ApiError::internal(server_message);

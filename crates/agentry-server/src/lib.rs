@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use agentry_core::Engine;
 use agentry_core::agent::{AgentHub, Model, OfflineModel};
+use agentry_core::clock::SystemClock;
+use agentry_core::{Engine, EngineConfig};
 use agentry_http::{Host, HttpConfig};
 
 use agentry_store::Database;
@@ -27,6 +28,13 @@ pub struct Settings {
     pub http: HttpConfig,
     /// Authentication (off unless a JWT secret or key is set).
     pub auth: AuthSettings,
+    /// This process's name in leases and logs (`AGENTRY_NODE_ID`); `None`: derived from the
+    /// host name, the database and the bound address, so stable across restarts of one server.
+    pub node_id: Option<String>,
+    /// How long an execution's owner may be silent before another process takes it over.
+    pub lease_ttl: Duration,
+    /// How long SIGTERM waits for running steps before handing executions over.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Settings {
@@ -37,6 +45,9 @@ impl Default for Settings {
             examples: true,
             http: HttpConfig::default(),
             auth: AuthSettings::default(),
+            node_id: None,
+            lease_ttl: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -48,6 +59,8 @@ pub struct Running {
     pub engine: Engine,
     pub agents: AgentHub,
     pub database: Database,
+    /// How long a SIGTERM waits for running steps.
+    pub shutdown_grace: Duration,
 }
 
 /// Connects and migrates the database.
@@ -77,8 +90,12 @@ pub fn default_model() -> Arc<dyn Model> {
 
 /// Builds the engine and the agents on `db`, with the examples when asked. `Host::new` wires
 /// the agents into the engine (for `andAgent` steps).
-fn build(db: &Database, examples: bool) -> anyhow::Result<(Engine, AgentHub)> {
-    let engine = Engine::new(db.execution_store());
+fn build(
+    db: &Database,
+    examples: bool,
+    config: EngineConfig,
+) -> anyhow::Result<(Engine, AgentHub)> {
+    let engine = Engine::with(db.execution_store(), Arc::new(SystemClock), config);
     let agents = AgentHub::new(default_model(), Some(db.memory_store()));
     if examples {
         examples::register_agents(&agents).context("registering the example agents")?;
@@ -100,7 +117,20 @@ pub async fn start_with(
     customize: impl FnOnce(Host) -> Host,
 ) -> anyhow::Result<Running> {
     let database = open_database(&settings.database_url).await?;
-    let (engine, agents) = build(&database, settings.examples)?;
+    let listener =
+        TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
+    let addr = listener.local_addr()?;
+    let node_id = settings
+        .node_id
+        .clone()
+        .unwrap_or_else(|| default_node_id(&settings.database_url, addr));
+    tracing::info!(node_id = %node_id, "this process's node id");
+    let config = EngineConfig {
+        node_id,
+        lease_ttl: settings.lease_ttl,
+        ..EngineConfig::default()
+    };
+    let (engine, agents) = build(&database, settings.examples, config)?;
     let mut host = Host::new(engine.clone(), agents.clone())
         .config(settings.http.clone())
         .strict(settings.auth.strict);
@@ -115,24 +145,23 @@ pub async fn start_with(
         host = host.protected_route(p.as_str());
     }
     let state = customize(host).build()?;
-    let listener =
-        TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
-    let addr = listener.local_addr()?;
     let server = agentry_http::serve(listener, state)?;
-    spawn_maintenance(engine.clone());
+    spawn_maintenance(engine.clone(), settings.lease_ttl);
     Ok(Running {
         addr,
         server,
         engine,
         agents,
         database,
+        shutdown_grace: settings.shutdown_grace,
     })
 }
 
 impl Running {
-    /// Serves until SIGINT or SIGTERM, then stops gracefully: stops accepting, asks running
-    /// executions to suspend at their next step boundary, lets in-flight requests finish, closes
-    /// the database.
+    /// Serves until SIGINT or SIGTERM, then stops gracefully: stops accepting, lets running
+    /// steps finish within the grace, checkpoints and hands every execution over (its lease
+    /// released, so another process continues it at once), lets in-flight requests finish,
+    /// closes the database.
     pub async fn serve_until_signal(self) -> anyhow::Result<()> {
         let handle = self.server.handle();
         let engine = self.engine.clone();
@@ -140,9 +169,8 @@ impl Running {
         shutdown_signal().await;
         // Log sockets never end by themselves: close them (1001) so they do not hold the stop.
         agentry_http::ws::close_all();
-        tracing::info!("shutting down: suspending running executions, finishing requests");
-        let grace = Duration::from_secs(25);
-        tokio::join!(engine.shutdown(grace), handle.stop(true));
+        tracing::info!("shutting down: handing running executions over, finishing requests");
+        tokio::join!(engine.shutdown(self.shutdown_grace), handle.stop(true));
         server.await??;
         self.database.close().await;
         tracing::info!("stopped");
@@ -150,22 +178,43 @@ impl Running {
     }
 }
 
-/// How long a `running` execution may go without any write before another process takes it for
-/// orphaned. Live executions are touched every `HEARTBEAT`.
-pub const STALE_AFTER: Duration = Duration::from_secs(30);
-const HEARTBEAT: Duration = Duration::from_secs(10);
+/// The node id when none is configured: the host name and a digest of the database URL and the
+/// bound address, so that one server restarted on the same port and database is the same node
+/// (and continues its own interrupted executions at once), while replicas differ.
+pub fn default_node_id(database_url: &str, addr: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "agentry".to_owned());
+    // FNV-1a: stable across builds, unlike std's hasher.
+    let digest = format!("{database_url}|{addr}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("{host}-{:08x}", digest as u32)
+}
 
-/// Heartbeats the executions running here and recovers orphaned ones (at start, then
-/// periodically, so that a crashed peer's executions are picked up too).
-fn spawn_maintenance(engine: Engine) {
+/// Continues this node's own interrupted executions at once, then renews its leases every
+/// third of the ttl and takes over executions whose lease expired (a crashed or frozen peer's).
+fn spawn_maintenance(engine: Engine, lease_ttl: Duration) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(HEARTBEAT);
+        match engine.recover_own().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(count = n, "continuing this node's interrupted executions"),
+            Err(e) => tracing::warn!(error = %e, "recovering this node's executions failed"),
+        }
+        let period = (lease_ttl / 3).max(Duration::from_millis(100));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             engine.heartbeat().await;
-            match engine.recover(STALE_AFTER).await {
+            match engine.recover().await {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(count = n, "recovered interrupted executions"),
+                Ok(n) => tracing::info!(count = n, "took over executions whose lease expired"),
                 Err(e) => tracing::warn!(error = %e, "recovery pass failed"),
             }
         }

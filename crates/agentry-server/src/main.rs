@@ -126,6 +126,16 @@ struct ServeArgs {
     /// How long an idle keep-alive connection stays open.
     #[arg(long, env = "AGENTRY_KEEP_ALIVE", default_value = "5s", value_parser = parse_duration)]
     keep_alive: std::time::Duration,
+    /// This process's name in leases and logs [default: the host name and a digest of the
+    /// database and the bound address: stable for one server]
+    #[arg(long, env = "AGENTRY_NODE_ID")]
+    node_id: Option<String>,
+    /// How long an execution's owner may be silent before another process takes it over.
+    #[arg(long, env = "AGENTRY_LEASE_TTL", default_value = "10s", value_parser = parse_duration)]
+    lease_ttl: std::time::Duration,
+    /// How long SIGTERM waits for running steps before handing executions over.
+    #[arg(long, env = "AGENTRY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
+    shutdown_grace: std::time::Duration,
     /// The most connections each worker thread holds at once (more wait to be accepted).
     #[arg(long, env = "AGENTRY_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
@@ -191,6 +201,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..AuthSettings::from_env()
         },
         http,
+        node_id: args.node_id.filter(|n| !n.trim().is_empty()),
+        lease_ttl: args.lease_ttl,
+        shutdown_grace: args.shutdown_grace,
     };
     let running = start(&settings).await?;
     tracing::info!(

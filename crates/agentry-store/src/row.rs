@@ -1,7 +1,7 @@
 //! The row shape both backends share, and its conversion to and from the core record.
 
 use agentry_core::state::{ExecutionState, StateParts, Status};
-use agentry_core::store::{ExecutionRecord, Progress, StoreError};
+use agentry_core::store::{ExecutionRecord, Lease, Progress, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -25,6 +25,9 @@ pub(crate) struct ExecutionRow {
     pub next_step: i64,
     pub steps: String,
     pub version: i64,
+    pub lease_node: Option<String>,
+    pub lease_epoch: i64,
+    pub lease_ttl_ms: Option<i64>,
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> String {
@@ -53,6 +56,9 @@ impl ExecutionRow {
             next_step: r.progress.next_step as i64,
             steps: to_json(&r.progress.steps),
             version: r.version,
+            lease_node: r.lease.as_ref().map(|l| l.node.clone()),
+            lease_epoch: r.lease.as_ref().map_or(0, |l| l.epoch),
+            lease_ttl_ms: r.lease.as_ref().map(Lease::ttl_ms),
         }
     }
 
@@ -95,6 +101,13 @@ impl ExecutionRow {
             context,
             user_id: self.user_id,
             owner: self.owner,
+            lease: self.lease_node.map(|node| Lease {
+                node,
+                epoch: self.lease_epoch,
+                ttl: std::time::Duration::from_millis(
+                    u64::try_from(self.lease_ttl_ms.unwrap_or(0)).unwrap_or(0),
+                ),
+            }),
             start_at: self.start_at,
             updated_at: self.updated_at,
             progress: Progress {

@@ -1,0 +1,323 @@
+//! Durability as an operator meets it: real `agentry` processes killed with -9, frozen with
+//! SIGSTOP, stopped with SIGTERM, on one SQLite file or several replicas on one PostgreSQL
+//! database (each test its own, created and dropped here).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+/// How long any wait here may take before the test fails (never a timing claim by itself).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// One `agentry serve` process, its stderr kept in a file.
+struct Replica {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(database_url: &str, node: &str, extra_env: &[(&str, &str)]) -> Replica {
+        let log = std::env::temp_dir().join(format!("agentry-dur-{}.log", uuid::Uuid::new_v4()));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
+        cmd.args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ])
+        .env_remove("AGENTRY_JWT_SECRET")
+        .env_remove("AGENTRY_NO_EXAMPLES")
+        .env("AGENTRY_NODE_ID", node)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn agentry");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("agentry listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Replica { child, addr, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+async fn state(r: &Replica, id: &str) -> Value {
+    state_if_any(r, id).await.expect("the execution exists")
+}
+
+/// The state of `id`, `None` while it does not exist (yet).
+async fn state_if_any(r: &Replica, id: &str) -> Option<Value> {
+    let resp = client()
+        .get(r.url(&format!("/workflows/countdown/executions/{id}/state")))
+        .send()
+        .await
+        .expect("state");
+    if resp.status() == 404 {
+        return None;
+    }
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["success"], true, "{body}");
+    Some(body["data"].clone())
+}
+
+/// Polls `r`'s state of `id` until `done` holds; fails after [`PATIENCE`].
+async fn wait_for(r: &Replica, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let s = state_if_any(r, id).await.unwrap_or(Value::Null);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{what}: never happened; last {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts `countdown` on `r` under `id` with a client that waits for its answer (in a task).
+fn start_countdown(
+    r: &Replica,
+    id: &str,
+    step_ms: u64,
+) -> tokio::task::JoinHandle<Option<(u16, Value)>> {
+    let url = r.url("/workflows/countdown/execute");
+    let body = json!({"input": {"stepDelayMs": step_ms}, "options": {"executionId": id}});
+    tokio::spawn(async move {
+        let resp = client().post(url).json(&body).send().await.ok()?;
+        let status = resp.status().as_u16();
+        Some((status, resp.json().await.ok()?))
+    })
+}
+
+fn sqlite_url() -> (String, PathBuf) {
+    let path = std::env::temp_dir().join(format!("agentry-dur-{}.db", uuid::Uuid::new_v4()));
+    (format!("sqlite://{}", path.display()), path)
+}
+
+/// A fresh PostgreSQL database for one test, dropped when it ends.
+struct PgDatabase {
+    admin: PgConnectOptions,
+    name: String,
+    url: String,
+}
+
+impl PgDatabase {
+    async fn create() -> PgDatabase {
+        let base = std::env::var("AGENTRY_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/agentry_test".into());
+        let options = PgConnectOptions::from_str(&base).expect("postgres URL");
+        let admin = options.clone().database("postgres");
+        let name = format!("agentry_dur_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect_with(&admin)
+            .await
+            .expect("PostgreSQL is unreachable (set AGENTRY_TEST_POSTGRES_URL)");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let _ = conn.close().await;
+        let (prefix, _) = base.rsplit_once('/').expect("a URL with a database");
+        let url = format!("{prefix}/{name}");
+        PgDatabase { admin, name, url }
+    }
+
+    async fn drop_now(self) {
+        if let Ok(mut conn) = PgConnection::connect_with(&self.admin).await {
+            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await;
+            let _ = conn.close().await;
+        }
+    }
+}
+
+fn step_done(s: &Value, step: &str) -> bool {
+    s["steps"][step]["status"] == "completed"
+}
+
+/// kill -9 mid-run, restart with the same node id on the same SQLite file: the new process
+/// continues its own interrupted execution at once (no waiting out the lease), from the step
+/// that was interrupted, to the same result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_and_restart_on_sqlite_continues_at_once() {
+    let (url, path) = sqlite_url();
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let first = Replica::start(&url, "n1", &[("AGENTRY_LEASE_TTL", "60s")]);
+    let _client = start_countdown(&first, &id, 400);
+    wait_for(&first, &id, "tick-5 checkpointed", |s| {
+        step_done(s, "tick-5")
+    })
+    .await;
+    first.signal("-KILL");
+    drop(first);
+
+    let second = Replica::start(&url, "n1", &[("AGENTRY_LEASE_TTL", "60s")]);
+    let listening = Instant::now();
+    let s = wait_for(&second, &id, "completion after restart", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    let took = listening.elapsed();
+    assert_eq!(s["result"], json!({"remaining": 0}));
+    // The lease had 60 s left: only continuing its own orphans at start finishes this soon
+    // (at most the four remaining 400 ms steps, and the interrupted one again).
+    assert!(took < Duration::from_secs(10), "continued after {took:?}");
+    assert!(
+        second
+            .log()
+            .contains("continuing this node's interrupted executions"),
+        "{}",
+        second.log()
+    );
+    drop(second);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The classic lease bug: the owner freezes (SIGSTOP) past its lease, a replica takes the
+/// execution over and finishes it, then the owner wakes (SIGCONT). The woken process finds its
+/// lease gone at its next write and commits nothing more for that execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owner_is_fenced_on_postgres() {
+    let db = PgDatabase::create().await;
+    let short = [("AGENTRY_LEASE_TTL", "1s")];
+    let owner = Replica::start(&db.url, "a", &short);
+    let survivor = Replica::start(&db.url, "b", &short);
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let _client = start_countdown(&owner, &id, 1000);
+    wait_for(&survivor, &id, "tick-5 checkpointed", |s| {
+        step_done(s, "tick-5")
+    })
+    .await;
+    owner.signal("-STOP");
+    let done = wait_for(&survivor, &id, "the survivor finishing", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["result"], json!({"remaining": 0}));
+    assert!(
+        survivor
+            .log()
+            .contains("took over executions whose lease expired"),
+        "{}",
+        survivor.log()
+    );
+    owner.signal("-CONT");
+    // The woken owner's interrupted step ends and its checkpoint is refused.
+    let started = Instant::now();
+    while !owner.log().contains("lease lost") {
+        assert!(started.elapsed() < PATIENCE, "{}", owner.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = state(&survivor, &id).await;
+    assert_eq!(after, done, "the fenced owner wrote nothing");
+    drop(owner);
+    drop(survivor);
+    db.drop_now().await;
+}
+
+/// SIGTERM mid-run: the stopping process checkpoints, hands the execution over and exits within
+/// its grace; the waiting client is told the execution continues (503 naming it); a replica
+/// continues it, and it is never seen `suspended`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_running_executions_over_on_postgres() {
+    let db = PgDatabase::create().await;
+    let env = [
+        ("AGENTRY_LEASE_TTL", "3s"),
+        ("AGENTRY_SHUTDOWN_GRACE", "5s"),
+    ];
+    let mut leaving = Replica::start(&db.url, "a", &env);
+    let staying = Replica::start(&db.url, "b", &env);
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let waiting = start_countdown(&leaving, &id, 600);
+    wait_for(&staying, &id, "tick-5 checkpointed", |s| {
+        step_done(s, "tick-5")
+    })
+    .await;
+    leaving.signal("-TERM");
+    let stopping = Instant::now();
+    let (status, body) = waiting
+        .await
+        .expect("task")
+        .expect("an answer, not a reset");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["success"], false);
+    let message = body["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&id) && message.contains("continues"),
+        "{message}"
+    );
+    let exit = leaving.child.wait().expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        stopping.elapsed()
+    );
+
+    let started = Instant::now();
+    loop {
+        let s = state(&staying, &id).await;
+        assert_ne!(s["status"], "suspended", "a shutdown never suspends: {s}");
+        if s["status"] == "completed" {
+            assert_eq!(s["result"], json!({"remaining": 0}));
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "never continued: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(leaving);
+    drop(staying);
+    db.drop_now().await;
+}
