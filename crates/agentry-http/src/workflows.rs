@@ -146,6 +146,8 @@ impl WithId for ApiError {
         (status = 409, description = "`Execution <executionId> already exists with another workflow or input`. The same `executionId` with the same workflow and input rejoins that execution instead (an idempotent start): the answer is the one the first call would give now.", body = Failure),
         (status = 500, description = "`Failed to execute workflow`: the execution ended in error (its state has the message).", body = Failure,
             headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
+
+        (status = 503, description = "`Execution <executionId> continues on another server: this one is shutting down` (or `... continues in another process`): the execution is not lost; retry with the same `executionId` and input for its result.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/execute")]
@@ -289,6 +291,8 @@ pub async fn suspend(
         (status = 409, description = "A concurrent change won; try again.", body = Failure),
         (status = 500, description = "`Failed to execute workflow`: the execution ended in error.", body = Failure,
             headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
+
+        (status = 503, description = "The server is shutting down: the execution continues on another one (`Execution <executionId> continues ...`).", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/resume")]
