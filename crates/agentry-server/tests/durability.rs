@@ -321,3 +321,91 @@ async fn sigterm_hands_running_executions_over_on_postgres() {
     drop(staying);
     db.drop_now().await;
 }
+
+/// Three replicas on one database: start on one, read on a second, suspend through the second,
+/// resume through the third; kill -9 the process running it and a survivor finishes it. Then 30
+/// concurrent resumes of one approval spread over the two survivors: exactly one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_one_postgres_database() {
+    let db = PgDatabase::create().await;
+    let short = [("AGENTRY_LEASE_TTL", "1s")];
+    let replicas = [
+        Replica::start(&db.url, "r1", &short),
+        Replica::start(&db.url, "r2", &short),
+        Replica::start(&db.url, "r3", &short),
+    ];
+    let [r1, r2, r3] = &replicas;
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let _client = start_countdown(r1, &id, 800);
+    wait_for(r2, &id, "tick-5 checkpointed", |s| step_done(s, "tick-5")).await;
+    let suspended: Value = client()
+        .post(r2.url(&format!("/workflows/countdown/executions/{id}/suspend")))
+        .json(&json!({"reason": "pause"}))
+        .send()
+        .await
+        .expect("suspend")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(suspended["data"]["status"], "suspended", "{suspended}");
+    let resume_url = r3.url(&format!("/workflows/countdown/executions/{id}/resume"));
+    let resumed = tokio::spawn(async move {
+        let _ = client().post(resume_url).json(&json!({})).send().await;
+    });
+    // r3 runs it now: kill it after its next checkpoint; r1 or r2 takes over and finishes.
+    let at = state(r2, &id).await["nextStepIndex"].as_u64().unwrap_or(0);
+    wait_for(r2, &id, "a step after the resume", |s| {
+        s["status"] == "running" && s["nextStepIndex"].as_u64().unwrap_or(0) > at
+    })
+    .await;
+    r3.signal("-KILL");
+    let _ = resumed.await;
+    let done = wait_for(r1, &id, "a survivor finishing", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["result"], json!({"remaining": 0}));
+
+    // 30 concurrent resumes over the two survivors: one wins.
+    let exp = format!("exp-{}", uuid::Uuid::new_v4().simple());
+    let started: Value = client()
+        .post(r1.url("/workflows/expense-approval/execute"))
+        .json(
+            &json!({"input": {"employeeId": "e", "amount": 1500, "category": "travel"},
+                      "options": {"executionId": exp}}),
+        )
+        .send()
+        .await
+        .expect("execute")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(started["data"]["status"], "suspended", "{started}");
+    let urls: Vec<String> = (0..30)
+        .map(|i| {
+            let r = if i % 2 == 0 { r1 } else { r2 };
+            r.url(&format!(
+                "/workflows/expense-approval/executions/{exp}/resume"
+            ))
+        })
+        .collect();
+    let answers = futures::future::join_all(urls.into_iter().map(|u| async move {
+        client()
+            .post(u)
+            .json(&json!({"resumeData": {"approved": true, "managerId": "m"}}))
+            .send()
+            .await
+            .expect("resume")
+            .status()
+            .as_u16()
+    }))
+    .await;
+    let wins = answers.iter().filter(|s| **s == 200).count();
+    assert_eq!(wins, 1, "{answers:?}");
+    assert!(
+        answers.iter().all(|s| matches!(s, 200 | 404 | 409)),
+        "{answers:?}"
+    );
+    drop(replicas);
+    db.drop_now().await;
+}
