@@ -713,13 +713,17 @@ impl Engine {
     }
 
     fn emit(&self, rec: &ExecutionRecord, kind: EventKind) {
+        self.emit_for(&rec.id, &rec.workflow_id, kind);
+    }
+
+    fn emit_for(&self, execution_id: &str, workflow_id: &str, kind: EventKind) {
         let ev = WorkflowEvent {
-            execution_id: rec.id.clone(),
-            workflow_id: rec.workflow_id.clone(),
+            execution_id: execution_id.to_owned(),
+            workflow_id: workflow_id.to_owned(),
             timestamp: self.inner.clock.now(),
             kind,
         };
-        if let Some(subs) = lock(&self.inner.live).get_mut(&rec.id) {
+        if let Some(subs) = lock(&self.inner.live).get_mut(execution_id) {
             subs.retain(|s| s.send(ev.clone()).is_ok());
         }
         let _ = self.inner.all_events.send(ev);
@@ -735,6 +739,7 @@ impl Engine {
         resumed: bool,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = record.id.clone();
+        let workflow_id = record.workflow_id.clone();
         let lease = record.lease.clone();
         tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = start, resumed, "execution started");
         let span =
@@ -747,13 +752,15 @@ impl Engine {
         };
         let outcome = match outcome {
             Ok(rec) => Ok(rec),
-            Err(EngineError::LeaseLost(id)) => {
-                tracing::warn!(execution_id = %id, "lease lost: another process runs this execution now; stopping here");
-                Err(EngineError::LeaseLost(id))
-            }
-            Err(EngineError::HandedOver(id)) => {
-                tracing::info!(execution_id = %id, "handed over at a step boundary: shutting down");
-                Err(EngineError::HandedOver(id))
+            Err(e @ (EngineError::LeaseLost(_) | EngineError::HandedOver(_))) => {
+                if matches!(e, EngineError::LeaseLost(_)) {
+                    tracing::warn!(execution_id = %id, "lease lost: another process runs this execution now; stopping here");
+                } else {
+                    tracing::info!(execution_id = %id, "handed over at a step boundary: shutting down");
+                }
+                let message = e.to_string();
+                self.emit_for(&id, &workflow_id, EventKind::WorkflowHandover { message });
+                Err(e)
             }
             Err(err) => {
                 tracing::error!(execution_id = %id, error = %err, "execution stopped by an engine error");

@@ -53,6 +53,11 @@ pub enum EventKind {
     WorkflowResult {
         execution: Box<ExecutionRecord>,
     },
+    /// The last event of a run this process stopped without ending the execution: it shut down
+    /// (and handed the execution over) or lost its lease. The execution continues elsewhere.
+    WorkflowHandover {
+        message: String,
+    },
 }
 
 impl EventKind {
@@ -66,6 +71,7 @@ impl EventKind {
             EventKind::WorkflowComplete { .. } => "workflow-complete",
             EventKind::WorkflowError { .. } => "workflow-error",
             EventKind::WorkflowResult { .. } => "workflow-result",
+            EventKind::WorkflowHandover { .. } => "workflow-handover",
         }
     }
 }

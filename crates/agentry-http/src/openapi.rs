@@ -971,6 +971,7 @@ pub enum WorkflowEventType {
     WorkflowComplete,
     WorkflowError,
     WorkflowResult,
+    WorkflowHandover,
 }
 
 /// A workflow event (the `data` of the workflow stream, and a message of
@@ -1020,6 +1021,11 @@ pub struct WorkflowEvent {
     pub start_at: Option<DateTime<Utc>>,
     /// workflow-result: when it ended (`null` while suspended).
     pub end_at: Option<DateTime<Utc>>,
+    /// workflow-handover (the last event when this server shut down or lost the execution):
+    /// that the execution continues elsewhere; re-post with the same `executionId` and input to
+    /// follow it.
+    #[schema(nullable = false)]
+    pub message: Option<String>,
 }
 
 /// The kind of an agent stream event.

@@ -298,6 +298,7 @@ pub fn event_json(ev: &WorkflowEvent) -> Value {
         }
         EventKind::WorkflowComplete { result } => json!({"result": result}),
         EventKind::WorkflowError { error } => json!({"error": error}),
+        EventKind::WorkflowHandover { message } => json!({"message": message}),
         EventKind::WorkflowResult { execution } => {
             let mut v = execution_result(execution);
             v.as_object_mut().map(|m| m.remove("executionId"));

@@ -180,8 +180,10 @@ pub async fn execute(
     description = "Same body as execute; answers with Server-Sent Events, one `data: <JSON>` line \
         per event: `workflow-start`, `step-start` / `step-complete` (with `from`, the step id), \
         then `workflow-complete`, `workflow-suspended` or `workflow-error`, and last \
-        `workflow-result` with the execution result. Every event has `type`, `executionId`, \
-        `workflowId` and an ISO 8601 `timestamp`.",
+        `workflow-result` with the execution result; or, when this server shuts down (or loses \
+        the execution) mid-run, last `workflow-handover` with a `message`: the execution \
+        continues elsewhere (re-post the same `executionId` and input to follow it). Every event \
+        has `type`, `executionId`, `workflowId` and an ISO 8601 `timestamp`.",
     params(("id" = String, Path, description = "The workflow's id.", example = "order-fulfillment")),
     request_body = ExecuteRequest,
     responses(

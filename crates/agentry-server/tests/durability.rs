@@ -138,6 +138,28 @@ fn start_countdown(
     })
 }
 
+/// Streams `countdown` from `r` under `id` (in a task): the events' JSON, in order, until the
+/// stream ends.
+fn stream_countdown(r: &Replica, id: &str, step_ms: u64) -> tokio::task::JoinHandle<Vec<Value>> {
+    use futures::StreamExt;
+    let url = r.url("/workflows/countdown/stream");
+    let body = json!({"input": {"stepDelayMs": step_ms}, "options": {"executionId": id}});
+    tokio::spawn(async move {
+        let Ok(resp) = client().post(url).json(&body).send().await else {
+            return Vec::new();
+        };
+        let mut text = String::new();
+        let mut chunks = resp.bytes_stream();
+        while let Some(Ok(chunk)) = chunks.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect()
+    })
+}
+
 fn sqlite_url() -> (String, PathBuf) {
     let path = std::env::temp_dir().join(format!("agentry-dur-{}.db", uuid::Uuid::new_v4()));
     (format!("sqlite://{}", path.display()), path)
@@ -281,7 +303,13 @@ async fn sigterm_hands_running_executions_over_on_postgres() {
     let staying = Replica::start(&db.url, "b", &env);
     let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
     let waiting = start_countdown(&leaving, &id, 600);
+    let streamed_id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let streaming = stream_countdown(&leaving, &streamed_id, 600);
     wait_for(&staying, &id, "tick-5 checkpointed", |s| {
+        step_done(s, "tick-5")
+    })
+    .await;
+    wait_for(&staying, &streamed_id, "tick-5 streamed", |s| {
         step_done(s, "tick-5")
     })
     .await;
@@ -298,6 +326,11 @@ async fn sigterm_hands_running_executions_over_on_postgres() {
         message.contains(&id) && message.contains("continues"),
         "{message}"
     );
+    // A stream's last event says the same.
+    let events = streaming.await.expect("task");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "workflow-handover", "{events:?}");
+    assert_eq!(last["executionId"], streamed_id.as_str());
     let exit = leaving.child.wait().expect("wait");
     assert!(exit.success(), "{exit:?}");
     assert!(
@@ -317,6 +350,11 @@ async fn sigterm_hands_running_executions_over_on_postgres() {
         assert!(started.elapsed() < PATIENCE, "never continued: {s}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let streamed = wait_for(&staying, &streamed_id, "the streamed one continuing", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(streamed["result"], json!({"remaining": 0}));
     drop(leaving);
     drop(staying);
     db.drop_now().await;
