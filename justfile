@@ -17,6 +17,10 @@ bench iterations="500":
 schemathesis *args:
     bash scripts/schemathesis.sh {{args}}
 
+# Every cargo-fuzz target of fuzz/ for the given seconds (installs cargo-fuzz if missing); fails on a crash.
+fuzz seconds="20" *targets:
+    bash scripts/fuzz.sh {{seconds}} {{targets}}
+
 # Format the code.
 fmt:
     cargo fmt --all
