@@ -928,7 +928,9 @@ impl Engine {
                         reason,
                         step_index: index,
                         step_id: step.id.clone(),
-                        data,
+                        // `null` suspend data is no data: stored either way, it reads back
+                        // as none, so the record in hand never differs from the stored one.
+                        data: data.filter(|d| !d.is_null()),
                     };
                     return self.suspend_now(lease, rec, suspension).await;
                 }
@@ -1292,6 +1294,27 @@ mod tests {
             }))
             .build()
             .unwrap()
+    }
+
+    #[tokio::test]
+    async fn null_suspend_data_is_stored_as_none() {
+        let engine = Engine::in_memory();
+        engine
+            .register(
+                Workflow::new("wait", "Wait")
+                    .and_then(step("gate", |ctx: StepContext| async move {
+                        Err::<Value, _>(ctx.suspend("later", Some(Value::Null)))
+                    }))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        let rec = engine
+            .execute("wait", json!({}), ExecuteOptions::default())
+            .await
+            .unwrap();
+        let s = rec.state.suspension().expect("suspended");
+        assert_eq!(s.data, None);
     }
 
     /// An execution left `running` at its checkpoint after step `one`: by a dead process when

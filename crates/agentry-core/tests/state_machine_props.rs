@@ -52,8 +52,8 @@ fn suspend_request() -> impl Strategy<Value = SuspendRequest> {
 
 fn suspension() -> impl Strategy<Value = Suspension> {
     // `data: Some(null)` is left out: it is written as `"data": null` and read back as `None`
-    // (serde's `Option` reads `null` as `None`), so it does not survive a SQL store. The engine
-    // only stores what a step passed to `ctx.suspend(reason, data)`.
+    // (serde's `Option` reads `null` as `None`), so it does not survive a SQL store; the engine
+    // turns a step's `null` suspend data into `None` before storing it.
     let data = prop::option::of(json().prop_filter("data: null", |v| !v.is_null()));
     (at(), text(), 0usize..64, "[a-z][a-z0-9-]{0,8}", data).prop_map(
         |(suspended_at, reason, step_index, step_id, data)| Suspension {
