@@ -131,7 +131,7 @@ struct ServeArgs {
     #[arg(long, env = "AGENTRY_NODE_ID")]
     node_id: Option<String>,
     /// How long an execution's owner may be silent before another process takes it over.
-    #[arg(long, env = "AGENTRY_LEASE_TTL", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "AGENTRY_LEASE_TTL", default_value = "10s", value_parser = parse_lease_ttl)]
     lease_ttl: std::time::Duration,
     /// How long SIGTERM waits for running steps before handing executions over.
     #[arg(long, env = "AGENTRY_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
@@ -139,6 +139,16 @@ struct ServeArgs {
     /// The most connections each worker thread holds at once (more wait to be accepted).
     #[arg(long, env = "AGENTRY_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+}
+
+/// A lease ttl: at least one second (a shorter one would expire between two heartbeats of a
+/// busy process).
+fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d < std::time::Duration::from_secs(1) {
+        return Err("the lease ttl must be at least 1s".into());
+    }
+    Ok(d)
 }
 
 fn parse_origins(s: &str) -> Result<agentry_http::AllowedOrigins, String> {
