@@ -168,12 +168,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Execution ids are used in paths: keep them to a safe alphabet.
 fn check_execution_id(id: &str) -> Result<(), EngineError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
-    if ok {
+    // The rule of agent and workflow ids, and `:` (for ids such as `order:42`).
+    if crate::id::is_plain_word(id, &[':']) {
         Ok(())
     } else {
         Err(EngineError::InvalidExecutionId(

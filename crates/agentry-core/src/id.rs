@@ -7,11 +7,16 @@ pub const MAX_ID_LEN: usize = 128;
 /// Whether `id` is a valid agent or workflow id: 1 to [`MAX_ID_LEN`] ASCII letters, digits,
 /// `-`, `_` or `.`.
 pub fn is_valid_id(id: &str) -> bool {
+    is_plain_word(id, &[])
+}
+
+/// 1 to [`MAX_ID_LEN`] ASCII letters, digits, `-`, `_`, `.` or one of `also`.
+pub(crate) fn is_plain_word(id: &str, also: &[char]) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID_LEN
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') || also.contains(&c))
 }
 
 #[cfg(test)]

@@ -174,6 +174,24 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// Sets the expiry of every lease `node` holds on a running execution; returns how many.
+    fn set_expiries(
+        &self,
+        node: &str,
+        expires_at: impl Fn(&ExecutionRecord) -> Option<i64>,
+    ) -> u64 {
+        let mut n = 0;
+        for (r, expires) in self.rows().values_mut() {
+            if r.state.status() == Status::Running
+                && r.lease.as_ref().is_some_and(|l| l.node == node)
+            {
+                *expires = expires_at(r);
+                n += 1;
+            }
+        }
+        n
+    }
+
     fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ExecutionRecord, Option<i64>)>> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -239,16 +257,7 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn renew_leases(&self, node: &str) -> Result<u64, StoreError> {
-        let mut n = 0;
-        for (r, expires) in self.rows().values_mut() {
-            if r.state.status() == Status::Running
-                && r.lease.as_ref().is_some_and(|l| l.node == node)
-            {
-                *expires = expiry(r);
-                n += 1;
-            }
-        }
-        Ok(n)
+        Ok(self.set_expiries(node, expiry))
     }
 
     async fn claim_orphans(
@@ -283,15 +292,6 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
-        let mut n = 0;
-        for (r, expires) in self.rows().values_mut() {
-            if r.state.status() == Status::Running
-                && r.lease.as_ref().is_some_and(|l| l.node == node)
-            {
-                *expires = Some(0);
-                n += 1;
-            }
-        }
-        Ok(n)
+        Ok(self.set_expiries(node, |_| Some(0)))
     }
 }

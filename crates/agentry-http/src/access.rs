@@ -33,14 +33,21 @@ impl BuiltinRoute {
         }
     }
 
-    /// `METHOD /path` with every `{param}` replaced by `x`: a path the route serves.
+    /// The path with every `{param}` replaced by `x`: a path the route serves.
     pub fn example_path(&self) -> String {
-        let path: Vec<&str> = self
-            .path
-            .split('/')
-            .map(|s| if s.starts_with('{') { "x" } else { s })
-            .collect();
-        path.join("/")
+        example_path(self.path)
+    }
+}
+
+/// An actix path pattern with every `{param}` replaced by `x` (`/` for the root).
+fn example_path(pattern: &str) -> String {
+    let path: Vec<&str> = pattern
+        .split('/')
+        .map(|s| if s.starts_with('{') { "x" } else { s })
+        .collect();
+    match path.join("/") {
+        p if p.is_empty() => "/".to_owned(),
+        p => p,
     }
 }
 
@@ -221,16 +228,7 @@ mod tests {
         let patterns = served_patterns().await;
         let mut served = BTreeSet::new();
         for p in &patterns {
-            let concrete = p
-                .split('/')
-                .map(|s| if s.starts_with('{') { "x" } else { s })
-                .collect::<Vec<_>>()
-                .join("/");
-            let concrete = if concrete.is_empty() {
-                "/".to_owned()
-            } else {
-                concrete
-            };
+            let concrete = example_path(p);
             for m in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
                 if serves(m, &concrete).await {
                     served.insert((m, p.as_str()));

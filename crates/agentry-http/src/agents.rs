@@ -160,8 +160,7 @@ fn parse(
                 ));
             }
         }
-        // A valid schema within the generation limits, refused before any work.
-        agentry_core::agent::runtime::check_object_schema(s).map_err(agent_error)?;
+        // Compiled, and checked against the generation limits, by the hub.
         Some(s.clone())
     } else {
         None

@@ -565,7 +565,7 @@ impl AgentHub {
         &self,
         agent: &Agent,
         input: &[Message],
-        schema: &Value,
+        schema: &Schema,
         opts: &GenerateOptions,
         sink: Sink<'_>,
         cancel: &CancellationToken,
@@ -590,26 +590,24 @@ impl AgentHub {
         &self,
         agent: &Agent,
         input: &[Message],
-        schema: &Value,
+        schema: &Schema,
         opts: &GenerateOptions,
         sink: Sink<'_>,
         cancel: &CancellationToken,
     ) -> Result<ObjectResult, AgentError> {
-        let compiled = Schema::compile(schema.clone())
-            .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
         let model = self.model_of(agent);
         let messages = self.prepare(agent, input, opts).await?;
         let req = ModelRequest {
             messages,
             tools: Vec::new(),
             settings: opts.settings.clone(),
-            output_schema: Some(schema.clone()),
+            output_schema: Some(schema.source().clone()),
         };
         let resp = Self::model_step(model.as_ref(), &req, sink, cancel, true).await?;
         let object: Value = serde_json::from_str(resp.text.trim()).map_err(|e| {
             AgentError::InvalidObject(format!("the model did not answer with JSON ({e})"))
         })?;
-        compiled
+        schema
             .validate(&object)
             .map_err(AgentError::InvalidObject)?;
         self.remember(agent, input, &resp.text, opts).await?;
@@ -630,8 +628,8 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<ObjectResult, AgentError> {
         let agent = self.require(agent_id)?;
+        let schema = compile_object_schema(&schema)?;
         check_input(&input)?;
-        check_object_schema(&schema)?;
         self.run_object(&agent, &input, &schema, &opts, None, &cancel)
             .await
     }
@@ -646,8 +644,8 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
         let agent = self.require(agent_id)?;
+        let schema = compile_object_schema(&schema)?;
         check_input(&input)?;
-        check_object_schema(&schema)?;
         let (tx, rx) = mpsc::channel(64);
         let hub = self.clone();
         tokio::spawn(async move {
@@ -686,14 +684,12 @@ fn check_input(input: &[Message]) -> Result<(), AgentError> {
     Ok(())
 }
 
-/// Refuses an object schema that is not a valid JSON Schema or asks for more than a model may
-/// generate (the limits of [`crate::schema::check_generation_limits`]).
-pub fn check_object_schema(schema: &Value) -> Result<(), AgentError> {
-    crate::schema::check_generation_limits(schema)
-        .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
-    Schema::compile(schema.clone())
-        .map_err(|e| AgentError::InvalidRequest(format!("schema: {e}")))?;
-    Ok(())
+/// A client's object schema, compiled once: refused when it is not a valid JSON Schema or asks
+/// for more than a model may generate (the limits of [`crate::schema::check_generation_limits`]).
+fn compile_object_schema(schema: &Value) -> Result<Schema, AgentError> {
+    let invalid = |e: String| AgentError::InvalidRequest(format!("schema: {e}"));
+    crate::schema::check_generation_limits(schema).map_err(invalid)?;
+    Schema::compile(schema.clone()).map_err(|e| invalid(e.to_string()))
 }
 
 /// The newest messages of `history` whose text fits in `max_bytes`, oldest first.
