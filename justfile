@@ -4,7 +4,7 @@
 run:
     cargo run --release -p agentry-server
 
-# The whole test suite (PostgreSQL tests use $AGENTRY_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/agentry_test).
+# The whole test suite (PostgreSQL tests use $AGENTRY_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/postgres; each test makes its own database).
 test:
     cargo test --workspace
 

@@ -23,8 +23,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 /// Environment variable naming the PostgreSQL URL of the tests.
 pub const POSTGRES_URL_VAR: &str = "AGENTRY_TEST_POSTGRES_URL";
-/// The PostgreSQL URL used when [`POSTGRES_URL_VAR`] is not set.
-pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/agentry_test";
+/// The PostgreSQL server used when [`POSTGRES_URL_VAR`] is not set.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// How long one request (or one whole SSE stream) may take before the test fails.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,11 +58,12 @@ macro_rules! backend_tests {
 pub enum Backend {
     /// A fresh SQLite file per server, removed when the server goes.
     Sqlite,
-    /// The shared PostgreSQL test database (executions have unique ids, so tests can share it).
+    /// A fresh PostgreSQL database per server, dropped when the server goes.
     Postgres,
 }
 
-/// The PostgreSQL URL of the tests.
+/// The PostgreSQL server of the tests: a URL whose database names the server's admin
+/// database to connect to (the tests create their own next to it).
 pub fn postgres_url() -> String {
     std::env::var(POSTGRES_URL_VAR)
         .ok()
@@ -70,50 +71,66 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_owned())
 }
 
-/// Creates the database named in `url` when it does not exist yet, connecting to the same
-/// server's `postgres` database. Safe against concurrent creators (in this process and others).
-pub async fn ensure_postgres_database(url: &str) -> Result<(), String> {
-    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
-    READY
-        .get_or_try_init(|| create_postgres_database(url))
-        .await
-        .map(|_| ())
+/// A PostgreSQL database of its own for one test server: created on the tests' PostgreSQL
+/// server, dropped with the server (even when the test fails).
+pub struct PgDatabase {
+    admin: PgConnectOptions,
+    name: String,
+    /// The URL of this database.
+    pub url: String,
 }
 
-async fn create_postgres_database(url: &str) -> Result<(), String> {
-    let options = PgConnectOptions::from_str(url).map_err(|e| format!("bad URL {url}: {e}"))?;
-    let name = options
-        .get_database()
-        .ok_or_else(|| format!("{url} names no database"))?
-        .to_owned();
-    let admin = options.database("postgres");
-    let mut conn = PgConnection::connect_with(&admin).await.map_err(|e| {
-        format!(
-            "PostgreSQL is unreachable at {} (set {POSTGRES_URL_VAR}): {e}",
-            agentry_server::redact(url)
-        )
-    })?;
-    let exists: Option<i32> = sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
-        .bind(&name)
-        .fetch_optional(&mut conn)
-        .await
-        .map_err(|e| format!("reading pg_database: {e}"))?;
-    if exists.is_none() {
-        let sql = format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""));
-        match sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+impl PgDatabase {
+    pub async fn create() -> Result<PgDatabase, String> {
+        let base = postgres_url();
+        let options =
+            PgConnectOptions::from_str(&base).map_err(|e| format!("bad URL {base}: {e}"))?;
+        let admin = options.database("postgres");
+        let name = format!("agentry_t_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect_with(&admin).await.map_err(|e| {
+            format!(
+                "PostgreSQL is unreachable at {} (set {POSTGRES_URL_VAR}): {e}",
+                agentry_server::redact(&base)
+            )
+        })?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
-        {
-            Ok(_) => {}
-            // 42P04 duplicate_database; 23505 unique_violation when two creators race inside
-            // the catalog.
-            Err(sqlx::Error::Database(e))
-                if matches!(e.code().as_deref(), Some("42P04") | Some("23505")) => {}
-            Err(e) => return Err(format!("creating database {name}: {e}")),
+            .map_err(|e| format!("creating database {name}: {e}"))?;
+        let _ = conn.close().await;
+        let (prefix, _) = base
+            .split_once('?')
+            .map_or(base.as_str(), |(p, _)| p)
+            .rsplit_once('/')
+            .ok_or_else(|| format!("{base} names no database"))?;
+        let url = format!("{prefix}/{name}");
+        Ok(PgDatabase { admin, name, url })
+    }
+
+    /// Drops the database (and any connection still on it).
+    pub async fn drop_now(&self) {
+        if let Ok(mut conn) = PgConnection::connect_with(&self.admin).await {
+            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await;
+            let _ = conn.close().await;
         }
     }
-    let _ = conn.close().await;
-    Ok(())
+
+    /// [`PgDatabase::drop_now`] from synchronous code (a `Drop` while a test unwinds).
+    fn drop_blocking(&self) {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(self.drop_now());
+                }
+            });
+        });
+    }
 }
 
 /// Installs the process's tracing subscriber once: the log capture layer behind `/api/logs` and
@@ -142,6 +159,7 @@ pub struct TestServer {
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     database: Database,
     sqlite_path: Option<PathBuf>,
+    postgres: Option<PgDatabase>,
 }
 
 /// A response: status, Content-Type and the body parsed as JSON.
@@ -176,18 +194,15 @@ impl TestServer {
         customize: impl FnOnce(Host) -> Host,
     ) -> TestServer {
         init_logging();
-        let (database_url, sqlite_path) = match backend {
+        let (database_url, sqlite_path, postgres) = match backend {
             Backend::Sqlite => {
                 let path = std::env::temp_dir()
                     .join(format!("agentry-test-{}.db", uuid::Uuid::new_v4().simple()));
-                (format!("sqlite://{}", path.display()), Some(path))
+                (format!("sqlite://{}", path.display()), Some(path), None)
             }
             Backend::Postgres => {
-                let url = postgres_url();
-                if let Err(e) = ensure_postgres_database(&url).await {
-                    panic!("{e}");
-                }
-                (url, None)
+                let db = PgDatabase::create().await.unwrap_or_else(|e| panic!("{e}"));
+                (db.url.clone(), None, Some(db))
             }
         };
         let mut settings = Settings {
@@ -199,10 +214,15 @@ impl TestServer {
         settings.database_url = database_url.clone();
         let running = match agentry_server::start_with(&settings, customize).await {
             Ok(r) => r,
-            Err(e) => panic!(
-                "starting the server on {}: {e:#}",
-                agentry_server::redact(&database_url)
-            ),
+            Err(e) => {
+                if let Some(db) = &postgres {
+                    db.drop_now().await;
+                }
+                panic!(
+                    "starting the server on {}: {e:#}",
+                    agentry_server::redact(&database_url)
+                )
+            }
         };
         let handle = running.server.handle();
         let task = tokio::spawn(running.server);
@@ -220,6 +240,7 @@ impl TestServer {
             task: Some(task),
             database: running.database,
             sqlite_path,
+            postgres,
         }
     }
 
@@ -240,6 +261,9 @@ impl TestServer {
         }
         self.database.close().await;
         self.remove_files();
+        if let Some(db) = self.postgres.take() {
+            db.drop_now().await;
+        }
     }
 
     fn remove_files(&mut self) {
@@ -366,6 +390,9 @@ impl Drop for TestServer {
             drop(self.handle.stop(false));
         }
         self.remove_files();
+        if let Some(db) = self.postgres.take() {
+            db.drop_blocking();
+        }
     }
 }
 

@@ -20,7 +20,8 @@ use crate::state::{
     ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError, transition,
 };
 use crate::store::{
-    ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StepStatus,
+    StoreError,
 };
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
@@ -96,6 +97,53 @@ pub struct ExecuteOptions {
     pub owner: Option<String>,
 }
 
+/// A point in a step's life where a test can stop the process, to prove what a crash there
+/// leaves on disk and that recovery finishes the run with no step committed twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The step's start is recorded (its attempt counted); it has not run.
+    BeforeStep,
+    /// The step ran (its effect happened); its checkpoint is not written.
+    AfterEffect,
+    /// The step's checkpoint is written.
+    AfterCheckpoint,
+}
+
+impl CrashPoint {
+    /// `before-step`, `after-effect`, `after-checkpoint`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrashPoint::BeforeStep => "before-step",
+            CrashPoint::AfterEffect => "after-effect",
+            CrashPoint::AfterCheckpoint => "after-checkpoint",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CrashPoint> {
+        [
+            CrashPoint::BeforeStep,
+            CrashPoint::AfterEffect,
+            CrashPoint::AfterCheckpoint,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == s)
+    }
+}
+
+/// What a [`CrashHook`] calls: the point, the workflow id and the step id.
+pub type CrashFn = dyn Fn(CrashPoint, &str, &str) + Send + Sync;
+
+/// Called at every [`CrashPoint`] of every top-level step with the workflow and step ids; a
+/// test harness makes it stop the process at the one it names.
+#[derive(Clone)]
+pub struct CrashHook(pub Arc<CrashFn>);
+
+impl std::fmt::Debug for CrashHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CrashHook")
+    }
+}
+
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -106,6 +154,8 @@ pub struct EngineConfig {
     /// How long this process may stay silent before another takes its executions over
     /// (`AGENTRY_LEASE_TTL`); it renews its leases every third of it.
     pub lease_ttl: Duration,
+    /// Fault injection for durability tests (`AGENTRY_CRASH_AT`); none in production.
+    pub crash_hook: Option<CrashHook>,
 }
 
 impl Default for EngineConfig {
@@ -114,6 +164,7 @@ impl Default for EngineConfig {
             suspend_wait: Duration::from_secs(120),
             node_id: "local".into(),
             lease_ttl: Duration::from_secs(10),
+            crash_hook: None,
         }
     }
 }
@@ -160,7 +211,81 @@ struct Inner {
     draining: CancellationToken,
 }
 
-type ChildLog = Arc<Mutex<Vec<(String, StepRecord)>>>;
+/// Where a run begins.
+struct Entry {
+    /// The index of the first step to run.
+    step: usize,
+    /// Resume data, and the data that step suspended with.
+    resume: Option<(Value, Option<Value>)>,
+    /// Whether the execution ran before (a resume or a recovery): `workflow-start`'s `resumed`.
+    resumed: bool,
+    /// Whether the write that began this run recorded the first step's start.
+    begun: bool,
+}
+
+/// The records of a composite step's children, as they finish. With a lease, the children of
+/// `andAll` and `andRace` are stored at once (so that a re-run skips them); the rest are
+/// stored with the step's checkpoint.
+#[derive(Clone)]
+struct Children {
+    execution_id: Arc<str>,
+    lease: Option<Lease>,
+    /// Each record, and whether it is stored already.
+    records: Arc<Mutex<Vec<(String, StepRecord, bool)>>>,
+}
+
+impl Children {
+    fn new(execution_id: &str, lease: Option<&Lease>) -> Self {
+        Self {
+            execution_id: execution_id.into(),
+            lease: lease.cloned(),
+            records: Arc::default(),
+        }
+    }
+
+    /// Keeps a record for the step's checkpoint.
+    fn keep(&self, id: &str, record: StepRecord) {
+        lock(&self.records).push((id.to_owned(), record, false));
+    }
+
+    /// Stores a record now; `false` when the lease is lost (the step must stop).
+    async fn store(
+        &self,
+        store: &dyn ExecutionStore,
+        id: &str,
+        record: StepRecord,
+    ) -> Result<bool, StoreError> {
+        let stored = match &self.lease {
+            Some(lease) => {
+                store
+                    .record_step(&self.execution_id, lease, id, &record)
+                    .await?
+            }
+            None => {
+                self.keep(id, record);
+                return Ok(true);
+            }
+        };
+        if stored {
+            lock(&self.records).push((id.to_owned(), record, true));
+        }
+        Ok(stored)
+    }
+
+    /// Puts the stored records into `progress` (they are in the database already) and returns
+    /// the others, for the checkpoint to write.
+    fn merge_into(&self, progress: &mut Progress) -> Vec<(String, StepRecord)> {
+        let mut unstored = Vec::new();
+        for (id, record, stored) in lock(&self.records).drain(..) {
+            if stored {
+                progress.steps.insert(id, record);
+            } else {
+                unstored.push((id, record));
+            }
+        }
+        unstored
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -320,6 +445,11 @@ impl Engine {
         let now = self.inner.clock.now();
         let state = transition(&ExecutionState::Idle, Transition::Start)
             .map_err(|e| EngineError::Internal(e.to_string()))?;
+        // The first step's start is written with the execution itself.
+        let mut progress = Progress::default();
+        if let Some(first) = wf.steps().first() {
+            self.begin(&mut progress, first, input.clone());
+        }
         let record = ExecutionRecord {
             id: id.clone(),
             workflow_id: wf.id().to_owned(),
@@ -331,14 +461,20 @@ impl Engine {
             lease: Some(self.new_lease(0)),
             start_at: now,
             updated_at: now,
-            progress: Progress::default(),
+            progress,
             version: 1,
         };
         match self.inner.store.insert(&record).await {
             Err(StoreError::Duplicate(_)) => return self.rejoin(&record).await,
             other => other?,
         }
-        Ok(self.spawn_run(wf, record, 0, None, false))
+        let entry = Entry {
+            step: 0,
+            resume: None,
+            resumed: false,
+            begun: true,
+        };
+        Ok(self.spawn_run(wf, record, entry))
     }
 
     /// The idempotent start: the same `executionId` again, for the same workflow with the same
@@ -553,13 +689,32 @@ impl Engine {
                 next.state = state;
                 next.progress.next_step = index;
                 next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
+                // The step starts again with this same write: the step that suspended
+                // continues its attempt; any other starts its next one.
+                if let Some(step) = wf.steps().get(index) {
+                    match next.progress.steps.get_mut(&step.id) {
+                        Some(rec) if rec.status == StepStatus::Suspended => {
+                            rec.status = StepStatus::Running;
+                        }
+                        _ => {
+                            let input = Self::input_for(&wf, r, index);
+                            self.begin(&mut next.progress, step, input);
+                        }
+                    }
+                }
                 Ok(next)
             })
             .await?;
         let suspend_data = (index == suspension.step_index)
             .then_some(suspension.data)
             .flatten();
-        Ok(self.spawn_run(wf, rec, index, Some((resume_data, suspend_data)), true))
+        let entry = Entry {
+            step: index,
+            resume: Some((resume_data, suspend_data)),
+            resumed: true,
+            begun: true,
+        };
+        Ok(self.spawn_run(wf, rec, entry))
     }
 
     /// Resumes and waits for the run to stop again.
@@ -614,13 +769,18 @@ impl Engine {
         lock(&self.inner.live).len()
     }
 
-    /// Renews every lease this process holds, in one statement that writes no execution data.
-    /// Call it more often than the lease ttl (the server does every third of it).
+    /// Renews the leases of the runs alive in this process, in one statement that writes no
+    /// execution data. Call it more often than the lease ttl (the server does every third of
+    /// it).
     pub async fn heartbeat(&self) {
+        let alive: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
+        if alive.is_empty() {
+            return;
+        }
         if let Err(e) = self
             .inner
             .store
-            .renew_leases(&self.inner.config.node_id)
+            .renew_leases(&self.inner.config.node_id, &alive)
             .await
         {
             tracing::warn!(error = %e, "renewing leases failed");
@@ -643,15 +803,30 @@ impl Engine {
 
     async fn claim_and_continue(&self, own: bool) -> Result<usize, EngineError> {
         let config = &self.inner.config;
-        let claimed = self
-            .inner
-            .store
-            .claim_orphans(&config.node_id, config.lease_ttl, own, CLAIM_BATCH)
-            .await?;
+        let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
+        let claim = Claim {
+            node: &config.node_id,
+            ttl: config.lease_ttl,
+            own,
+            workflows: &workflows,
+            limit: CLAIM_BATCH,
+        };
+        let claimed = self.inner.store.claim_orphans(&claim).await?;
         let taken = claimed.len();
         for rec in claimed {
             if lock(&self.inner.live).contains_key(&rec.id) {
-                continue; // our own run, renewed by the claim
+                // A run of ours whose lease expired (this process froze past its ttl): the
+                // claim fenced it, so it stops at its next write; continue once it has.
+                let engine = self.clone();
+                tokio::spawn(async move {
+                    while lock(&engine.inner.live).contains_key(&rec.id) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if let Err(e) = engine.continue_claimed(rec).await {
+                        tracing::warn!(error = %e, "continuing a claimed execution failed");
+                    }
+                });
+                continue;
             }
             if let Err(e) = self.continue_claimed(rec).await {
                 tracing::warn!(error = %e, "continuing a claimed execution failed");
@@ -679,28 +854,26 @@ impl Engine {
                 data: None,
             };
             let lease = claimed.lease.clone();
-            self.suspend_now(lease.as_ref(), claimed, suspension)
+            self.suspend_now(lease.as_ref(), claimed, suspension, false)
                 .await?;
             return Ok(());
         }
-        drop(self.spawn_run(wf, claimed, start, None, true));
+        let entry = Entry {
+            step: start,
+            resume: None,
+            resumed: true,
+            begun: false,
+        };
+        drop(self.spawn_run(wf, claimed, entry));
         Ok(())
     }
 
-    fn spawn_run(
-        &self,
-        wf: Arc<Workflow>,
-        record: ExecutionRecord,
-        start: usize,
-        resume: Option<(Value, Option<Value>)>,
-        resumed: bool,
-    ) -> RunHandle {
+    fn spawn_run(&self, wf: Arc<Workflow>, record: ExecutionRecord, entry: Entry) -> RunHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = record.id.clone();
         lock(&self.inner.live).insert(id.clone(), vec![tx]);
         let engine = self.clone();
-        let outcome =
-            tokio::spawn(async move { engine.run(wf, record, start, resume, resumed).await });
+        let outcome = tokio::spawn(async move { engine.run(wf, record, entry).await });
         RunHandle {
             execution_id: id,
             events: rx,
@@ -730,21 +903,17 @@ impl Engine {
         &self,
         wf: Arc<Workflow>,
         record: ExecutionRecord,
-        start: usize,
-        resume: Option<(Value, Option<Value>)>,
-        resumed: bool,
+        entry: Entry,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = record.id.clone();
         let workflow_id = record.workflow_id.clone();
         let lease = record.lease.clone();
-        tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = start, resumed, "execution started");
+        tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = entry.step, resumed = entry.resumed, "execution started");
         let span =
             tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
         let outcome = {
             use tracing::Instrument;
-            self.drive(wf, record, start, resume, resumed)
-                .instrument(span)
-                .await
+            self.drive(wf, record, entry).instrument(span).await
         };
         let outcome = match outcome {
             Ok(rec) => Ok(rec),
@@ -766,7 +935,7 @@ impl Engine {
                     message: message.clone(),
                     at: self.inner.clock.now(),
                 };
-                match self.apply(lease.as_ref(), None, &id, fail).await {
+                match self.apply(lease.as_ref(), None, &id, fail, None).await {
                     Ok(rec) => {
                         self.emit(&rec, EventKind::WorkflowError { error: message });
                         Ok(rec)
@@ -795,18 +964,39 @@ impl Engine {
         wf.steps()
             .get(index - 1)
             .and_then(|prev| rec.progress.steps.get(&prev.id))
-            .and_then(|r| r.get("output"))
-            .cloned()
+            .and_then(|r| r.output.clone())
             .unwrap_or(Value::Null)
+    }
+
+    /// Records in `progress` that `step` starts now with `input`: its next attempt. A step that
+    /// was interrupted keeps its finished children (a re-run skips them); one that finished
+    /// before and runs again (a resume from an earlier step) starts afresh, without them.
+    fn begin(&self, progress: &mut Progress, step: &Step, input: Value) {
+        let previous = progress.steps.get(&step.id);
+        let attempt = previous.map_or(1, |r| r.attempt + 1);
+        if previous.is_some_and(|r| r.status != StepStatus::Running) {
+            for child in step.descendants() {
+                progress.steps.remove(child);
+            }
+        }
+        let now = self.inner.clock.now();
+        progress
+            .steps
+            .insert(step.id.clone(), StepRecord::started(input, attempt, now));
+    }
+
+    /// Calls the crash hook, when one is installed (durability tests).
+    fn crash_point(&self, point: CrashPoint, workflow_id: &str, step_id: &str) {
+        if let Some(hook) = &self.inner.config.crash_hook {
+            (hook.0)(point, workflow_id, step_id);
+        }
     }
 
     async fn drive(
         &self,
         wf: Arc<Workflow>,
         mut rec: ExecutionRecord,
-        start: usize,
-        mut resume: Option<(Value, Option<Value>)>,
-        resumed: bool,
+        entry: Entry,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
         // Every write of the run is fenced by the lease it started with.
@@ -816,17 +1006,32 @@ impl Engine {
             &rec,
             EventKind::WorkflowStart {
                 input: rec.input.clone(),
-                resumed,
+                resumed: entry.resumed,
             },
         );
         let workflow_input = Arc::new(rec.input.clone());
         let context = Arc::new(rec.context.clone());
         let steps = wf.steps();
-        let mut input = Self::input_for(&wf, &rec, start);
-        for (index, step) in steps.iter().enumerate().skip(start) {
-            if self.inner.draining.is_cancelled() {
-                return Err(EngineError::HandedOver(id));
+        let mut input = Self::input_for(&wf, &rec, entry.step);
+        let mut resume = entry.resume;
+        // Whether the current step's start is recorded. Every write that ends a step records
+        // the next one's start with it, so a step costs one write; a recorded start is always
+        // followed by the run, so a shutdown stops a run only where no start is recorded.
+        let mut begun = entry.begun;
+        for (index, step) in steps.iter().enumerate().skip(entry.step) {
+            if !begun {
+                if self.inner.draining.is_cancelled() {
+                    return Err(EngineError::HandedOver(id));
+                }
+                rec = self
+                    .update_held(lease, Some(rec), &id, |r| {
+                        let mut next = r.clone();
+                        self.begin(&mut next.progress, step, input.clone());
+                        Ok(next)
+                    })
+                    .await?;
             }
+            let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
             self.emit(
                 &rec,
                 EventKind::StepStart {
@@ -836,6 +1041,7 @@ impl Engine {
                     input: input.clone(),
                 },
             );
+            self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id);
             let (resume_data, suspend_data) = match resume.take() {
                 Some((r, s)) => (Some(r), s),
                 None => (None, None),
@@ -852,18 +1058,18 @@ impl Engine {
                 resume_data,
                 suspend_data,
                 cancel: self.inner.shutdown.child_token(),
+                attempt,
                 steps: Arc::new(rec.progress.steps.clone()),
             };
-            let log: ChildLog = Arc::default();
-            let result = self.run_step(step, ctx, log.clone()).await;
+            let children = Children::new(&id, lease);
+            let result = self.run_step(step, ctx, children.clone()).await;
+            // Children already stored as they finished are part of the record in hand.
+            let unstored = children.merge_into(&mut rec.progress);
             match result {
                 Ok((output, ran)) => {
-                    let children = std::mem::take(&mut *lock(&log));
-                    let record = StepRecord {
-                        input: input.clone(),
-                        output: output.clone(),
-                        status: if ran { "completed" } else { "skipped" }.into(),
-                    };
+                    self.crash_point(CrashPoint::AfterEffect, wf.id(), &step.id);
+                    let following = steps.get(index + 1);
+                    let begin_next = !self.inner.draining.is_cancelled();
                     rec = self
                         .update_held(lease, Some(rec), &id, |r| {
                             if r.state.status() != Status::Running {
@@ -873,15 +1079,43 @@ impl Engine {
                                     step.id
                                 )));
                             }
+                            let now = self.inner.clock.now();
                             let mut next = r.clone();
-                            for (cid, crec) in &children {
-                                next.progress.steps.insert(cid.clone(), json!(crec));
-                            }
-                            next.progress.steps.insert(step.id.clone(), json!(record));
+                            next.progress.steps.extend(unstored.iter().cloned());
+                            let done = r
+                                .progress
+                                .steps
+                                .get(&step.id)
+                                .cloned()
+                                .unwrap_or_else(|| StepRecord::started(input.clone(), 1, now))
+                                .finished(output.clone(), ran, now);
+                            next.progress.steps.insert(step.id.clone(), done);
                             next.progress.next_step = index + 1;
+                            match (r.state.suspend_request(), following) {
+                                // A suspend asked for while the step ran: it takes effect at
+                                // this boundary, in this same write.
+                                (Some(req), Some(following)) => {
+                                    next.state = transition(
+                                        &r.state,
+                                        Transition::Suspend(Suspension {
+                                            suspended_at: now,
+                                            reason: req.reason.clone(),
+                                            step_index: index + 1,
+                                            step_id: following.id.clone(),
+                                            data: None,
+                                        }),
+                                    )
+                                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                                }
+                                (None, Some(following)) if begin_next => {
+                                    self.begin(&mut next.progress, following, output.clone());
+                                }
+                                _ => {}
+                            }
                             Ok(next)
                         })
                         .await?;
+                    self.crash_point(CrashPoint::AfterCheckpoint, wf.id(), &step.id);
                     self.emit(
                         &rec,
                         EventKind::StepComplete {
@@ -892,32 +1126,22 @@ impl Engine {
                             ran,
                         },
                     );
-                    input = output;
-                    if let Some(req) = rec.state.suspend_request().cloned()
-                        && let Some(next_step) = steps.get(index + 1)
-                    {
-                        let suspension = Suspension {
-                            suspended_at: self.inner.clock.now(),
-                            reason: req.reason,
-                            step_index: index + 1,
-                            step_id: next_step.id.clone(),
-                            data: None,
-                        };
-                        return self.suspend_now(lease, rec, suspension).await;
+                    if let ExecutionState::Suspended(suspension) = &rec.state {
+                        let suspension = suspension.clone();
+                        self.emit(&rec, EventKind::WorkflowSuspended { suspension });
+                        return Ok(rec);
                     }
+                    input = output;
+                    begun = begin_next;
                 }
                 Err(StepError::Suspend { reason, data }) => {
                     if let Some(d) = &data
                         && !matches!(step.kind, StepKind::Workflow { .. })
                         && let Err(detail) = wf.validate_suspend(index, d)
                     {
-                        return self
-                            .fail_now(
-                                lease,
-                                rec,
-                                format!("Step {} suspended with invalid data: {detail}", step.id),
-                            )
-                            .await;
+                        let message =
+                            format!("Step {} suspended with invalid data: {detail}", step.id);
+                        return self.fail_now(lease, rec, &step.id, message).await;
                     }
                     let suspension = Suspension {
                         suspended_at: self.inner.clock.now(),
@@ -928,20 +1152,18 @@ impl Engine {
                         // as none, so the record in hand never differs from the stored one.
                         data: data.filter(|d| !d.is_null()),
                     };
-                    return self.suspend_now(lease, rec, suspension).await;
+                    return self.suspend_now(lease, rec, suspension, true).await;
                 }
                 Err(StepError::Failed(message)) => {
-                    return self
-                        .fail_now(lease, rec, format!("Step {} failed: {message}", step.id))
-                        .await;
+                    let message = format!("Step {} failed: {message}", step.id);
+                    return self.fail_now(lease, rec, &step.id, message).await;
                 }
                 Err(StepError::Cancelled) if self.inner.draining.is_cancelled() => {
                     return Err(EngineError::HandedOver(id));
                 }
                 Err(StepError::Cancelled) => {
-                    return self
-                        .fail_now(lease, rec, format!("Step {} was cancelled", step.id))
-                        .await;
+                    let message = format!("Step {} was cancelled", step.id);
+                    return self.fail_now(lease, rec, &step.id, message).await;
                 }
             }
         }
@@ -951,19 +1173,20 @@ impl Engine {
             result: result.clone(),
             at,
         };
-        let rec = self.apply(lease, Some(rec), &id, complete).await?;
+        let rec = self.apply(lease, Some(rec), &id, complete, None).await?;
         self.emit(&rec, EventKind::WorkflowComplete { result });
         Ok(rec)
     }
 
     /// Moves the stored execution through `t` (a refused move is an internal error here: the
-    /// engine only asks for moves its own run allows).
+    /// engine only asks for moves its own run allows), marking the step `mark` names.
     async fn apply(
         &self,
         lease: Option<&Lease>,
         known: Option<ExecutionRecord>,
         id: &str,
         t: Transition,
+        mark: Option<(&str, StepStatus)>,
     ) -> Result<ExecutionRecord, EngineError> {
         self.update_held(lease, known, id, |r| {
             let state = transition(&r.state, t.clone())
@@ -972,27 +1195,34 @@ impl Engine {
             if let ExecutionState::Suspended(s) = &state {
                 next.progress.next_step = s.step_index;
             }
+            if let Some((step_id, status)) = mark
+                && let Some(step) = next.progress.steps.get_mut(step_id)
+            {
+                step.status = status;
+                if status == StepStatus::Failed {
+                    step.ended_at = Some(self.inner.clock.now());
+                }
+            }
             next.state = state;
             Ok(next)
         })
         .await
     }
 
+    /// Suspends at `suspension`'s step: `by_step` when that step asked for it (it is marked
+    /// suspended, and a resume continues its attempt), else at a step boundary.
     async fn suspend_now(
         &self,
         lease: Option<&Lease>,
         rec: ExecutionRecord,
         suspension: Suspension,
+        by_step: bool,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
-        let rec = self
-            .apply(
-                lease,
-                Some(rec),
-                &id,
-                Transition::Suspend(suspension.clone()),
-            )
-            .await?;
+        let step_id = suspension.step_id.clone();
+        let suspend = Transition::Suspend(suspension.clone());
+        let mark = by_step.then_some((step_id.as_str(), StepStatus::Suspended));
+        let rec = self.apply(lease, Some(rec), &id, suspend, mark).await?;
         self.emit(&rec, EventKind::WorkflowSuspended { suspension });
         Ok(rec)
     }
@@ -1001,6 +1231,7 @@ impl Engine {
         &self,
         lease: Option<&Lease>,
         rec: ExecutionRecord,
+        step_id: &str,
         message: String,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
@@ -1010,7 +1241,8 @@ impl Engine {
             message: message.clone(),
             at,
         };
-        let rec = self.apply(lease, Some(rec), &id, fail).await?;
+        let mark = Some((step_id, StepStatus::Failed));
+        let rec = self.apply(lease, Some(rec), &id, fail, mark).await?;
         self.emit(&rec, EventKind::WorkflowError { error: message });
         Ok(rec)
     }
@@ -1061,7 +1293,9 @@ impl Engine {
             let mut next = f(&cur)?;
             next.version = cur.version + 1;
             next.updated_at = self.inner.clock.now();
-            if self.inner.store.compare_and_set(&next, cur.version).await? {
+            let changed = next.progress.changed_since(&cur.progress);
+            let store = &self.inner.store;
+            if store.compare_and_set(&next, cur.version, &changed).await? {
                 return Ok(next);
             }
             if attempt > 2 {
@@ -1079,13 +1313,76 @@ impl Engine {
         }
     }
 
+    /// The record of `child` of the step `parent` runs, started at `started_at`.
+    fn child_record(
+        &self,
+        parent: &StepContext,
+        input: Value,
+        started_at: chrono::DateTime<chrono::Utc>,
+        output: Value,
+        ran: bool,
+    ) -> StepRecord {
+        StepRecord {
+            parent: Some(parent.step_id.clone()),
+            ..StepRecord::started(input, parent.attempt, started_at)
+        }
+        .finished(output, ran, self.inner.clock.now())
+    }
+
+    /// The output an earlier attempt of the parent step recorded for `child`, if it finished.
+    fn finished_child(parent: &StepContext, child: &Step) -> Option<Value> {
+        parent
+            .step(&child.id)
+            .filter(|r| r.is_finished())
+            .map(|r| r.output.clone().unwrap_or(Value::Null))
+    }
+
+    /// Runs one child of `parent` unless an earlier attempt finished it, and returns its output
+    /// with its record (stored already when `store` and the run holds a lease).
+    async fn run_child_step(
+        &self,
+        parent: &StepContext,
+        child: &Step,
+        cancel: CancellationToken,
+        children: &Children,
+    ) -> Result<(Value, StepRecord), StepError> {
+        let cctx = Self::child_ctx(parent, child, cancel);
+        let input = cctx.input.clone();
+        let started_at = self.inner.clock.now();
+        let (out, ran) = self.run_step(child, cctx, children.clone()).await?;
+        Ok((
+            out.clone(),
+            self.child_record(parent, input, started_at, out, ran),
+        ))
+    }
+
+    /// Stores a finished child's record now: a lost lease stops the step.
+    async fn store_child(
+        &self,
+        children: &Children,
+        child: &Step,
+        record: StepRecord,
+    ) -> Result<(), StepError> {
+        match children
+            .store(self.inner.store.as_ref(), &child.id, record)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StepError::Cancelled),
+            Err(e) => Err(StepError::failed(format!(
+                "recording step {}: {e}",
+                child.id
+            ))),
+        }
+    }
+
     /// Runs one step of any kind; returns its output and whether it ran (false for a skipped
-    /// `andWhen`). Records of nested children go to `log`.
+    /// `andWhen`). The records of its children go to `children`.
     fn run_step(
         &self,
         step: &Step,
         ctx: StepContext,
-        log: ChildLog,
+        children: Children,
     ) -> BoxFuture<'static, Result<(Value, bool), StepError>> {
         let step = step.clone();
         let engine = self.clone();
@@ -1108,38 +1405,49 @@ impl Engine {
                     if !holds {
                         return Ok((ctx.input, false));
                     }
-                    let cctx = Self::child_ctx(&ctx, child, ctx.cancel.clone());
-                    let input = cctx.input.clone();
-                    let (out, ran) = engine.run_step(child, cctx, log.clone()).await?;
-                    lock(&log).push((child.id.clone(), record(input, out.clone(), ran)));
+                    let (out, record) = engine
+                        .run_child_step(&ctx, child, ctx.cancel.clone(), &children)
+                        .await?;
+                    // Stored with this step's checkpoint, which comes right after.
+                    children.keep(&child.id, record);
                     Ok((out, true))
                 }
-                StepKind::All(children) => {
-                    let futs = children.iter().map(|c| {
-                        let cctx = Self::child_ctx(&ctx, c, ctx.cancel.child_token());
-                        engine.run_step(c, cctx, log.clone())
+                StepKind::All(list) => {
+                    // Each child is stored as it finishes; a re-run skips the finished ones.
+                    let futs = list.iter().map(|c| {
+                        let (engine, ctx, children) = (&engine, &ctx, &children);
+                        async move {
+                            if let Some(out) = Self::finished_child(ctx, c) {
+                                return Ok(out);
+                            }
+                            let (out, record) = engine
+                                .run_child_step(ctx, c, ctx.cancel.child_token(), children)
+                                .await?;
+                            engine.store_child(children, c, record).await?;
+                            Ok::<_, StepError>(out)
+                        }
                     });
                     let outs = try_join_all(futs).await?;
-                    let mut values = Vec::with_capacity(outs.len());
-                    for (c, (out, ran)) in children.iter().zip(outs) {
-                        lock(&log)
-                            .push((c.id.clone(), record(ctx.input.clone(), out.clone(), ran)));
-                        values.push(out);
-                    }
-                    Ok((Value::Array(values), true))
+                    Ok((Value::Array(outs), true))
                 }
-                StepKind::Race(children) => {
-                    if children.is_empty() {
+                StepKind::Race(list) => {
+                    if list.is_empty() {
                         return Ok((ctx.input, true));
                     }
+                    // The winner of an interrupted attempt wins again.
+                    if let Some(out) = list.iter().find_map(|c| Self::finished_child(&ctx, c)) {
+                        return Ok((out, true));
+                    }
                     let tokens: Vec<CancellationToken> =
-                        children.iter().map(|_| ctx.cancel.child_token()).collect();
-                    let futs: Vec<_> = children
+                        list.iter().map(|_| ctx.cancel.child_token()).collect();
+                    let futs: Vec<_> = list
                         .iter()
                         .zip(&tokens)
                         .map(|(c, t)| {
-                            let cctx = Self::child_ctx(&ctx, c, t.clone());
-                            engine.run_step(c, cctx, log.clone())
+                            let (engine, ctx, children) = (&engine, &ctx, &children);
+                            Box::pin(async move {
+                                engine.run_child_step(ctx, c, t.clone(), children).await
+                            })
                         })
                         .collect();
                     let (result, winner, rest) = select_all(futs).await;
@@ -1149,11 +1457,9 @@ impl Engine {
                         }
                     }
                     drop(rest);
-                    let (out, ran) = result?;
-                    lock(&log).push((
-                        children[winner].id.clone(),
-                        record(ctx.input.clone(), out.clone(), ran),
-                    ));
+                    let (out, record) = result?;
+                    // Only the winner is stored: one record, so a re-run finds one winner.
+                    engine.store_child(&children, &list[winner], record).await?;
                     Ok((out, true))
                 }
                 StepKind::Agent {
@@ -1251,14 +1557,6 @@ impl Engine {
     }
 }
 
-fn record(input: Value, output: Value, ran: bool) -> StepRecord {
-    StepRecord {
-        input,
-        output,
-        status: if ran { "completed" } else { "skipped" }.into(),
-    }
-}
-
 /// Awaits a user step, turning a panic into a step failure.
 async fn guarded(fut: crate::workflow::StepFuture) -> Result<Value, StepError> {
     match AssertUnwindSafe(fut).catch_unwind().await {
@@ -1317,10 +1615,10 @@ mod tests {
     /// `lease` is `None` (a row written before leases, or whose holder is gone), else held.
     fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
         let then = chrono::Utc::now() - chrono::Duration::seconds(120);
-        let mut steps = Map::new();
+        let mut steps = std::collections::BTreeMap::new();
         steps.insert(
             "one".into(),
-            json!({"input": {}, "output": 1, "status": "completed"}),
+            StepRecord::started(json!({}), 1, then).finished(json!(1), true, then),
         );
         ExecutionRecord {
             id: id.into(),

@@ -1,17 +1,18 @@
 //! The persistence boundary: what the engine stores, and the trait a database implements.
 //!
-//! Every write of an execution is a compare-and-set on its `version`: the store writes the new
-//! record only if the stored version is still the one the writer read. Two concurrent resumes (or
-//! a suspend request racing a checkpoint) therefore never both win; the loser re-reads and
-//! re-applies its transition to the fresh state, where the state machine may refuse it.
+//! An execution is stored as a header (its state, progress and lease) and one record per step.
+//! Every write of the header is a compare-and-set on its `version`: the store writes it only if
+//! the stored version is still the one the writer read, together with the step records that
+//! changed, in one transaction. Two concurrent resumes (or a suspend request racing a
+//! checkpoint) therefore never both win; the loser re-reads and re-applies its transition to the
+//! fresh state, where the state machine may refuse it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::state::{ExecutionState, Status};
@@ -65,32 +66,135 @@ impl Lease {
     }
 }
 
-/// How far an execution got: the checkpoint written after every step.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// How far an execution got.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Progress {
     /// Index of the next step to run.
     pub next_step: usize,
-    /// Every step that ran so far, by step id (children of `andAll`/`andRace` included).
-    pub steps: Map<String, Value>,
+    /// Every step that started so far, by step id (children of `andAll`/`andRace`/`andWhen`
+    /// included). Stored as rows of their own: a write stores only the records that changed.
+    pub steps: BTreeMap<String, StepRecord>,
 }
 
-/// The stored outcome of one step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+impl Progress {
+    /// The ids of the step records that differ from `before`'s (added, changed or removed):
+    /// what a write must store.
+    pub fn changed_since<'a>(&'a self, before: &'a Progress) -> Vec<&'a str> {
+        let changed = self
+            .steps
+            .iter()
+            .filter(|(id, r)| before.steps.get(*id) != Some(*r))
+            .map(|(id, _)| id.as_str());
+        let removed = before
+            .steps
+            .keys()
+            .filter(|id| !self.steps.contains_key(*id))
+            .map(String::as_str);
+        changed.chain(removed).collect()
+    }
+}
+
+/// Where a step is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepStatus {
+    /// Started (its start is recorded) and not finished yet, or interrupted.
+    Running,
+    /// It suspended the execution; a resume runs it again, in the same attempt.
+    Suspended,
+    Completed,
+    /// An `andWhen` whose condition did not hold.
+    Skipped,
+    /// It failed the execution.
+    Failed,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Running => "running",
+            StepStatus::Suspended => "suspended",
+            StepStatus::Completed => "completed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<StepStatus> {
+        [
+            StepStatus::Running,
+            StepStatus::Suspended,
+            StepStatus::Completed,
+            StepStatus::Skipped,
+            StepStatus::Failed,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+/// The stored record of one step.
+#[derive(Debug, Clone, PartialEq)]
 pub struct StepRecord {
+    pub status: StepStatus,
+    /// How many times the step was started: 1, or more when a crash, a lost lease or a
+    /// shutdown interrupted an earlier attempt (which may or may not have run to its end).
+    /// Children of a composite step share its attempt.
+    pub attempt: u32,
+    /// The composite step (`andAll`, `andRace`, `andWhen`) this one is a child of.
+    pub parent: Option<String>,
     pub input: Value,
-    pub output: Value,
-    /// `completed`, or `skipped` for an `andWhen` whose condition did not hold.
-    pub status: String,
+    /// `None` while running.
+    pub output: Option<Value>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
 }
 
-/// Which executions to list.
-#[derive(Debug, Clone, Default)]
-pub struct ExecutionFilter {
-    pub workflow_id: Option<String>,
-    pub status: Option<Status>,
-    pub limit: Option<u32>,
+impl StepRecord {
+    /// A step starting now, for the `attempt`th time.
+    pub fn started(input: Value, attempt: u32, at: DateTime<Utc>) -> Self {
+        Self {
+            status: StepStatus::Running,
+            attempt,
+            parent: None,
+            input,
+            output: None,
+            started_at: at,
+            ended_at: None,
+        }
+    }
+
+    /// This record finished with `output` (`ran` false for a skipped `andWhen`).
+    pub fn finished(mut self, output: Value, ran: bool, at: DateTime<Utc>) -> Self {
+        self.status = if ran {
+            StepStatus::Completed
+        } else {
+            StepStatus::Skipped
+        };
+        self.output = Some(output);
+        self.ended_at = Some(at);
+        self
+    }
+
+    /// Whether it finished with an output (completed or skipped): a re-run reuses it.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.status, StepStatus::Completed | StepStatus::Skipped)
+    }
+}
+
+/// What a recovery pass may take.
+#[derive(Debug, Clone)]
+pub struct Claim<'a> {
+    /// The claiming process.
+    pub node: &'a str,
+    /// The ttl of the leases it takes.
+    pub ttl: Duration,
+    /// Also the executions `node` holds, expired or not: a restarted process fencing its
+    /// previous incarnation.
+    pub own: bool,
+    /// Only executions of these workflows: the ones the claiming process can run.
+    pub workflows: &'a [String],
+    /// At most this many.
+    pub limit: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,33 +217,41 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// Reads one execution.
     async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError>;
 
-    /// Replaces the stored execution with `record` if the stored version is `expected_version`.
-    /// Returns `false` (and writes nothing) when the version has moved on or the row is gone.
+    /// Writes `record` if the stored version is `expected_version`, in one transaction: its
+    /// header (state, progress, lease, version; the input, context, user and owner never change
+    /// after the insert) and the step records named in `changed_steps` (each written as it is in
+    /// `record`, or deleted when `record` has none), nothing else. Returns
+    /// `false` (and writes nothing) when the version has moved on or the row is gone.
     async fn compare_and_set(
         &self,
         record: &ExecutionRecord,
         expected_version: i64,
+        changed_steps: &[&str],
     ) -> Result<bool, StoreError>;
 
-    /// Lists executions, oldest first.
-    async fn list(&self, filter: &ExecutionFilter) -> Result<Vec<ExecutionRecord>, StoreError>;
-
-    /// Extends every lease `node` holds on a running execution by its ttl, in one statement that
-    /// writes no execution data. Returns how many were renewed.
-    async fn renew_leases(&self, node: &str) -> Result<u64, StoreError>;
-
-    /// Takes up to `limit` running executions whose lease has expired (or that have none), and,
-    /// with `own`, those `node` itself holds (a restarted process fencing its previous
-    /// incarnation): each gets a lease for `node` with a bumped epoch and a bumped version, in
-    /// one conditional statement, so that of several processes claiming at once only one gets
-    /// each execution.
-    async fn claim_orphans(
+    /// Stores one step record of a running execution while `lease` still holds it, without
+    /// touching the execution's version: the children of `andAll`/`andRace` as each finishes,
+    /// so that a re-run of the composite step skips them. Returns `false` (and writes nothing)
+    /// when the lease is no longer held (fencing).
+    async fn record_step(
         &self,
-        node: &str,
-        ttl: Duration,
-        own: bool,
-        limit: u32,
-    ) -> Result<Vec<ExecutionRecord>, StoreError>;
+        execution_id: &str,
+        lease: &Lease,
+        step_id: &str,
+        step: &StepRecord,
+    ) -> Result<bool, StoreError>;
+
+    /// Extends the leases `node` holds on the running executions `ids` (the runs alive in that
+    /// process) by their ttl, in one statement that writes no execution data. A lease of `node`
+    /// on anything else (a run that died without writing its end) is left to expire, so that a
+    /// recovery pass takes it. Returns how many were renewed.
+    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<u64, StoreError>;
+
+    /// Takes running executions whose lease has expired (or that have none), and, with
+    /// `claim.own`, those the node itself holds: each gets a lease for the node with a bumped
+    /// epoch and a bumped version, in one conditional statement, so that of several processes
+    /// claiming at once only one gets each execution.
+    async fn claim_orphans(&self, claim: &Claim<'_>) -> Result<Vec<ExecutionRecord>, StoreError>;
 
     /// Lets the leases `node` holds on running executions expire now, so that another process
     /// takes them at once (a graceful shutdown hands its work over).
@@ -174,16 +286,19 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// Sets the expiry of every lease `node` holds on a running execution; returns how many.
+    /// Sets the expiry of every lease `node` holds on a running execution (of those in `ids`,
+    /// when given); returns how many.
     fn set_expiries(
         &self,
         node: &str,
+        ids: Option<&[String]>,
         expires_at: impl Fn(&ExecutionRecord) -> Option<i64>,
     ) -> u64 {
         let mut n = 0;
         for (r, expires) in self.rows().values_mut() {
             if r.state.status() == Status::Running
                 && r.lease.as_ref().is_some_and(|l| l.node == node)
+                && ids.is_none_or(|ids| ids.contains(&r.id))
             {
                 *expires = expires_at(r);
                 n += 1;
@@ -216,6 +331,7 @@ impl ExecutionStore for MemoryStore {
         &self,
         record: &ExecutionRecord,
         expected_version: i64,
+        changed_steps: &[&str],
     ) -> Result<bool, StoreError> {
         let mut rows = self.rows();
         match rows.get_mut(&record.id) {
@@ -228,61 +344,68 @@ impl ExecutionStore for MemoryStore {
                     Status::Running if same_hold => row.1,
                     _ => expiry(record),
                 };
-                *row = (record.clone(), expires);
+                // As the databases do: the header, and only the named step records.
+                let mut steps = std::mem::take(&mut row.0.progress.steps);
+                for id in changed_steps {
+                    match record.progress.steps.get(*id) {
+                        Some(step) => steps.insert((*id).to_owned(), step.clone()),
+                        None => steps.remove(*id),
+                    };
+                }
+                let mut stored = record.clone();
+                stored.progress.steps = steps;
+                *row = (stored, expires);
                 Ok(true)
             }
             _ => Ok(false),
         }
     }
 
-    async fn list(&self, filter: &ExecutionFilter) -> Result<Vec<ExecutionRecord>, StoreError> {
-        let mut out: Vec<ExecutionRecord> = self
-            .rows()
-            .values()
-            .map(|(r, _)| r)
-            .filter(|r| {
-                filter
-                    .workflow_id
-                    .as_ref()
-                    .is_none_or(|w| *w == r.workflow_id)
-                    && filter.status.is_none_or(|s| s == r.state.status())
-            })
-            .cloned()
-            .collect();
-        out.sort_by(|a, b| a.start_at.cmp(&b.start_at).then(a.id.cmp(&b.id)));
-        if let Some(limit) = filter.limit {
-            out.truncate(limit as usize);
-        }
-        Ok(out)
-    }
-
-    async fn renew_leases(&self, node: &str) -> Result<u64, StoreError> {
-        Ok(self.set_expiries(node, expiry))
-    }
-
-    async fn claim_orphans(
+    async fn record_step(
         &self,
-        node: &str,
-        ttl: Duration,
-        own: bool,
-        limit: u32,
-    ) -> Result<Vec<ExecutionRecord>, StoreError> {
+        execution_id: &str,
+        lease: &Lease,
+        step_id: &str,
+        step: &StepRecord,
+    ) -> Result<bool, StoreError> {
+        let mut rows = self.rows();
+        match rows.get_mut(execution_id) {
+            Some((r, _))
+                if r.state.status() == Status::Running
+                    && r.lease.as_ref().is_some_and(|held| held.is(lease)) =>
+            {
+                r.progress.steps.insert(step_id.to_owned(), step.clone());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<u64, StoreError> {
+        Ok(self.set_expiries(node, Some(ids), expiry))
+    }
+
+    async fn claim_orphans(&self, claim: &Claim<'_>) -> Result<Vec<ExecutionRecord>, StoreError> {
         let now = now_ms();
         let mut out = Vec::new();
-        for (r, expires) in self.rows().values_mut() {
-            if out.len() >= limit as usize {
+        let mut rows = self.rows();
+        let mut candidates: Vec<_> = rows.values_mut().collect();
+        candidates.sort_by_key(|(r, _)| r.start_at);
+        for (r, expires) in candidates {
+            if out.len() >= claim.limit as usize {
                 break;
             }
-            let held_by_me = r.lease.as_ref().is_some_and(|l| l.node == node);
+            let held_by_me = r.lease.as_ref().is_some_and(|l| l.node == claim.node);
             let claimable = r.state.status() == Status::Running
-                && (expires.is_none_or(|e| e < now) || (own && held_by_me));
+                && claim.workflows.contains(&r.workflow_id)
+                && (expires.is_none_or(|e| e < now) || (claim.own && held_by_me));
             if !claimable {
                 continue;
             }
             r.lease = Some(Lease {
-                node: node.to_owned(),
+                node: claim.node.to_owned(),
                 epoch: r.lease.as_ref().map_or(0, |l| l.epoch) + 1,
-                ttl,
+                ttl: claim.ttl,
             });
             r.version += 1;
             *expires = expiry(r);
@@ -292,6 +415,6 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
-        Ok(self.set_expiries(node, |_| Some(0)))
+        Ok(self.set_expiries(node, None, |_| Some(0)))
     }
 }

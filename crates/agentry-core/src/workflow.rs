@@ -15,7 +15,7 @@
 //! assert_eq!(wf.steps().len(), 1);
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::schema::{Schema, SchemaError};
+use crate::store::{StepRecord, StepStatus};
 
 /// What a step returns.
 pub type StepResult = Result<Value, StepError>;
@@ -88,32 +89,35 @@ pub struct StepContext {
     pub suspend_data: Option<Value>,
     /// Fires when the step should stop (it lost a race, or the engine shuts down).
     pub cancel: CancellationToken,
-    pub(crate) steps: Arc<Map<String, Value>>,
+    /// How many times this step was started, this time included: 1 on the first run, more
+    /// when a crash, a lost lease or a shutdown interrupted an earlier attempt, which may have
+    /// done some or all of its work (steps run at least once). Children of a composite step
+    /// share its attempt.
+    pub attempt: u32,
+    pub(crate) steps: Arc<BTreeMap<String, StepRecord>>,
 }
 
 impl StepContext {
-    /// The stored record of an earlier step: `{input, output, status}`.
-    pub fn step(&self, id: &str) -> Option<&Value> {
+    /// The stored record of an earlier step (or child step).
+    pub fn step(&self, id: &str) -> Option<&StepRecord> {
         self.steps.get(id)
     }
 
     /// An earlier step's output.
     pub fn step_output(&self, id: &str) -> Option<&Value> {
-        self.steps.get(id).and_then(|r| r.get("output"))
+        self.steps.get(id).and_then(|r| r.output.as_ref())
     }
 
     /// An earlier step's input.
     pub fn step_input(&self, id: &str) -> Option<&Value> {
-        self.steps.get(id).and_then(|r| r.get("input"))
+        self.steps.get(id).map(|r| &r.input)
     }
 
     /// Whether an earlier step actually ran (an `andWhen` whose condition failed did not).
     pub fn step_ran(&self, id: &str) -> bool {
         self.steps
             .get(id)
-            .and_then(|r| r.get("status"))
-            .and_then(Value::as_str)
-            == Some("completed")
+            .is_some_and(|r| r.status == StepStatus::Completed)
     }
 
     /// The authenticated user, when there is one.
@@ -240,6 +244,18 @@ where
 }
 
 impl Step {
+    /// The ids of its children, their children, and so on (composite steps only).
+    pub fn descendants(&self) -> Vec<&str> {
+        let direct: Vec<&Step> = match &self.kind {
+            StepKind::When { step, .. } => vec![step.as_ref()],
+            StepKind::All(list) | StepKind::Race(list) => list.iter().collect(),
+            _ => Vec::new(),
+        };
+        direct
+            .into_iter()
+            .flat_map(|c| std::iter::once(c.id.as_str()).chain(c.descendants()))
+            .collect()
+    }
     pub fn with_kind(id: impl Into<String>, kind: StepKind) -> Self {
         let id = id.into();
         Self {

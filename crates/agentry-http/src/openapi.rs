@@ -790,13 +790,41 @@ pub struct SuspendRequestRecord {
     pub reason: String,
 }
 
-/// One step that ran.
+/// The record of one step (or child of a composite step).
 #[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct StepRecord {
+    pub status: StepStatus,
+    /// How many times the step was started: more than 1 after a crash, a lost lease or a
+    /// shutdown interrupted an earlier attempt.
+    pub attempt: u32,
+    /// The composite step (`andAll`, `andRace`, `andWhen`) of a child.
+    #[schema(nullable = false)]
+    pub parent_step_id: Option<String>,
     pub input: Value,
+    /// `null` until the step finishes.
     pub output: Value,
-    /// `completed`, or `skipped` for an `andWhen` whose condition did not hold.
-    pub status: String,
+    pub started_at: DateTime<Utc>,
+    #[schema(required = true)]
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// Where a step is: `skipped` for an `andWhen` whose condition did not hold.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Running,
+    Suspended,
+    Completed,
+    Skipped,
+    Failed,
+}
+
+/// The process that holds a running execution, and the fencing epoch of its hold.
+#[derive(ToSchema)]
+pub struct LeaseRecord {
+    pub node: String,
+    pub epoch: i64,
 }
 
 /// `data` of the state endpoint: the whole record of an execution.
@@ -821,8 +849,11 @@ pub struct ExecutionState {
     pub result: Option<Value>,
     /// Index of the next step to run.
     pub next_step_index: u64,
-    /// Every step that ran so far, by step id.
+    /// Every step that started so far, by step id, in the order they started.
     pub steps: BTreeMap<String, StepRecord>,
+    /// Which process runs it, while it runs.
+    #[schema(nullable = false)]
+    pub lease: Option<LeaseRecord>,
     /// Present when suspended.
     #[schema(nullable = false)]
     pub suspension: Option<StateSuspension>,

@@ -1,7 +1,8 @@
 //! Wire types: how workflows, executions and events look over HTTP (camelCase, ISO 8601
 //! timestamps). Only this crate decides the wire shape; the engine's types carry meaning.
 
-use agentry_core::state::Suspension;
+use agentry_core::state::{Status, Suspension};
+use agentry_core::store::StepRecord;
 use agentry_core::workflow::{Step, Workflow};
 use agentry_core::{EventKind, ExecutionRecord, ExecutionState, WorkflowEvent};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -222,6 +223,28 @@ pub fn suspend_result(r: &ExecutionRecord) -> Value {
     }
 }
 
+/// The step records of an execution by step id, in the order they started.
+fn steps_json(r: &ExecutionRecord) -> Value {
+    let mut steps: Vec<(&String, &StepRecord)> = r.progress.steps.iter().collect();
+    steps.sort_by_key(|(id, s)| (s.started_at, *id));
+    let mut out = Map::new();
+    for (id, s) in steps {
+        let mut step = json!({
+            "status": s.status.as_str(),
+            "attempt": s.attempt,
+            "input": s.input,
+            "output": s.output,
+            "startedAt": iso(s.started_at),
+            "endedAt": s.ended_at.map(iso),
+        });
+        if let Some(parent) = &s.parent {
+            step["parentStepId"] = json!(parent);
+        }
+        out.insert(id.clone(), step);
+    }
+    Value::Object(out)
+}
+
 /// `data` of the state endpoint: the whole truth about an execution.
 pub fn execution_state(r: &ExecutionRecord) -> Value {
     let mut out = json!({
@@ -236,8 +259,13 @@ pub fn execution_state(r: &ExecutionRecord) -> Value {
         "userId": r.user_id,
         "result": r.state.result().cloned().unwrap_or(Value::Null),
         "nextStepIndex": r.progress.next_step,
-        "steps": r.progress.steps,
+        "steps": steps_json(r),
     });
+    if r.state.status() == Status::Running
+        && let Some(lease) = &r.lease
+    {
+        out["lease"] = json!({"node": lease.node, "epoch": lease.epoch});
+    }
     match &r.state {
         ExecutionState::Suspended(s) => {
             out["suspension"] = json!({

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use agentry_core::agent::{AgentHub, Model, OfflineModel};
 use agentry_core::clock::SystemClock;
+use agentry_core::engine::{CrashHook, CrashPoint};
 use agentry_core::{Engine, EngineConfig};
 use agentry_http::{Host, HttpConfig};
 
@@ -35,6 +36,49 @@ pub struct Settings {
     pub lease_ttl: Duration,
     /// How long SIGTERM waits for running steps before handing executions over.
     pub shutdown_grace: Duration,
+    /// Durability tests only: where to abort the process (`AGENTRY_CRASH_AT`).
+    pub crash_at: Option<CrashAt>,
+}
+
+/// A crash point of one step of one workflow, where the process aborts as a `kill -9` would
+/// stop it: `<point>:<workflowId>:<stepId>` (`after-effect:countdown:tick-3`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrashAt {
+    pub point: CrashPoint,
+    pub workflow_id: String,
+    pub step_id: String,
+}
+
+impl CrashAt {
+    pub fn parse(s: &str) -> Result<CrashAt, String> {
+        let mut parts = s.splitn(3, ':');
+        let (Some(point), Some(workflow_id), Some(step_id)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            return Err("expected <point>:<workflowId>:<stepId>".into());
+        };
+        let point = CrashPoint::parse(point).ok_or_else(|| {
+            format!("unknown crash point {point:?}: before-step, after-effect or after-checkpoint")
+        })?;
+        Ok(CrashAt {
+            point,
+            workflow_id: workflow_id.to_owned(),
+            step_id: step_id.to_owned(),
+        })
+    }
+
+    /// The engine hook that aborts the process when the run reaches this point.
+    fn hook(self) -> CrashHook {
+        CrashHook(Arc::new(move |point, workflow_id, step_id| {
+            if point == self.point && workflow_id == self.workflow_id && step_id == self.step_id {
+                eprintln!(
+                    "agentry: crash point {} of {workflow_id}/{step_id} (AGENTRY_CRASH_AT): aborting",
+                    point.as_str()
+                );
+                std::process::abort();
+            }
+        }))
+    }
 }
 
 impl Default for Settings {
@@ -48,6 +92,7 @@ impl Default for Settings {
             node_id: None,
             lease_ttl: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
+            crash_at: None,
         }
     }
 }
@@ -128,6 +173,7 @@ pub async fn start_with(
     let config = EngineConfig {
         node_id,
         lease_ttl: settings.lease_ttl,
+        crash_hook: settings.crash_at.clone().map(CrashAt::hook),
         ..EngineConfig::default()
     };
     let (engine, agents) = build(&database, settings.examples, config)?;

@@ -139,6 +139,10 @@ struct ServeArgs {
     /// The most connections each worker thread holds at once (more wait to be accepted).
     #[arg(long, env = "AGENTRY_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
+    /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
+    #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
+    crash_at: Option<agentry_server::CrashAt>,
 }
 
 /// A lease ttl: at least one second (a shorter one would expire between two heartbeats of a
@@ -214,6 +218,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         node_id: args.node_id.filter(|n| !n.trim().is_empty()),
         lease_ttl: args.lease_ttl,
         shutdown_grace: args.shutdown_grace,
+        crash_at: args.crash_at,
     };
     let running = start(&settings).await?;
     tracing::info!(

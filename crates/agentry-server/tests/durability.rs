@@ -177,7 +177,7 @@ impl PgDatabase {
         let base = std::env::var("AGENTRY_TEST_POSTGRES_URL")
             .ok()
             .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/agentry_test".into());
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
         let options = PgConnectOptions::from_str(&base).expect("postgres URL");
         let admin = options.clone().database("postgres");
         let name = format!("agentry_dur_{}", uuid::Uuid::new_v4().simple());
@@ -209,6 +209,126 @@ fn step_done(s: &Value, step: &str) -> bool {
     s["steps"][step]["status"] == "completed"
 }
 
+const TICKS: [&str; 5] = ["tick-5", "tick-4", "tick-3", "tick-2", "tick-1"];
+
+/// Every step of a finished `countdown` completed, each started once except `rerun`, started
+/// twice (the one a crash interrupted): no step was committed twice.
+fn assert_each_step_once(s: &Value, rerun: &str) {
+    assert_eq!(s["status"], "completed", "{s}");
+    assert_eq!(s["result"], json!({"remaining": 0}));
+    for tick in TICKS {
+        let step = &s["steps"][tick];
+        assert_eq!(step["status"], "completed", "{tick}: {s}");
+        let attempts = if tick == rerun { 2 } else { 1 };
+        assert_eq!(step["attempt"], attempts, "{tick}: {s}");
+    }
+}
+
+/// The step of a finished `countdown` that was started twice.
+fn rerun_step(s: &Value) -> &'static str {
+    TICKS
+        .into_iter()
+        .find(|t| s["steps"][*t]["attempt"] != 1)
+        .unwrap_or_else(|| panic!("no step ran twice: {s}"))
+}
+
+impl Replica {
+    /// Waits for the process to end by itself (a crash point aborted it).
+    async fn exited(&mut self) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(started.elapsed() < PATIENCE, "never exited: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// What a crash left on disk for `id`: read with the store itself, no server running.
+async fn on_disk(database_url: &str, id: &str) -> agentry_core::ExecutionRecord {
+    let db = agentry_store::Database::connect(database_url)
+        .await
+        .expect("open the database");
+    let rec = db.execution_store().get(id).await.expect("read");
+    db.close().await;
+    rec.expect("the execution is on disk")
+}
+
+/// The crash points, on one database: for each, a process aborts at it in `tick-3` of
+/// `countdown`; the disk holds exactly what the point promises; a restarted process (the same
+/// node) continues at once and finishes with each step committed once.
+async fn crash_points(database_url: &str) {
+    use agentry_core::store::StepStatus;
+    for (point, rerun) in [
+        ("before-step", "tick-3"),
+        ("after-effect", "tick-3"),
+        ("after-checkpoint", "tick-2"),
+    ] {
+        let id = format!("cd-{point}-{}", uuid::Uuid::new_v4().simple());
+        let crash = format!("{point}:countdown:tick-3");
+        let env = [
+            ("AGENTRY_LEASE_TTL", "60s"),
+            ("AGENTRY_CRASH_AT", crash.as_str()),
+        ];
+        let mut crashing = Replica::start(database_url, "n1", &env);
+        let _client = start_countdown(&crashing, &id, 20);
+        let exit = crashing.exited().await;
+        assert!(!exit.success(), "{point}: {exit:?}");
+        assert!(crashing.log().contains("crash point"), "{}", crashing.log());
+
+        let rec = on_disk(database_url, &id).await;
+        let steps = &rec.progress.steps;
+        let status = |id: &str| steps.get(id).map(|s| (s.status, s.attempt));
+        assert_eq!(rec.state.status(), agentry_core::Status::Running, "{point}");
+        assert_eq!(
+            status("tick-4"),
+            Some((StepStatus::Completed, 1)),
+            "{point}"
+        );
+        if point == "after-checkpoint" {
+            // tick-3 committed, and the start of tick-2 with it.
+            assert_eq!(rec.progress.next_step, 3, "{point}");
+            assert_eq!(
+                status("tick-3"),
+                Some((StepStatus::Completed, 1)),
+                "{point}"
+            );
+            assert_eq!(status("tick-2"), Some((StepStatus::Running, 1)), "{point}");
+        } else {
+            // tick-3 started, and whether or not its effect happened, nothing of it is
+            // committed: it runs again.
+            assert_eq!(rec.progress.next_step, 2, "{point}");
+            assert_eq!(status("tick-3"), Some((StepStatus::Running, 1)), "{point}");
+            assert_eq!(status("tick-2"), None, "{point}");
+        }
+        drop(crashing);
+
+        let restarted = Replica::start(database_url, "n1", &[("AGENTRY_LEASE_TTL", "60s")]);
+        let done = wait_for(&restarted, &id, "completion after the crash", |s| {
+            s["status"] == "completed"
+        })
+        .await;
+        assert_each_step_once(&done, rerun);
+        drop(restarted);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_points_on_sqlite() {
+    let (url, path) = sqlite_url();
+    crash_points(&url).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_points_on_postgres() {
+    let db = PgDatabase::create().await;
+    crash_points(&db.url).await;
+    db.drop_now().await;
+}
+
 /// kill -9 mid-run, restart with the same node id on the same SQLite file: the new process
 /// continues its own interrupted execution at once (no waiting out the lease), from the step
 /// that was interrupted, to the same result.
@@ -232,7 +352,8 @@ async fn kill_9_and_restart_on_sqlite_continues_at_once() {
     })
     .await;
     let took = listening.elapsed();
-    assert_eq!(s["result"], json!({"remaining": 0}));
+    // The step the kill interrupted (tick-4, unless the poll was slow) alone ran twice.
+    assert_each_step_once(&s, rerun_step(&s));
     // The lease had 60 s left: only continuing its own orphans at start finishes this soon
     // (at most the four remaining 400 ms steps, and the interrupted one again).
     assert!(took < Duration::from_secs(10), "continued after {took:?}");

@@ -7,6 +7,7 @@
 mod memory;
 mod postgres;
 mod row;
+mod sql;
 mod sqlite;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use agentry_core::store::ExecutionStore;
 
 pub use memory::SqlMemory;
 pub use postgres::PgStore;
+pub use sql::{Dialect, SqlStore};
 pub use sqlite::SqliteStore;
 
 /// A connected database, chosen by the URL's scheme.

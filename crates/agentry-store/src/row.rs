@@ -1,13 +1,16 @@
-//! The row shape both backends share, and its conversion to and from the core record.
+//! The row shapes both databases share, and their conversion to and from the core records.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, StateParts, Status};
-use agentry_core::store::{ExecutionRecord, Lease, Progress, StoreError};
+use agentry_core::store::{ExecutionRecord, Lease, Progress, StepRecord, StepStatus, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-/// One `workflow_executions` row, JSON columns as text.
+/// One `workflow_executions` row (the execution's header), JSON columns as text.
 #[derive(Debug, sqlx::FromRow)]
-pub(crate) struct ExecutionRow {
+pub struct ExecutionRow {
     pub id: String,
     pub workflow_id: String,
     pub status: String,
@@ -23,16 +26,36 @@ pub(crate) struct ExecutionRow {
     pub suspension: Option<String>,
     pub suspend_request: Option<String>,
     pub next_step: i64,
-    pub steps: String,
     pub version: i64,
     pub lease_node: Option<String>,
     pub lease_epoch: i64,
     pub lease_ttl_ms: Option<i64>,
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> String {
+/// One `workflow_steps` row, JSON columns as text.
+#[derive(Debug, sqlx::FromRow)]
+pub struct StepRow {
+    pub step_id: String,
+    pub parent_step_id: Option<String>,
+    pub status: String,
+    pub attempt: i64,
+    pub input: String,
+    pub output: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
     // Serialising a serde_json::Value or a plain derived struct cannot fail.
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
+    serde_json::from_str(s).map_err(|e| e.to_string())
+}
+
+fn parse_opt<T: serde::de::DeserializeOwned>(s: Option<&str>) -> Result<Option<T>, String> {
+    s.map(parse).transpose()
 }
 
 impl ExecutionRow {
@@ -53,8 +76,7 @@ impl ExecutionRow {
             error: parts.error,
             suspension: parts.suspension.as_ref().map(to_json),
             suspend_request: parts.suspend_request.as_ref().map(to_json),
-            next_step: r.progress.next_step as i64,
-            steps: to_json(&r.progress.steps),
+            next_step: i64::try_from(r.progress.next_step).unwrap_or(i64::MAX),
             version: r.version,
             lease_node: r.lease.as_ref().map(|l| l.node.clone()),
             lease_epoch: r.lease.as_ref().map_or(0, |l| l.epoch),
@@ -62,18 +84,13 @@ impl ExecutionRow {
         }
     }
 
-    pub fn into_record(self) -> Result<ExecutionRecord, StoreError> {
+    /// The record, with `steps` as its step records.
+    pub fn into_record(self, steps: Vec<StepRow>) -> Result<ExecutionRecord, StoreError> {
         let id = self.id.clone();
         let corrupt = |reason: String| StoreError::Corrupt {
             id: id.clone(),
             reason,
         };
-        fn parse<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
-            serde_json::from_str(s).map_err(|e| e.to_string())
-        }
-        fn parse_opt<T: serde::de::DeserializeOwned>(s: Option<&str>) -> Result<Option<T>, String> {
-            s.map(parse).transpose()
-        }
         let status = Status::parse(&self.status)
             .ok_or_else(|| corrupt(format!("unknown status {}", self.status)))?;
         let parts = StateParts {
@@ -89,10 +106,11 @@ impl ExecutionRow {
             Value::Object(m) => m,
             _ => return Err(corrupt("context is not an object".into())),
         };
-        let steps = match parse::<Value>(&self.steps).map_err(&corrupt)? {
-            Value::Object(m) => m,
-            _ => return Err(corrupt("steps is not an object".into())),
-        };
+        let steps = steps
+            .into_iter()
+            .map(|s| Ok((s.step_id.clone(), s.into_record()?)))
+            .collect::<Result<BTreeMap<_, _>, String>>()
+            .map_err(&corrupt)?;
         Ok(ExecutionRecord {
             id: self.id,
             workflow_id: self.workflow_id,
@@ -104,7 +122,7 @@ impl ExecutionRow {
             lease: self.lease_node.map(|node| Lease {
                 node,
                 epoch: self.lease_epoch,
-                ttl: std::time::Duration::from_millis(
+                ttl: Duration::from_millis(
                     u64::try_from(self.lease_ttl_ms.unwrap_or(0)).unwrap_or(0),
                 ),
             }),
@@ -116,6 +134,36 @@ impl ExecutionRow {
                 steps,
             },
             version: self.version,
+        })
+    }
+}
+
+impl StepRow {
+    pub fn from_record(step_id: &str, r: &StepRecord) -> Self {
+        Self {
+            step_id: step_id.to_owned(),
+            parent_step_id: r.parent.clone(),
+            status: r.status.as_str().to_owned(),
+            attempt: i64::from(r.attempt),
+            input: to_json(&r.input),
+            output: r.output.as_ref().map(to_json),
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+        }
+    }
+
+    fn into_record(self) -> Result<StepRecord, String> {
+        let step = &self.step_id;
+        Ok(StepRecord {
+            status: StepStatus::parse(&self.status)
+                .ok_or_else(|| format!("step {step} has the unknown status {}", self.status))?,
+            attempt: u32::try_from(self.attempt)
+                .map_err(|_| format!("step {step} has the attempt {}", self.attempt))?,
+            parent: self.parent_step_id,
+            input: parse(&self.input)?,
+            output: parse_opt(self.output.as_deref())?,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
         })
     }
 }

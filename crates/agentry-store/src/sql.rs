@@ -1,0 +1,469 @@
+//! The execution store, written once for both databases: the SQL below is shared, and
+//! [`Dialect`] names the few places where SQLite and PostgreSQL differ.
+//!
+//! An execution is a `workflow_executions` row (its header: state, progress, lease) and one
+//! `workflow_steps` row per step record. A checkpoint updates the header with a compare-and-set
+//! on `version`, fenced by the lease, and writes the step rows that changed, in one
+//! transaction; a heartbeat touches lease expiries only.
+
+use agentry_core::store::{Claim, ExecutionRecord, ExecutionStore, Lease, StepRecord, StoreError};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::query_builder::Separated;
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilder, Type};
+
+use crate::row::{ExecutionRow, StepRow, db_err, is_unique_violation};
+
+/// What differs between the databases.
+pub trait Dialect: Database {
+    /// The database's clock, in milliseconds since the epoch: lease expiries are compared with
+    /// it, never with a host's clock.
+    const NOW_MS: &'static str;
+    /// Follows a bound JSON text so that it is stored in a JSON column.
+    const AS_JSON: &'static str;
+    /// Follows a JSON column so that it reads as text.
+    const AS_TEXT: &'static str;
+    /// Null-safe equality.
+    const IS: &'static str;
+    /// Ends the sub-select of a claim: rows another claimer is taking are skipped.
+    const SKIP_LOCKED: &'static str;
+    /// Ends the fencing check of a step record: a concurrent claim waits, or is waited for.
+    const FOR_SHARE: &'static str;
+
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+}
+
+/// Executions in a SQL database: [`crate::SqliteStore`] or [`crate::PgStore`].
+#[derive(Debug)]
+pub struct SqlStore<DB: Database> {
+    pool: Pool<DB>,
+}
+
+impl<DB: Database> Clone for SqlStore<DB> {
+    fn clone(&self) -> Self {
+        Self::new(self.pool.clone())
+    }
+}
+
+impl<DB: Database> SqlStore<DB> {
+    pub fn new(pool: Pool<DB>) -> Self {
+        Self { pool }
+    }
+
+    pub fn pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
+}
+
+/// The header columns, in the order of [`ExecutionRow`].
+const HEADER: [&str; 19] = [
+    "id",
+    "workflow_id",
+    "status",
+    "input",
+    "context",
+    "user_id",
+    "owner",
+    "start_at",
+    "updated_at",
+    "end_at",
+    "result",
+    "error",
+    "suspension",
+    "suspend_request",
+    "next_step",
+    "version",
+    "lease_node",
+    "lease_epoch",
+    "lease_ttl_ms",
+];
+
+/// The JSON columns of the header.
+const HEADER_JSON: [&str; 5] = [
+    "input",
+    "context",
+    "result",
+    "suspension",
+    "suspend_request",
+];
+
+/// The step columns (after `execution_id`), in the order of [`StepRow`].
+const STEP: [&str; 8] = [
+    "step_id",
+    "parent_step_id",
+    "status",
+    "attempt",
+    "input",
+    "output",
+    "started_at",
+    "ended_at",
+];
+
+/// How many ids one statement binds at most.
+const CHUNK: usize = 500;
+
+/// `columns` as a select list, JSON ones read as text.
+fn select_list<DB: Dialect>(columns: &[&str], json: &[&str]) -> String {
+    columns
+        .iter()
+        .map(|c| {
+            if json.contains(c) {
+                format!("{c}{} AS {c}", DB::AS_TEXT)
+            } else {
+                (*c).to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[async_trait]
+impl<DB> ExecutionStore for SqlStore<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'t> String: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<String>: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+    for<'t> bool: Encode<'t, DB> + Type<DB>,
+    for<'t> DateTime<Utc>: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<DateTime<Utc>>: Encode<'t, DB> + Type<DB>,
+    for<'r> ExecutionRow: FromRow<'r, DB::Row>,
+    for<'r> StepRow: FromRow<'r, DB::Row>,
+{
+    async fn insert(&self, record: &ExecutionRecord) -> Result<(), StoreError> {
+        let r = ExecutionRow::from_record(record);
+        let ttl = r.lease_ttl_ms;
+        let running = r.status == "running";
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "INSERT INTO workflow_executions ({}, lease_expires_at) VALUES (",
+            HEADER.join(", ")
+        ));
+        Self::push_header_values(&mut q, r);
+        q.push(", ");
+        if running {
+            q.push(format!("{} + ", DB::NOW_MS)).push_bind(ttl);
+        } else {
+            q.push("NULL");
+        }
+        q.push(")");
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        match q.build().execute(&mut *tx).await {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::Duplicate(record.id.clone()));
+            }
+            Err(e) => return Err(db_err(e)),
+        }
+        let steps: Vec<&str> = record.progress.steps.keys().map(String::as_str).collect();
+        Self::write_steps(&mut tx, record, &steps).await?;
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT {} FROM workflow_executions WHERE id = ",
+            select_list::<DB>(&HEADER, &HEADER_JSON)
+        ));
+        q.push_bind(id.to_owned());
+        let row: Option<ExecutionRow> = q
+            .build_query_as()
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => {
+                let steps = Self::read_steps(&mut conn, id).await?;
+                row.into_record(steps).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn compare_and_set(
+        &self,
+        record: &ExecutionRecord,
+        expected_version: i64,
+        changed_steps: &[&str],
+    ) -> Result<bool, StoreError> {
+        let r = ExecutionRow::from_record(record);
+        let mut q = QueryBuilder::<DB>::new("UPDATE workflow_executions SET ");
+        let running = r.status == "running";
+        // The lease expiry: none once the execution stops running; unchanged while the same
+        // hold writes (only heartbeats renew it, so a suspend request from another process
+        // never keeps a dead owner's lease alive); a full ttl when the hold is new.
+        q.push("lease_expires_at = ");
+        if running {
+            q.push(format!(
+                "CASE WHEN status = 'running' AND lease_node {} ",
+                DB::IS
+            ))
+            .push_bind(r.lease_node.clone())
+            .push(" AND lease_epoch = ")
+            .push_bind(r.lease_epoch)
+            .push(format!(" THEN lease_expires_at ELSE {} + ", DB::NOW_MS))
+            .push_bind(r.lease_ttl_ms)
+            .push(" END");
+        } else {
+            q.push("NULL");
+        }
+        let (id, status) = (r.id.clone(), r.status.clone());
+        q.push(", status = ").push_bind(status);
+        q.push(", updated_at = ").push_bind(r.updated_at);
+        q.push(", end_at = ").push_bind(r.end_at);
+        q.push(", result = ").push_bind(r.result).push(DB::AS_JSON);
+        q.push(", error = ").push_bind(r.error);
+        q.push(", suspension = ")
+            .push_bind(r.suspension)
+            .push(DB::AS_JSON);
+        q.push(", suspend_request = ")
+            .push_bind(r.suspend_request)
+            .push(DB::AS_JSON);
+        q.push(", next_step = ").push_bind(r.next_step);
+        q.push(", version = ").push_bind(r.version);
+        q.push(", lease_node = ").push_bind(r.lease_node);
+        q.push(", lease_epoch = ").push_bind(r.lease_epoch);
+        q.push(", lease_ttl_ms = ").push_bind(r.lease_ttl_ms);
+        q.push(" WHERE id = ")
+            .push_bind(id)
+            .push(" AND version = ")
+            .push_bind(expected_version);
+        if changed_steps.is_empty() {
+            let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+            return Ok(DB::rows_affected(&res) == 1);
+        }
+        let mut tx = self.pool.begin().await.map_err(db_err)?;
+        let res = q.build().execute(&mut *tx).await.map_err(db_err)?;
+        if DB::rows_affected(&res) != 1 {
+            return Ok(false); // dropping the transaction rolls it back
+        }
+        Self::write_steps(&mut tx, record, changed_steps).await?;
+        tx.commit().await.map_err(db_err)?;
+        Ok(true)
+    }
+
+    async fn record_step(
+        &self,
+        execution_id: &str,
+        lease: &Lease,
+        step_id: &str,
+        step: &StepRecord,
+    ) -> Result<bool, StoreError> {
+        let s = StepRow::from_record(step_id, step);
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "INSERT INTO workflow_steps (execution_id, {}) SELECT ",
+            STEP.join(", ")
+        ));
+        {
+            let mut v = q.separated(", ");
+            v.push_bind(execution_id.to_owned());
+            Self::push_step_values(&mut v, s);
+        }
+        q.push(
+            " WHERE EXISTS (SELECT 1 FROM workflow_executions WHERE status = 'running' AND id = ",
+        )
+        .push_bind(execution_id.to_owned())
+        .push(" AND lease_node = ")
+        .push_bind(lease.node.clone())
+        .push(" AND lease_epoch = ")
+        .push_bind(lease.epoch)
+        .push(DB::FOR_SHARE)
+        .push(")");
+        push_step_upsert(&mut q);
+        let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res) == 1)
+    }
+
+    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<u64, StoreError> {
+        let mut renewed = 0;
+        for chunk in ids.chunks(CHUNK) {
+            let mut q = QueryBuilder::<DB>::new(format!(
+                "UPDATE workflow_executions SET lease_expires_at = {} + lease_ttl_ms \
+                 WHERE status = 'running' AND lease_node = ",
+                DB::NOW_MS
+            ));
+            q.push_bind(node.to_owned()).push(" AND id IN (");
+            Self::push_list(&mut q, chunk);
+            q.push(")");
+            let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+            renewed += DB::rows_affected(&res);
+        }
+        Ok(renewed)
+    }
+
+    async fn claim_orphans(&self, claim: &Claim<'_>) -> Result<Vec<ExecutionRecord>, StoreError> {
+        if claim.workflows.is_empty() || claim.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ttl_ms = i64::try_from(claim.ttl.as_millis()).unwrap_or(i64::MAX);
+        let mut q = QueryBuilder::<DB>::new("UPDATE workflow_executions SET lease_node = ");
+        q.push_bind(claim.node.to_owned())
+            .push(", lease_epoch = lease_epoch + 1, lease_ttl_ms = ")
+            .push_bind(ttl_ms)
+            .push(format!(", lease_expires_at = {} + ", DB::NOW_MS))
+            .push_bind(ttl_ms)
+            .push(", version = version + 1 WHERE id IN (SELECT id FROM workflow_executions ")
+            .push("WHERE status = 'running' AND workflow_id IN (");
+        Self::push_list(&mut q, &claim.workflows[..claim.workflows.len().min(CHUNK)]);
+        q.push(format!(
+            ") AND (lease_expires_at IS NULL OR lease_expires_at < {} OR (",
+            DB::NOW_MS
+        ))
+        .push_bind(claim.own)
+        .push(" AND lease_node = ")
+        .push_bind(claim.node.to_owned())
+        .push(")) ORDER BY start_at LIMIT ")
+        .push_bind(i64::from(claim.limit))
+        .push(DB::SKIP_LOCKED)
+        .push(format!(
+            ") RETURNING {}",
+            select_list::<DB>(&HEADER, &HEADER_JSON)
+        ));
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        let rows: Vec<ExecutionRow> = q
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let steps = Self::read_steps(&mut conn, &row.id).await?;
+            out.push(row.into_record(steps)?);
+        }
+        Ok(out)
+    }
+
+    async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "UPDATE workflow_executions SET lease_expires_at = 0 \
+             WHERE status = 'running' AND lease_node = ",
+        );
+        q.push_bind(node.to_owned());
+        let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res))
+    }
+}
+
+/// Makes an insert of step rows overwrite the rows it meets.
+fn push_step_upsert<DB: Dialect>(q: &mut QueryBuilder<DB>) {
+    let set: Vec<String> = STEP[1..]
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    q.push(format!(
+        " ON CONFLICT (execution_id, step_id) DO UPDATE SET {}",
+        set.join(", ")
+    ));
+}
+
+impl<DB> SqlStore<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'t> String: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<String>: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+    for<'t> bool: Encode<'t, DB> + Type<DB>,
+    for<'t> DateTime<Utc>: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<DateTime<Utc>>: Encode<'t, DB> + Type<DB>,
+    for<'r> ExecutionRow: FromRow<'r, DB::Row>,
+    for<'r> StepRow: FromRow<'r, DB::Row>,
+{
+    /// The header's values, in the order of [`HEADER`].
+    fn push_header_values(q: &mut QueryBuilder<DB>, r: ExecutionRow) {
+        let mut v = q.separated(", ");
+        v.push_bind(r.id);
+        v.push_bind(r.workflow_id);
+        v.push_bind(r.status);
+        v.push_bind(r.input).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.context).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.user_id);
+        v.push_bind(r.owner);
+        v.push_bind(r.start_at);
+        v.push_bind(r.updated_at);
+        v.push_bind(r.end_at);
+        v.push_bind(r.result).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.error);
+        v.push_bind(r.suspension).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.suspend_request).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.next_step);
+        v.push_bind(r.version);
+        v.push_bind(r.lease_node);
+        v.push_bind(r.lease_epoch);
+        v.push_bind(r.lease_ttl_ms);
+    }
+
+    /// A step's values, in the order of [`STEP`].
+    fn push_step_values(v: &mut Separated<'_, DB, &'static str>, s: StepRow) {
+        v.push_bind(s.step_id);
+        v.push_bind(s.parent_step_id);
+        v.push_bind(s.status);
+        v.push_bind(s.attempt);
+        v.push_bind(s.input).push_unseparated(DB::AS_JSON);
+        v.push_bind(s.output).push_unseparated(DB::AS_JSON);
+        v.push_bind(s.started_at);
+        v.push_bind(s.ended_at);
+    }
+
+    /// `a, b, c` as bound parameters.
+    fn push_list(q: &mut QueryBuilder<DB>, items: &[String]) {
+        let mut list = q.separated(", ");
+        for item in items {
+            list.push_bind(item.clone());
+        }
+    }
+
+    /// Writes the step records `ids` of `record` (deleting those it no longer has).
+    async fn write_steps(
+        conn: &mut DB::Connection,
+        record: &ExecutionRecord,
+        ids: &[&str],
+    ) -> Result<(), StoreError> {
+        let (present, gone): (Vec<&str>, Vec<&str>) = ids
+            .iter()
+            .partition(|id| record.progress.steps.contains_key(**id));
+        for chunk in present.chunks(CHUNK / STEP.len()) {
+            let mut q = QueryBuilder::<DB>::new(format!(
+                "INSERT INTO workflow_steps (execution_id, {}) ",
+                STEP.join(", ")
+            ));
+            q.push_values(chunk, |mut row, id| {
+                row.push_bind(record.id.clone());
+                Self::push_step_values(
+                    &mut row,
+                    StepRow::from_record(id, &record.progress.steps[*id]),
+                );
+            });
+            push_step_upsert(&mut q);
+            q.build().execute(&mut *conn).await.map_err(db_err)?;
+        }
+        for chunk in gone.chunks(CHUNK) {
+            let mut q = QueryBuilder::<DB>::new("DELETE FROM workflow_steps WHERE execution_id = ");
+            q.push_bind(record.id.clone()).push(" AND step_id IN (");
+            let owned: Vec<String> = chunk.iter().map(|s| (*s).to_owned()).collect();
+            Self::push_list(&mut q, &owned);
+            q.push(")");
+            q.build().execute(&mut *conn).await.map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// The step rows of an execution, in the order they started.
+    async fn read_steps(conn: &mut DB::Connection, id: &str) -> Result<Vec<StepRow>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT {} FROM workflow_steps WHERE execution_id = ",
+            select_list::<DB>(&STEP, &["input", "output"])
+        ));
+        q.push_bind(id.to_owned())
+            .push(" ORDER BY started_at, step_id");
+        q.build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)
+    }
+}
