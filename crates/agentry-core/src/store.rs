@@ -352,8 +352,21 @@ impl ExecutionStore for MemoryStore {
                         None => steps.remove(*id),
                     };
                 }
-                let mut stored = record.clone();
-                stored.progress.steps = steps;
+                // What the insert set never changes.
+                let first = &row.0;
+                let stored = ExecutionRecord {
+                    workflow_id: first.workflow_id.clone(),
+                    input: first.input.clone(),
+                    context: first.context.clone(),
+                    user_id: first.user_id.clone(),
+                    owner: first.owner.clone(),
+                    start_at: first.start_at,
+                    progress: Progress {
+                        next_step: record.progress.next_step,
+                        steps,
+                    },
+                    ..record.clone()
+                };
                 *row = (stored, expires);
                 Ok(true)
             }

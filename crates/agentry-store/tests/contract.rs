@@ -1,0 +1,602 @@
+//! The contract of `ExecutionStore`, run against every store: the in-memory one of
+//! `agentry-core`, SQLite (a fresh file) and PostgreSQL (a fresh database per test, created and
+//! dropped here). The engine relies on exactly these behaviours.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_core::state::{ExecutionState, SuspendRequest};
+use agentry_core::store::{
+    Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StepStatus,
+    StoreError,
+};
+use agentry_store::Database;
+use chrono::{DateTime, SubsecRound, Utc};
+use serde_json::{Map, json};
+use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+/// Instantiates each named `async fn(&dyn ExecutionStore)` once per store.
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(&super::MemoryStore::new()).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = super::TestDb::sqlite().await;
+                    super::$name(db.store.as_ref()).await;
+                    db.remove().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = super::TestDb::postgres().await;
+                    super::$name(db.store.as_ref()).await;
+                    db.remove().await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    a_record_reads_back_as_written,
+    an_id_is_taken_once,
+    a_write_needs_the_version_read,
+    a_write_stores_the_header_and_the_named_steps_only,
+    a_step_record_is_stored_only_under_the_lease,
+    a_heartbeat_renews_the_named_runs_only,
+    expired_leases_are_claimed_with_a_new_epoch,
+    own_claims_take_the_node_s_live_leases,
+    claims_take_registered_workflows_up_to_the_limit,
+    concurrent_claimers_never_share_an_execution,
+    a_write_by_the_same_hold_does_not_renew_its_lease,
+    released_leases_are_claimable_at_once,
+);
+
+/// A database for one test.
+struct TestDb {
+    database: Database,
+    store: Arc<dyn ExecutionStore>,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    File(std::path::PathBuf),
+    Postgres {
+        admin: PgConnectOptions,
+        name: String,
+    },
+}
+
+impl TestDb {
+    async fn sqlite() -> TestDb {
+        let path = std::env::temp_dir().join(format!(
+            "agentry-contract-{}.db",
+            uuid::Uuid::new_v4().simple()
+        ));
+        Self::open(&format!("sqlite://{}", path.display()), Cleanup::File(path)).await
+    }
+
+    async fn postgres() -> TestDb {
+        let base = std::env::var("AGENTRY_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let admin = PgConnectOptions::from_str(&base)
+            .expect("postgres URL")
+            .database("postgres");
+        let name = format!("agentry_contract_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect_with(&admin)
+            .await
+            .expect("PostgreSQL is unreachable (set AGENTRY_TEST_POSTGRES_URL)");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let _ = conn.close().await;
+        let (prefix, _) = base.rsplit_once('/').expect("a URL with a database");
+        let url = format!("{prefix}/{name}");
+        Self::open(&url, Cleanup::Postgres { admin, name }).await
+    }
+
+    async fn open(url: &str, cleanup: Cleanup) -> TestDb {
+        let database = Database::connect(url).await.expect("connect");
+        database.migrate().await.expect("migrate");
+        let store = database.execution_store();
+        TestDb {
+            database,
+            store,
+            cleanup,
+        }
+    }
+
+    async fn remove(self) {
+        self.database.close().await;
+        match self.cleanup {
+            Cleanup::File(path) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                }
+            }
+            Cleanup::Postgres { admin, name } => {
+                if let Ok(mut conn) = PgConnection::connect_with(&admin).await {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut conn)
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+/// Now, to the microsecond (what every store keeps).
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+fn lease(node: &str, epoch: i64, ttl: Duration) -> Lease {
+    Lease {
+        node: node.into(),
+        epoch,
+        ttl,
+    }
+}
+
+fn running() -> ExecutionState {
+    ExecutionState::Running {
+        suspend_request: None,
+    }
+}
+
+/// A running execution of `workflow` held by `lease`, its first step done and its second
+/// started, with a child record.
+fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
+    let at = now();
+    let mut steps = BTreeMap::new();
+    steps.insert(
+        "first".to_owned(),
+        StepRecord::started(json!({"n": 1}), 1, at).finished(json!({"n": 2}), true, at),
+    );
+    steps.insert(
+        "child".to_owned(),
+        StepRecord {
+            parent: Some("first".into()),
+            ..StepRecord::started(json!({"n": 1}), 1, at).finished(json!("c"), false, at)
+        },
+    );
+    steps.insert(
+        "second".to_owned(),
+        StepRecord::started(json!({"n": 2}), 2, at),
+    );
+    let mut context = Map::new();
+    context.insert("userId".into(), json!("u-1"));
+    ExecutionRecord {
+        id: format!("x-{}", uuid::Uuid::new_v4().simple()),
+        workflow_id: workflow.into(),
+        state: running(),
+        input: json!({"text": "ünïcode", "list": [1, 2.5, null]}),
+        context,
+        user_id: Some("u-1".into()),
+        owner: Some("owner-1".into()),
+        lease,
+        start_at: at,
+        updated_at: at,
+        progress: Progress {
+            next_step: 1,
+            steps,
+        },
+        version: 1,
+    }
+}
+
+fn held() -> Option<Lease> {
+    Some(lease("n1", 1, Duration::from_secs(60)))
+}
+
+async fn get(store: &dyn ExecutionStore, id: &str) -> ExecutionRecord {
+    store.get(id).await.expect("get").expect("the execution")
+}
+
+/// Writes `next` over `before` (its version bumped), naming the steps that changed.
+async fn write(
+    store: &dyn ExecutionStore,
+    before: &ExecutionRecord,
+    mut next: ExecutionRecord,
+) -> (bool, ExecutionRecord) {
+    next.version = before.version + 1;
+    let changed = next.progress.changed_since(&before.progress);
+    let ok = store
+        .compare_and_set(&next, before.version, &changed)
+        .await
+        .expect("write");
+    (ok, next)
+}
+
+fn claim<'a>(node: &'a str, own: bool, workflows: &'a [String], limit: u32) -> Claim<'a> {
+    Claim {
+        node,
+        ttl: Duration::from_secs(60),
+        own,
+        workflows,
+        limit,
+    }
+}
+
+fn wf(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
+    let rec = record("w", held());
+    store.insert(&rec).await.expect("insert");
+    assert_eq!(get(store, &rec.id).await, rec);
+    assert!(store.get("x-missing").await.expect("get").is_none());
+    // A finished one too: result, end, no lease.
+    let mut done = record("w", None);
+    done.state = ExecutionState::Completed {
+        result: json!({"ok": true}),
+        end_at: now(),
+    };
+    store.insert(&done).await.expect("insert");
+    assert_eq!(get(store, &done.id).await, done);
+}
+
+async fn an_id_is_taken_once(store: &dyn ExecutionStore) {
+    let rec = record("w", held());
+    store.insert(&rec).await.expect("insert");
+    let again = record("other", None);
+    let again = ExecutionRecord {
+        id: rec.id.clone(),
+        ..again
+    };
+    assert!(matches!(
+        store.insert(&again).await,
+        Err(StoreError::Duplicate(id)) if id == rec.id
+    ));
+    assert_eq!(get(store, &rec.id).await, rec, "the first one is untouched");
+}
+
+async fn a_write_needs_the_version_read(store: &dyn ExecutionStore) {
+    let rec = record("w", held());
+    store.insert(&rec).await.expect("insert");
+    let mut next = rec.clone();
+    next.state = ExecutionState::Running {
+        suspend_request: Some(SuspendRequest {
+            requested_at: now(),
+            reason: "pause".into(),
+        }),
+    };
+    let (ok, written) = write(store, &rec, next.clone()).await;
+    assert!(ok);
+    assert_eq!(get(store, &rec.id).await, written);
+    // The same write again is from a stale read: refused, nothing written.
+    let (ok, _) = write(store, &rec, next).await;
+    assert!(!ok);
+    assert_eq!(get(store, &rec.id).await, written);
+    // A write to an execution that does not exist writes nothing.
+    let ghost = record("w", held());
+    let (ok, _) = write(store, &ghost, ghost.clone()).await;
+    assert!(!ok);
+    assert!(store.get(&ghost.id).await.expect("get").is_none());
+}
+
+async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn ExecutionStore) {
+    let rec = record("w", held());
+    store.insert(&rec).await.expect("insert");
+    let at = now();
+    let mut next = rec.clone();
+    next.progress.next_step = 2;
+    let done = next.progress.steps["second"]
+        .clone()
+        .finished(json!({"n": 3}), true, at);
+    next.progress.steps.insert("second".into(), done);
+    next.progress
+        .steps
+        .insert("third".into(), StepRecord::started(json!({"n": 3}), 1, at));
+    next.progress.steps.remove("child");
+    let mut expected = next.clone();
+    expected.version = rec.version + 1;
+    // Only "second", "third" and "child" (removed) are named: a change elsewhere is not
+    // written.
+    let mut sneaky = next.clone();
+    sneaky.version = rec.version + 1;
+    sneaky
+        .progress
+        .steps
+        .get_mut("first")
+        .expect("first")
+        .attempt = 9;
+    let ok = store
+        .compare_and_set(&sneaky, rec.version, &["second", "third", "child"])
+        .await
+        .expect("write");
+    assert!(ok);
+    let stored = get(store, &rec.id).await;
+    assert_eq!(stored, expected);
+    assert_eq!(stored.progress.steps["first"].attempt, 1);
+    // The input, context, user and owner are the insert's, whatever a write carries.
+    let mut other = stored.clone();
+    other.input = json!("changed");
+    other.context = Map::new();
+    other.owner = None;
+    other.user_id = None;
+    let (ok, _) = write(store, &stored, other).await;
+    assert!(ok);
+    let again = get(store, &rec.id).await;
+    assert_eq!(
+        (&again.input, &again.context, &again.owner, &again.user_id),
+        (&rec.input, &rec.context, &rec.owner, &rec.user_id)
+    );
+}
+
+async fn a_step_record_is_stored_only_under_the_lease(store: &dyn ExecutionStore) {
+    let rec = record("w", held());
+    store.insert(&rec).await.expect("insert");
+    let at = now();
+    let child = StepRecord {
+        parent: Some("second".into()),
+        ..StepRecord::started(json!(1), 2, at).finished(json!(2), true, at)
+    };
+    let mine = rec.lease.clone().expect("lease");
+    assert!(
+        store
+            .record_step(&rec.id, &mine, "a", &child)
+            .await
+            .expect("record")
+    );
+    let stale = lease("n1", 0, mine.ttl);
+    let stranger = lease("n2", 1, mine.ttl);
+    for other in [&stale, &stranger] {
+        assert!(
+            !store
+                .record_step(&rec.id, other, "b", &child)
+                .await
+                .expect("record")
+        );
+    }
+    let stored = get(store, &rec.id).await;
+    assert_eq!(stored.progress.steps.get("a"), Some(&child));
+    assert!(!stored.progress.steps.contains_key("b"));
+    assert_eq!(
+        stored.version, rec.version,
+        "a step record is not a new version"
+    );
+    // Not running any more: refused.
+    let mut next = stored.clone();
+    next.state = ExecutionState::Error {
+        message: "boom".into(),
+        end_at: now(),
+    };
+    assert!(write(store, &stored, next).await.0);
+    assert!(
+        !store
+            .record_step(&rec.id, &mine, "c", &child)
+            .await
+            .expect("record")
+    );
+}
+
+async fn a_heartbeat_renews_the_named_runs_only(store: &dyn ExecutionStore) {
+    let short = Duration::from_millis(200);
+    let alive = record("w", Some(lease("n1", 1, short)));
+    let dead = record("w", Some(lease("n1", 1, short)));
+    let others = record("w", Some(lease("n2", 1, short)));
+    for r in [&alive, &dead, &others] {
+        store.insert(r).await.expect("insert");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ids = vec![alive.id.clone(), others.id.clone()];
+    assert_eq!(store.renew_leases("n1", &ids).await.expect("renew"), 1);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // `dead` expired; `alive` was renewed; `others` belongs to n2 (not renewed by n1).
+    let workflows = wf(&["w"]);
+    let claimed = store
+        .claim_orphans(&claim("n3", false, &workflows, 10))
+        .await
+        .expect("claim");
+    let mut ids: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    let mut expected = vec![dead.id.as_str(), others.id.as_str()];
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+}
+
+async fn expired_leases_are_claimed_with_a_new_epoch(store: &dyn ExecutionStore) {
+    let rec = record("w", Some(lease("n1", 4, Duration::from_millis(50))));
+    let fresh = record("w", held());
+    let unheld = record("w", None);
+    let mut suspended = record("w", None);
+    suspended.state = ExecutionState::Error {
+        message: "x".into(),
+        end_at: now(),
+    };
+    for r in [&rec, &fresh, &unheld, &suspended] {
+        store.insert(r).await.expect("insert");
+    }
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let workflows = wf(&["w"]);
+    let claimed = store
+        .claim_orphans(&claim("n2", false, &workflows, 10))
+        .await
+        .expect("claim");
+    assert_eq!(
+        claimed.len(),
+        2,
+        "the expired one and the one without a lease"
+    );
+    let taken = claimed
+        .iter()
+        .find(|r| r.id == rec.id)
+        .expect("the expired one");
+    assert_eq!(taken.lease, Some(lease("n2", 5, Duration::from_secs(60))));
+    assert_eq!(taken.version, rec.version + 1);
+    assert_eq!(taken.progress, rec.progress, "claimed with its steps");
+    assert_eq!(&get(store, &rec.id).await, taken);
+    // Claimed now: nobody else gets them.
+    let again = store
+        .claim_orphans(&claim("n3", false, &workflows, 10))
+        .await
+        .expect("claim");
+    assert!(again.is_empty(), "{again:?}");
+}
+
+async fn own_claims_take_the_node_s_live_leases(store: &dyn ExecutionStore) {
+    let mine = record("w", held());
+    let theirs = record("w", Some(lease("n2", 1, Duration::from_secs(60))));
+    store.insert(&mine).await.expect("insert");
+    store.insert(&theirs).await.expect("insert");
+    let workflows = wf(&["w"]);
+    let none = store
+        .claim_orphans(&claim("n1", false, &workflows, 10))
+        .await
+        .expect("claim");
+    assert!(none.is_empty());
+    let own = store
+        .claim_orphans(&claim("n1", true, &workflows, 10))
+        .await
+        .expect("claim");
+    assert_eq!(own.len(), 1);
+    assert_eq!(own[0].id, mine.id);
+    assert_eq!(own[0].lease.as_ref().map(|l| l.epoch), Some(2), "fenced");
+}
+
+async fn claims_take_registered_workflows_up_to_the_limit(store: &dyn ExecutionStore) {
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut r = record(if i < 4 { "known" } else { "unknown" }, None);
+        r.start_at = now() + chrono::Duration::milliseconds(i);
+        store.insert(&r).await.expect("insert");
+        ids.push(r.id);
+    }
+    let workflows = wf(&["known"]);
+    let first = store
+        .claim_orphans(&claim("n1", false, &workflows, 3))
+        .await
+        .expect("claim");
+    let got: Vec<&str> = first.iter().map(|r| r.id.as_str()).collect();
+    let mut oldest: Vec<&str> = ids[..3].iter().map(String::as_str).collect();
+    let mut sorted = got.clone();
+    sorted.sort_unstable();
+    oldest.sort_unstable();
+    assert_eq!(sorted, oldest, "the oldest first");
+    let rest = store
+        .claim_orphans(&claim("n1", false, &workflows, 3))
+        .await
+        .expect("claim");
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].id, ids[3]);
+    let nothing = store
+        .claim_orphans(&claim("n1", false, &[], 3))
+        .await
+        .expect("claim");
+    assert!(nothing.is_empty());
+}
+
+async fn concurrent_claimers_never_share_an_execution(store: &dyn ExecutionStore) {
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let r = record("w", None);
+        store.insert(&r).await.expect("insert");
+        ids.push(r.id);
+    }
+    let workflows = wf(&["w"]);
+    let nodes: Vec<String> = (0..6).map(|i| format!("n{i}")).collect();
+    let claims = nodes.iter().map(|node| {
+        let workflows = &workflows;
+        async move {
+            let mut got = Vec::new();
+            for _ in 0..5 {
+                let batch = store
+                    .claim_orphans(&claim(node, false, workflows, 4))
+                    .await
+                    .expect("claim");
+                got.extend(batch.into_iter().map(|r| (r.id, node.clone())));
+            }
+            got
+        }
+    });
+    let all: Vec<(String, String)> = futures::future::join_all(claims)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut claimed: Vec<&str> = all.iter().map(|(id, _)| id.as_str()).collect();
+    claimed.sort_unstable();
+    let before = claimed.len();
+    claimed.dedup();
+    assert_eq!(before, claimed.len(), "an execution was claimed twice");
+    assert_eq!(claimed.len(), 40);
+    for (id, node) in &all {
+        let stored = get(store, id).await;
+        assert_eq!(
+            stored.lease.as_ref().map(|l| l.node.as_str()),
+            Some(node.as_str())
+        );
+    }
+}
+
+async fn a_write_by_the_same_hold_does_not_renew_its_lease(store: &dyn ExecutionStore) {
+    let rec = record("w", Some(lease("n1", 1, Duration::from_millis(100))));
+    store.insert(&rec).await.expect("insert");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // A suspend request written by another process keeps the dead owner's lease expired.
+    let mut next = rec.clone();
+    next.state = ExecutionState::Running {
+        suspend_request: Some(SuspendRequest {
+            requested_at: now(),
+            reason: "pause".into(),
+        }),
+    };
+    assert!(write(store, &rec, next).await.0);
+    let workflows = wf(&["w"]);
+    let claimed = store
+        .claim_orphans(&claim("n2", false, &workflows, 10))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    // A new hold written by a write (a resume) gets a full ttl.
+    let taken = claimed[0].clone();
+    let mut resumed = taken.clone();
+    resumed.lease = Some(lease("n3", 9, Duration::from_secs(60)));
+    assert!(write(store, &taken, resumed).await.0);
+    let none = store
+        .claim_orphans(&claim("n4", false, &workflows, 10))
+        .await
+        .expect("claim");
+    assert!(none.is_empty());
+}
+
+async fn released_leases_are_claimable_at_once(store: &dyn ExecutionStore) {
+    let rec = record("w", held());
+    store.insert(&rec).await.expect("insert");
+    let workflows = wf(&["w"]);
+    assert!(
+        store
+            .claim_orphans(&claim("n2", false, &workflows, 10))
+            .await
+            .expect("claim")
+            .is_empty()
+    );
+    assert_eq!(store.release_leases("n1").await.expect("release"), 1);
+    let claimed = store
+        .claim_orphans(&claim("n2", false, &workflows, 10))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].state, running());
+}
