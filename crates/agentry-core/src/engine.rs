@@ -1728,4 +1728,175 @@ mod tests {
                 .all(|e| matches!(e, EngineError::NotSuspended { .. }))
         );
     }
+
+    /// Counts the runs of each step id.
+    #[derive(Clone, Default)]
+    struct Runs(Arc<Mutex<HashMap<String, u32>>>);
+
+    impl Runs {
+        fn step(&self, id: &str) -> Step {
+            let runs = self.clone();
+            let sid = id.to_owned();
+            step(id, move |ctx: StepContext| {
+                let (runs, sid) = (runs.clone(), sid.clone());
+                async move {
+                    *lock(&runs.0).entry(sid.clone()).or_default() += 1;
+                    Ok(json!({"id": sid, "attempt": ctx.attempt}))
+                }
+            })
+        }
+
+        fn of(&self, id: &str) -> u32 {
+            lock(&self.0).get(id).copied().unwrap_or(0)
+        }
+    }
+
+    /// A running execution of `workflow` left by a dead process in its first step, with
+    /// `steps` recorded.
+    fn interrupted(workflow: &str, steps: &[(&str, StepRecord)]) -> ExecutionRecord {
+        let mut rec = orphan(&format!("{workflow}-1"), None);
+        rec.workflow_id = workflow.into();
+        rec.progress = Progress {
+            next_step: 0,
+            steps: steps
+                .iter()
+                .map(|(id, r)| ((*id).to_owned(), r.clone()))
+                .collect(),
+        };
+        rec
+    }
+
+    async fn recovered(engine: &Engine, id: &str) -> ExecutionRecord {
+        assert_eq!(engine.recover().await.unwrap(), 1);
+        for _ in 0..200 {
+            let rec = engine.store().get(id).await.unwrap().unwrap();
+            if rec.state.status() != Status::Running {
+                return rec;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{id} was not recovered");
+    }
+
+    fn child_of(parent: &str, output: Value) -> StepRecord {
+        let at = chrono::Utc::now();
+        StepRecord {
+            parent: Some(parent.into()),
+            ..StepRecord::started(json!({}), 1, at).finished(output, true, at)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_and_all_runs_only_its_unfinished_children() {
+        let runs = Runs::default();
+        let engine = Engine::in_memory();
+        let wf = Workflow::new("fan", "Fan")
+            .and_all("fan", vec![runs.step("a"), runs.step("b"), runs.step("c")])
+            .build()
+            .unwrap();
+        engine.register(wf).unwrap();
+        let started = StepRecord::started(json!({}), 1, chrono::Utc::now());
+        let rec = interrupted(
+            "fan",
+            &[("fan", started), ("a", child_of("fan", json!("a, before")))],
+        );
+        engine.store().insert(&rec).await.unwrap();
+        let done = recovered(&engine, &rec.id).await;
+        assert_eq!((runs.of("a"), runs.of("b"), runs.of("c")), (0, 1, 1));
+        assert_eq!(
+            done.state.result(),
+            Some(&json!(["a, before", {"id": "b", "attempt": 2}, {"id": "c", "attempt": 2}]))
+        );
+        let fan = &done.progress.steps["fan"];
+        assert_eq!((fan.status, fan.attempt), (StepStatus::Completed, 2));
+        assert_eq!(done.progress.steps["b"].parent.as_deref(), Some("fan"));
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_race_keeps_its_winner() {
+        let runs = Runs::default();
+        let engine = Engine::in_memory();
+        let wf = Workflow::new("race", "Race")
+            .and_race("race", vec![runs.step("x"), runs.step("y")])
+            .build()
+            .unwrap();
+        engine.register(wf).unwrap();
+        let started = StepRecord::started(json!({}), 1, chrono::Utc::now());
+        let rec = interrupted(
+            "race",
+            &[("race", started), ("y", child_of("race", json!("y won")))],
+        );
+        engine.store().insert(&rec).await.unwrap();
+        let done = recovered(&engine, &rec.id).await;
+        assert_eq!(done.state.result(), Some(&json!("y won")));
+        assert_eq!((runs.of("x"), runs.of("y")), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn children_of_and_all_are_stored_as_they_finish() {
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let engine = Engine::in_memory();
+        let wait = gate.clone();
+        let slow = step("slow", move |_ctx: StepContext| {
+            let wait = wait.clone();
+            async move {
+                wait.notified().await;
+                Ok(json!("slow"))
+            }
+        });
+        let fast = step("fast", |_ctx: StepContext| async move { Ok(json!("fast")) });
+        let wf = Workflow::new("both", "Both")
+            .and_all("both", vec![fast, slow])
+            .build()
+            .unwrap();
+        engine.register(wf).unwrap();
+        let run = engine
+            .start("both", json!({}), ExecuteOptions::default())
+            .await
+            .unwrap();
+        let id = run.execution_id.clone();
+        let mut stored = None;
+        for _ in 0..200 {
+            let rec = engine.store().get(&id).await.unwrap().unwrap();
+            if let Some(fast) = rec.progress.steps.get("fast") {
+                stored = Some(fast.clone());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let fast = stored.expect("the fast child was stored while the slow one ran");
+        assert_eq!(fast.output, Some(json!("fast")));
+        gate.notify_one();
+        let done = run.finish().await.unwrap();
+        assert_eq!(done.state.result(), Some(&json!(["fast", "slow"])));
+    }
+
+    #[tokio::test]
+    async fn a_resumed_step_continues_its_attempt() {
+        let engine = Engine::in_memory();
+        engine
+            .register(
+                Workflow::new("gate", "Gate")
+                    .and_then(step("wait", |ctx: StepContext| async move {
+                        match ctx.resume_data {
+                            Some(_) => Ok(json!({"attempt": ctx.attempt})),
+                            None => Err(ctx.suspend("closed", None)),
+                        }
+                    }))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        let rec = engine
+            .execute("gate", json!({}), ExecuteOptions::default())
+            .await
+            .unwrap();
+        let wait = &rec.progress.steps["wait"];
+        assert_eq!((wait.status, wait.attempt), (StepStatus::Suspended, 1));
+        let done = engine
+            .resume("gate", &rec.id, json!(1), None)
+            .await
+            .unwrap();
+        assert_eq!(done.state.result(), Some(&json!({"attempt": 1})));
+    }
 }
