@@ -601,6 +601,19 @@ async fn ws_follows_a_running_countdown(backend: Backend) {
     s.stop().await;
 }
 
+/// The messages of an execution socket up to its `workflow-result`.
+async fn receive_until_result(socket: &mut Socket) -> Vec<Value> {
+    let mut events = Vec::new();
+    loop {
+        let ev = receive_json(socket).await;
+        let last = ev["type"] == "workflow-result";
+        events.push(ev);
+        if last || events.len() > 100 {
+            return events;
+        }
+    }
+}
+
 async fn ws_of_a_completed_execution(backend: Backend) {
     let _sockets = SOCKETS.read().await;
     let s = TestServer::start(backend).await;
@@ -614,7 +627,12 @@ async fn ws_of_a_completed_execution(backend: Backend) {
     assert_eq!(state["workflowId"], "word-count");
     assert_eq!(state["status"], "completed");
     assert_eq!(state["result"], json!({"words": 6}));
-    let last = receive_json(&mut socket).await;
+    // The whole stored log, from the start, on any replica; `workflow-result` last.
+    let events = receive_until_result(&mut socket).await;
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"workflow-start"), "{types:?}");
+    assert_eq!(types[types.len() - 2], "workflow-complete", "{types:?}");
+    let last = events.last().cloned().unwrap_or_default();
     assert_eq!(last["type"], "workflow-result", "{last}");
     assert_eq!(last["executionId"], id.as_str());
     assert_eq!(last["workflowId"], "word-count");
@@ -646,7 +664,11 @@ async fn ws_of_a_suspended_execution(backend: Backend) {
     assert_eq!(state["type"], "execution-state", "{state}");
     assert_eq!(state["status"], "suspended");
     assert_eq!(state["suspension"]["stepId"], "check-approval");
-    let last = receive_json(&mut socket).await;
+    let events = receive_until_result(&mut socket).await;
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"workflow-start"), "{types:?}");
+    assert_eq!(types[types.len() - 2], "workflow-suspended", "{types:?}");
+    let last = events.last().cloned().unwrap_or_default();
     assert_eq!(last["type"], "workflow-result", "{last}");
     assert_eq!(last["status"], "suspended");
     assert_eq!(last["result"], Value::Null);

@@ -1058,7 +1058,7 @@ async fn concurrent_resumes_resume_once(backend: Backend) {
 
 /// The same `executionId` and input while the first call still runs: the retry waits for the
 /// same execution and answers with its result (nothing runs twice); `/stream` re-posted once it
-/// is over answers with its `workflow-result`.
+/// is over replays its events and answers with its `workflow-result`.
 async fn idempotent_start_rejoins_a_running_execution(backend: Backend) {
     let s = Arc::new(TestServer::start(backend).await);
     let id = format!("cd-{}", new_id());
@@ -1092,11 +1092,16 @@ async fn idempotent_start_rejoins_a_running_execution(backend: Backend) {
     let st = state_of(&s, "countdown", &id).await;
     assert_eq!(st["startAt"], first["startAt"]);
 
+    // Re-posted once it is over: its whole stored log again, then its `workflow-result`.
     let events = s.sse_events("/workflows/countdown/stream", &body).await;
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["type"], "workflow-result");
-    assert_eq!(events[0]["status"], "completed");
-    assert_eq!(events[0]["result"], json!({"remaining": 0}));
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"workflow-start"), "{types:?}");
+    assert_eq!(types.iter().filter(|t| **t == "step-complete").count(), 5);
+    assert_eq!(types[types.len() - 2], "workflow-complete", "{types:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "workflow-result");
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["result"], json!({"remaining": 0}));
     if let Ok(s) = Arc::try_unwrap(s) {
         s.stop().await;
     }

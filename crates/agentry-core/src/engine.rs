@@ -95,6 +95,9 @@ pub struct ExecuteOptions {
     pub context: Map<String, Value>,
     /// The verified user starting the execution (its owner), when authentication is on.
     pub owner: Option<String>,
+    /// When the id is taken by the same execution (a retried start): replay only its events
+    /// after this number (a client's `Last-Event-ID`).
+    pub last_event_id: Option<i64>,
 }
 
 /// A point in a step's life where a test can stop the process, to prove what a crash there
@@ -189,8 +192,12 @@ impl RunHandle {
     }
 }
 
-/// How often a rejoined execution that runs in another process is read again.
-const REJOIN_POLL: Duration = Duration::from_millis(200);
+/// How many stored events a follower reads at once.
+const FOLLOW_BATCH: u32 = 500;
+
+/// The wake-up that concerns every execution (the database's notifications may have been
+/// missed: a listener reconnected).
+pub const WAKE_ALL: &str = "*";
 
 /// The workflow engine. Cheap to clone.
 #[derive(Clone)]
@@ -205,6 +212,8 @@ struct Inner {
     agents: RwLock<Option<Arc<dyn AgentRunner>>>,
     live: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<WorkflowEvent>>>>,
     all_events: broadcast::Sender<WorkflowEvent>,
+    /// The ids of executions whose log grew or whose status changed.
+    wakeups: broadcast::Sender<Arc<str>>,
     config: EngineConfig,
     shutdown: CancellationToken,
     /// Set when a graceful shutdown begins: runs stop at their next step boundary.
@@ -217,10 +226,11 @@ struct Entry {
     step: usize,
     /// Resume data, and the data that step suspended with.
     resume: Option<(Value, Option<Value>)>,
-    /// Whether the execution ran before (a resume or a recovery): `workflow-start`'s `resumed`.
-    resumed: bool,
-    /// Whether the write that began this run recorded the first step's start.
+    /// Whether the write that began this run recorded the first step's start (else the run
+    /// records it, with `workflow-start`: a recovery).
     begun: bool,
+    /// The events of the write that began this run, sent once the run's subscribers are in.
+    announce: Vec<WorkflowEvent>,
 }
 
 /// The records of a composite step's children, as they finish. With a lease, the children of
@@ -320,6 +330,7 @@ impl Engine {
         config: EngineConfig,
     ) -> Self {
         let (all_events, _) = broadcast::channel(1024);
+        let (wakeups, _) = broadcast::channel(1024);
         Self {
             inner: Arc::new(Inner {
                 workflows: RwLock::new(Vec::new()),
@@ -328,6 +339,7 @@ impl Engine {
                 agents: RwLock::new(None),
                 live: Mutex::new(HashMap::new()),
                 all_events,
+                wakeups,
                 config,
                 shutdown: CancellationToken::new(),
                 draining: CancellationToken::new(),
@@ -401,16 +413,6 @@ impl Engine {
         self.inner.all_events.subscribe()
     }
 
-    /// Live events of an execution running in this process, or `None` when it is not running
-    /// here.
-    pub fn subscribe(&self, execution_id: &str) -> Option<mpsc::UnboundedReceiver<WorkflowEvent>> {
-        let mut live = lock(&self.inner.live);
-        let subs = live.get_mut(execution_id)?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        subs.push(tx);
-        Some(rx)
-    }
-
     /// Starts an execution and returns at once with its live events.
     pub async fn start(
         &self,
@@ -447,10 +449,15 @@ impl Engine {
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         // The first step's start is written with the execution itself.
         let mut progress = Progress::default();
+        let mut kinds = vec![EventKind::WorkflowStart {
+            input: input.clone(),
+            resumed: false,
+        }];
         if let Some(first) = wf.steps().first() {
             self.begin(&mut progress, first, input.clone());
+            kinds.push(Self::step_start(first, 0, input.clone()));
         }
-        let record = ExecutionRecord {
+        let mut record = ExecutionRecord {
             id: id.clone(),
             workflow_id: wf.id().to_owned(),
             state,
@@ -463,29 +470,37 @@ impl Engine {
             updated_at: now,
             progress,
             version: 1,
+            last_event: 0,
         };
-        match self.inner.store.insert(&record).await {
-            Err(StoreError::Duplicate(_)) => return self.rejoin(&record).await,
+        let events = self.numbered(&mut record, 0, kinds);
+        match self.inner.store.insert(&record, &events).await {
+            Err(StoreError::Duplicate(_)) => {
+                return self
+                    .rejoin(&record, options.last_event_id.unwrap_or(0))
+                    .await;
+            }
             other => other?,
         }
         let entry = Entry {
             step: 0,
             resume: None,
-            resumed: false,
             begun: true,
+            announce: events,
         };
         Ok(self.spawn_run(wf, record, entry))
     }
 
     /// The idempotent start: the same `executionId` again, for the same workflow with the same
-    /// input (and the same owner), rejoins that execution. Its handle's events follow the run
-    /// (or give its `workflow-result` at once when it is not running) and `finish` answers like
-    /// the first call would now. Anything else under that id is
-    /// [`EngineError::ExecutionExists`].
-    async fn rejoin(&self, attempt: &ExecutionRecord) -> Result<RunHandle, EngineError> {
+    /// input (and the same owner), rejoins that execution: its handle replays the events after
+    /// `after` and follows the rest (or gives its `workflow-result` at once when it is not
+    /// running), and `finish` answers like the first call would now. Anything else under that id
+    /// is [`EngineError::ExecutionExists`].
+    async fn rejoin(
+        &self,
+        attempt: &ExecutionRecord,
+        after: i64,
+    ) -> Result<RunHandle, EngineError> {
         let exists = || EngineError::ExecutionExists(attempt.id.clone());
-        // Subscribe before reading, so that an end between the two is not missed.
-        let live = self.subscribe(&attempt.id);
         let found = self
             .inner
             .store
@@ -499,60 +514,104 @@ impl Engine {
             return Err(exists());
         }
         tracing::info!(execution_id = %found.id, status = %found.state.status(), "execution rejoined");
-        let (tx, rx) = mpsc::unbounded_channel();
-        let engine = self.clone();
-        let id = found.id.clone();
-        // A task of its own, so that the events flow whether or not anyone awaits the outcome;
-        // it ends when the execution stops running.
-        Ok(RunHandle {
-            execution_id: id,
-            events: rx,
-            outcome: tokio::spawn(async move { engine.follow(found, live, tx).await }),
-        })
+        Ok(self.follower(&found.id, after))
     }
 
-    /// Forwards a rejoined execution's events to `tx` until it stops running, and answers with
-    /// its record then.
+    /// Re-attaches to an execution of `workflow_id`: its events after number `after` (0: all),
+    /// then each new one as it is written, on whichever process runs it, until it stops running;
+    /// then its `workflow-result`.
+    pub async fn attach(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        after: i64,
+    ) -> Result<RunHandle, EngineError> {
+        self.require_workflow(workflow_id)?;
+        self.load(workflow_id, execution_id).await?;
+        Ok(self.follower(execution_id, after))
+    }
+
+    /// [`Engine::attach`] to an execution of whichever workflow (`None` when there is no such
+    /// execution).
+    pub async fn attach_any(
+        &self,
+        execution_id: &str,
+        after: i64,
+    ) -> Result<Option<RunHandle>, EngineError> {
+        let found = self.inner.store.get(execution_id).await?;
+        Ok(found.map(|_| self.follower(execution_id, after)))
+    }
+
+    /// A handle whose events follow `execution_id`'s log after `after`, in a task of its own.
+    fn follower(&self, execution_id: &str, after: i64) -> RunHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let engine = self.clone();
+        let id = execution_id.to_owned();
+        RunHandle {
+            execution_id: id.clone(),
+            events: rx,
+            outcome: tokio::spawn(async move { engine.follow(&id, after, tx).await }),
+        }
+    }
+
+    /// Sends `id`'s stored events after number `after` to `tx`, then each new one as it is
+    /// written (woken by this process's writes, or by the database's notifications of another
+    /// process's), until the execution stops running; then its `workflow-result`. Answers with
+    /// the record it ended with (or stood at when the receiver went away).
     async fn follow(
         &self,
-        mut rec: ExecutionRecord,
-        live: Option<mpsc::UnboundedReceiver<WorkflowEvent>>,
+        id: &str,
+        mut after: i64,
         tx: mpsc::UnboundedSender<WorkflowEvent>,
     ) -> Result<ExecutionRecord, EngineError> {
-        let gone = |id: &str| EngineError::Internal(format!("execution {id} disappeared"));
-        if rec.state.status() == Status::Running
-            && let Some(mut live) = live
-        {
-            // Running here: its own events, `workflow-result` last.
-            while let Some(ev) = live.recv().await {
-                let _ = tx.send(ev);
+        let gone = || EngineError::Internal(format!("execution {id} disappeared"));
+        // Subscribed before the first read: no write between a read and the wait is missed.
+        let mut wakeups = self.inner.wakeups.subscribe();
+        loop {
+            // The header before the events: the events of a status change are written with it,
+            // so the events read next include them all.
+            let rec = self.inner.store.get(id).await?.ok_or_else(gone)?;
+            loop {
+                let batch = self
+                    .inner
+                    .store
+                    .events_after(id, after, FOLLOW_BATCH)
+                    .await?;
+                let full = batch.len() == FOLLOW_BATCH as usize;
+                for ev in batch {
+                    after = ev.seq.unwrap_or(after);
+                    if tx.send(ev).is_err() {
+                        return Ok(rec);
+                    }
+                }
+                if !full {
+                    break;
+                }
             }
-            return self
-                .inner
-                .store
-                .get(&rec.id)
-                .await?
-                .ok_or_else(|| gone(&rec.id));
+            if rec.state.status() != Status::Running {
+                let _ = tx.send(WorkflowEvent {
+                    execution_id: rec.id.clone(),
+                    workflow_id: rec.workflow_id.clone(),
+                    seq: None,
+                    timestamp: rec.updated_at,
+                    kind: EventKind::WorkflowResult {
+                        execution: Box::new(rec.clone()),
+                    },
+                });
+                return Ok(rec);
+            }
+            loop {
+                tokio::select! {
+                    woke = wakeups.recv() => match woke {
+                        Ok(w) if &*w == id || &*w == WAKE_ALL => break,
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => return Ok(rec),
+                    },
+                    _ = tx.closed() => return Ok(rec),
+                }
+            }
         }
-        // Running in another process (or orphaned until recovery takes it): read it again.
-        while rec.state.status() == Status::Running {
-            tokio::time::sleep(REJOIN_POLL).await;
-            rec = self
-                .inner
-                .store
-                .get(&rec.id)
-                .await?
-                .ok_or_else(|| gone(&rec.id))?;
-        }
-        let _ = tx.send(WorkflowEvent {
-            execution_id: rec.id.clone(),
-            workflow_id: rec.workflow_id.clone(),
-            timestamp: rec.updated_at,
-            kind: EventKind::WorkflowResult {
-                execution: Box::new(rec.clone()),
-            },
-        });
-        Ok(rec)
     }
 
     /// Runs an execution to its end (completed, suspended or error).
@@ -615,7 +674,7 @@ impl Engine {
             reason,
         };
         let id = execution_id.to_owned();
-        self.update(Some(current), &id, |r| {
+        self.update(Some(current), &id, |r, _| {
             let state =
                 transition(&r.state, Transition::RequestSuspend(request.clone())).map_err(|e| {
                     EngineError::NotSuspendable {
@@ -676,8 +735,8 @@ impl Engine {
         };
         wf.validate_resume(index, &resume_data)
             .map_err(EngineError::InvalidResumeData)?;
-        let rec = self
-            .update(Some(current), execution_id, |r| {
+        let (rec, events) = self
+            .commit(Some(current), execution_id, |r, events| {
                 let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
                     TransitionError::NotSuspended(status) => EngineError::NotSuspended {
                         id: r.id.clone(),
@@ -691,16 +750,19 @@ impl Engine {
                 next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
                 // The step starts again with this same write: the step that suspended
                 // continues its attempt; any other starts its next one.
+                events.push(EventKind::WorkflowStart {
+                    input: r.input.clone(),
+                    resumed: true,
+                });
                 if let Some(step) = wf.steps().get(index) {
+                    let input = Self::input_for(&wf, r, index);
                     match next.progress.steps.get_mut(&step.id) {
                         Some(rec) if rec.status == StepStatus::Suspended => {
                             rec.status = StepStatus::Running;
                         }
-                        _ => {
-                            let input = Self::input_for(&wf, r, index);
-                            self.begin(&mut next.progress, step, input);
-                        }
+                        _ => self.begin(&mut next.progress, step, input.clone()),
                     }
+                    events.push(Self::step_start(step, index, input));
                 }
                 Ok(next)
             })
@@ -711,8 +773,8 @@ impl Engine {
         let entry = Entry {
             step: index,
             resume: Some((resume_data, suspend_data)),
-            resumed: true,
             begun: true,
+            announce: events,
         };
         Ok(self.spawn_run(wf, rec, entry))
     }
@@ -861,17 +923,18 @@ impl Engine {
         let entry = Entry {
             step: start,
             resume: None,
-            resumed: true,
             begun: false,
+            announce: Vec::new(),
         };
         drop(self.spawn_run(wf, claimed, entry));
         Ok(())
     }
 
-    fn spawn_run(&self, wf: Arc<Workflow>, record: ExecutionRecord, entry: Entry) -> RunHandle {
+    fn spawn_run(&self, wf: Arc<Workflow>, record: ExecutionRecord, mut entry: Entry) -> RunHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = record.id.clone();
         lock(&self.inner.live).insert(id.clone(), vec![tx]);
+        self.publish(std::mem::take(&mut entry.announce));
         let engine = self.clone();
         let outcome = tokio::spawn(async move { engine.run(wf, record, entry).await });
         RunHandle {
@@ -881,21 +944,66 @@ impl Engine {
         }
     }
 
-    fn emit(&self, rec: &ExecutionRecord, kind: EventKind) {
-        self.emit_for(&rec.id, &rec.workflow_id, kind);
+    /// The events of a write to `rec`, numbered after `last` (and `rec.last_event` set to the
+    /// last one's number).
+    fn numbered(
+        &self,
+        rec: &mut ExecutionRecord,
+        last: i64,
+        kinds: Vec<EventKind>,
+    ) -> Vec<WorkflowEvent> {
+        let at = self.inner.clock.now();
+        let events: Vec<WorkflowEvent> = kinds
+            .into_iter()
+            .zip(last + 1..)
+            .map(|(kind, seq)| WorkflowEvent {
+                execution_id: rec.id.clone(),
+                workflow_id: rec.workflow_id.clone(),
+                seq: Some(seq),
+                timestamp: at,
+                kind,
+            })
+            .collect();
+        rec.last_event = last + events.len() as i64;
+        events
     }
 
+    /// Sends committed events to this process's subscribers, and wakes the followers of their
+    /// execution.
+    fn publish(&self, events: Vec<WorkflowEvent>) {
+        let Some(first) = events.first() else {
+            return;
+        };
+        let id = first.execution_id.clone();
+        for ev in events {
+            self.send(ev);
+        }
+        self.wake(&id);
+    }
+
+    /// Sends an event that is not stored (the end of a run, a handover).
     fn emit_for(&self, execution_id: &str, workflow_id: &str, kind: EventKind) {
-        let ev = WorkflowEvent {
+        self.send(WorkflowEvent {
             execution_id: execution_id.to_owned(),
             workflow_id: workflow_id.to_owned(),
+            seq: None,
             timestamp: self.inner.clock.now(),
             kind,
-        };
-        if let Some(subs) = lock(&self.inner.live).get_mut(execution_id) {
+        });
+    }
+
+    fn send(&self, ev: WorkflowEvent) {
+        if let Some(subs) = lock(&self.inner.live).get_mut(&ev.execution_id) {
             subs.retain(|s| s.send(ev.clone()).is_ok());
         }
         let _ = self.inner.all_events.send(ev);
+    }
+
+    /// Wakes whoever follows `execution_id`'s log in this process: its log has grown or its
+    /// status changed. The store's notifications from other processes (PostgreSQL
+    /// `LISTEN/NOTIFY`) come in here too.
+    pub fn wake(&self, execution_id: &str) {
+        let _ = self.inner.wakeups.send(execution_id.into());
     }
 
     /// Runs, then emits the final `workflow-result` and ends the live event streams.
@@ -908,7 +1016,7 @@ impl Engine {
         let id = record.id.clone();
         let workflow_id = record.workflow_id.clone();
         let lease = record.lease.clone();
-        tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = entry.step, resumed = entry.resumed, "execution started");
+        tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = entry.step, "execution started");
         let span =
             tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
         let outcome = {
@@ -936,22 +1044,17 @@ impl Engine {
                     at: self.inner.clock.now(),
                 };
                 match self.apply(lease.as_ref(), None, &id, fail, None).await {
-                    Ok(rec) => {
-                        self.emit(&rec, EventKind::WorkflowError { error: message });
-                        Ok(rec)
-                    }
+                    Ok(rec) => Ok(rec),
                     Err(_) => Err(err),
                 }
             }
         };
         if let Ok(rec) = &outcome {
             tracing::info!(execution_id = %id, workflow_id = %rec.workflow_id, status = %rec.state.status(), "execution finished");
-            self.emit(
-                rec,
-                EventKind::WorkflowResult {
-                    execution: Box::new(rec.clone()),
-                },
-            );
+            let result = EventKind::WorkflowResult {
+                execution: Box::new(rec.clone()),
+            };
+            self.emit_for(&id, &workflow_id, result);
         }
         lock(&self.inner.live).remove(&id);
         outcome
@@ -985,6 +1088,32 @@ impl Engine {
             .insert(step.id.clone(), StepRecord::started(input, attempt, now));
     }
 
+    /// The `step-start` event of `step`.
+    fn step_start(step: &Step, index: usize, input: Value) -> EventKind {
+        EventKind::StepStart {
+            step_id: step.id.clone(),
+            step_index: index,
+            step_type: step.step_type(),
+            input,
+        }
+    }
+
+    /// The event a transition reports, if any.
+    fn reported(t: &Transition) -> Option<EventKind> {
+        match t {
+            Transition::Suspend(suspension) => Some(EventKind::WorkflowSuspended {
+                suspension: suspension.clone(),
+            }),
+            Transition::Complete { result, .. } => Some(EventKind::WorkflowComplete {
+                result: result.clone(),
+            }),
+            Transition::Fail { message, .. } => Some(EventKind::WorkflowError {
+                error: message.clone(),
+            }),
+            Transition::Start | Transition::RequestSuspend(_) | Transition::Resume => None,
+        }
+    }
+
     /// Calls the crash hook, when one is installed (durability tests).
     fn crash_point(&self, point: CrashPoint, workflow_id: &str, step_id: &str) {
         if let Some(hook) = &self.inner.config.crash_hook {
@@ -1002,13 +1131,6 @@ impl Engine {
         // Every write of the run is fenced by the lease it started with.
         let lease = rec.lease.clone();
         let lease = lease.as_ref();
-        self.emit(
-            &rec,
-            EventKind::WorkflowStart {
-                input: rec.input.clone(),
-                resumed: entry.resumed,
-            },
-        );
         let workflow_input = Arc::new(rec.input.clone());
         let context = Arc::new(rec.context.clone());
         let steps = wf.steps();
@@ -1023,24 +1145,21 @@ impl Engine {
                 if self.inner.draining.is_cancelled() {
                     return Err(EngineError::HandedOver(id));
                 }
+                // A recovery: the run starts again here.
                 rec = self
-                    .update_held(lease, Some(rec), &id, |r| {
+                    .update_held(lease, Some(rec), &id, |r, events| {
                         let mut next = r.clone();
                         self.begin(&mut next.progress, step, input.clone());
+                        events.push(EventKind::WorkflowStart {
+                            input: r.input.clone(),
+                            resumed: true,
+                        });
+                        events.push(Self::step_start(step, index, input.clone()));
                         Ok(next)
                     })
                     .await?;
             }
             let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
-            self.emit(
-                &rec,
-                EventKind::StepStart {
-                    step_id: step.id.clone(),
-                    step_index: index,
-                    step_type: step.step_type(),
-                    input: input.clone(),
-                },
-            );
             self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id);
             let (resume_data, suspend_data) = match resume.take() {
                 Some((r, s)) => (Some(r), s),
@@ -1071,7 +1190,7 @@ impl Engine {
                     let following = steps.get(index + 1);
                     let begin_next = !self.inner.draining.is_cancelled();
                     rec = self
-                        .update_held(lease, Some(rec), &id, |r| {
+                        .update_held(lease, Some(rec), &id, |r, events| {
                             if r.state.status() != Status::Running {
                                 return Err(EngineError::Internal(format!(
                                     "execution became {} while its step {} ran",
@@ -1091,24 +1210,38 @@ impl Engine {
                                 .finished(output.clone(), ran, now);
                             next.progress.steps.insert(step.id.clone(), done);
                             next.progress.next_step = index + 1;
+                            events.push(EventKind::StepComplete {
+                                step_id: step.id.clone(),
+                                step_index: index,
+                                step_type: step.step_type(),
+                                output: output.clone(),
+                                ran,
+                            });
                             match (r.state.suspend_request(), following) {
                                 // A suspend asked for while the step ran: it takes effect at
                                 // this boundary, in this same write.
                                 (Some(req), Some(following)) => {
+                                    let suspension = Suspension {
+                                        suspended_at: now,
+                                        reason: req.reason.clone(),
+                                        step_index: index + 1,
+                                        step_id: following.id.clone(),
+                                        data: None,
+                                    };
                                     next.state = transition(
                                         &r.state,
-                                        Transition::Suspend(Suspension {
-                                            suspended_at: now,
-                                            reason: req.reason.clone(),
-                                            step_index: index + 1,
-                                            step_id: following.id.clone(),
-                                            data: None,
-                                        }),
+                                        Transition::Suspend(suspension.clone()),
                                     )
                                     .map_err(|e| EngineError::Internal(e.to_string()))?;
+                                    events.push(EventKind::WorkflowSuspended { suspension });
                                 }
                                 (None, Some(following)) if begin_next => {
                                     self.begin(&mut next.progress, following, output.clone());
+                                    events.push(Self::step_start(
+                                        following,
+                                        index + 1,
+                                        output.clone(),
+                                    ));
                                 }
                                 _ => {}
                             }
@@ -1116,19 +1249,7 @@ impl Engine {
                         })
                         .await?;
                     self.crash_point(CrashPoint::AfterCheckpoint, wf.id(), &step.id);
-                    self.emit(
-                        &rec,
-                        EventKind::StepComplete {
-                            step_id: step.id.clone(),
-                            step_index: index,
-                            step_type: step.step_type(),
-                            output: output.clone(),
-                            ran,
-                        },
-                    );
-                    if let ExecutionState::Suspended(suspension) = &rec.state {
-                        let suspension = suspension.clone();
-                        self.emit(&rec, EventKind::WorkflowSuspended { suspension });
+                    if rec.state.status() == Status::Suspended {
                         return Ok(rec);
                     }
                     input = output;
@@ -1169,13 +1290,8 @@ impl Engine {
         }
         let at = self.inner.clock.now();
         let result = input;
-        let complete = Transition::Complete {
-            result: result.clone(),
-            at,
-        };
-        let rec = self.apply(lease, Some(rec), &id, complete, None).await?;
-        self.emit(&rec, EventKind::WorkflowComplete { result });
-        Ok(rec)
+        let complete = Transition::Complete { result, at };
+        self.apply(lease, Some(rec), &id, complete, None).await
     }
 
     /// Moves the stored execution through `t` (a refused move is an internal error here: the
@@ -1188,9 +1304,10 @@ impl Engine {
         t: Transition,
         mark: Option<(&str, StepStatus)>,
     ) -> Result<ExecutionRecord, EngineError> {
-        self.update_held(lease, known, id, |r| {
+        self.update_held(lease, known, id, |r, events| {
             let state = transition(&r.state, t.clone())
                 .map_err(|e| EngineError::Internal(e.to_string()))?;
+            events.extend(Self::reported(&t));
             let mut next = r.clone();
             if let ExecutionState::Suspended(s) = &state {
                 next.progress.next_step = s.step_index;
@@ -1222,9 +1339,7 @@ impl Engine {
         let step_id = suspension.step_id.clone();
         let suspend = Transition::Suspend(suspension.clone());
         let mark = by_step.then_some((step_id.as_str(), StepStatus::Suspended));
-        let rec = self.apply(lease, Some(rec), &id, suspend, mark).await?;
-        self.emit(&rec, EventKind::WorkflowSuspended { suspension });
-        Ok(rec)
+        self.apply(lease, Some(rec), &id, suspend, mark).await
     }
 
     async fn fail_now(
@@ -1242,9 +1357,7 @@ impl Engine {
             at,
         };
         let mark = Some((step_id, StepStatus::Failed));
-        let rec = self.apply(lease, Some(rec), &id, fail, mark).await?;
-        self.emit(&rec, EventKind::WorkflowError { error: message });
-        Ok(rec)
+        self.apply(lease, Some(rec), &id, fail, mark).await
     }
 
     /// [`Engine::update`] on behalf of the holder of `lease` (when given): if the stored
@@ -1258,21 +1371,23 @@ impl Engine {
         f: F,
     ) -> Result<ExecutionRecord, EngineError>
     where
-        F: Fn(&ExecutionRecord) -> Result<ExecutionRecord, EngineError>,
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
     {
-        self.update(known, id, |r| {
+        self.update(known, id, |r, events| {
             if let Some(mine) = lease
                 && !r.lease.as_ref().is_some_and(|held| held.is(mine))
             {
                 return Err(EngineError::LeaseLost(r.id.clone()));
             }
-            f(r)
+            f(r, events)
         })
         .await
     }
 
     /// Applies `f` to the stored record and writes the result with a compare-and-set on the
-    /// version, re-reading and re-applying on a conflict. `known` saves the first read.
+    /// version, re-reading and re-applying on a conflict. `known` saves the first read. The
+    /// events `f` reports are numbered, stored with the write and, once it is committed, sent to
+    /// the subscribers.
     async fn update<F>(
         &self,
         known: Option<ExecutionRecord>,
@@ -1280,7 +1395,22 @@ impl Engine {
         f: F,
     ) -> Result<ExecutionRecord, EngineError>
     where
-        F: Fn(&ExecutionRecord) -> Result<ExecutionRecord, EngineError>,
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
+    {
+        let (rec, events) = self.commit(known, id, f).await?;
+        self.publish(events);
+        Ok(rec)
+    }
+
+    /// [`Engine::update`], handing the committed events back instead of sending them.
+    async fn commit<F>(
+        &self,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        f: F,
+    ) -> Result<(ExecutionRecord, Vec<WorkflowEvent>), EngineError>
+    where
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
     {
         let mut current = known;
         for attempt in 0..200u32 {
@@ -1290,13 +1420,18 @@ impl Engine {
                     EngineError::Internal(format!("execution {id} disappeared from the store"))
                 })?,
             };
-            let mut next = f(&cur)?;
+            let mut kinds = Vec::new();
+            let mut next = f(&cur, &mut kinds)?;
             next.version = cur.version + 1;
             next.updated_at = self.inner.clock.now();
+            let events = self.numbered(&mut next, cur.last_event, kinds);
             let changed = next.progress.changed_since(&cur.progress);
             let store = &self.inner.store;
-            if store.compare_and_set(&next, cur.version, &changed).await? {
-                return Ok(next);
+            if store
+                .compare_and_set(&next, cur.version, &changed, &events)
+                .await?
+            {
+                return Ok((next, events));
             }
             if attempt > 2 {
                 tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
@@ -1638,6 +1773,7 @@ mod tests {
                 steps,
             },
             version: 3,
+            last_event: 0,
         }
     }
 
@@ -1645,17 +1781,24 @@ mod tests {
     async fn recovers_orphans_from_their_checkpoint_once() {
         let engine = Engine::in_memory();
         engine.register(counting()).unwrap();
-        engine.store().insert(&orphan("old", None)).await.unwrap();
         engine
             .store()
-            .insert(&orphan(
-                "fresh",
-                Some(Lease {
-                    node: "other".into(),
-                    epoch: 1,
-                    ttl: Duration::from_secs(60),
-                }),
-            ))
+            .insert(&orphan("old", None), &[])
+            .await
+            .unwrap();
+        engine
+            .store()
+            .insert(
+                &orphan(
+                    "fresh",
+                    Some(Lease {
+                        node: "other".into(),
+                        epoch: 1,
+                        ttl: Duration::from_secs(60),
+                    }),
+                ),
+                &[],
+            )
             .await
             .unwrap();
         assert_eq!(engine.recover().await.unwrap(), 1);
@@ -1685,7 +1828,7 @@ mod tests {
                 reason: "server shutting down".into(),
             }),
         };
-        engine.store().insert(&rec).await.unwrap();
+        engine.store().insert(&rec, &[]).await.unwrap();
         assert_eq!(engine.recover().await.unwrap(), 1);
         let rec = engine.store().get("o").await.unwrap().unwrap();
         let s = rec.state.suspension().expect("suspended");
@@ -1800,7 +1943,7 @@ mod tests {
             "fan",
             &[("fan", started), ("a", child_of("fan", json!("a, before")))],
         );
-        engine.store().insert(&rec).await.unwrap();
+        engine.store().insert(&rec, &[]).await.unwrap();
         let done = recovered(&engine, &rec.id).await;
         assert_eq!((runs.of("a"), runs.of("b"), runs.of("c")), (0, 1, 1));
         assert_eq!(
@@ -1826,7 +1969,7 @@ mod tests {
             "race",
             &[("race", started), ("y", child_of("race", json!("y won")))],
         );
-        engine.store().insert(&rec).await.unwrap();
+        engine.store().insert(&rec, &[]).await.unwrap();
         let done = recovered(&engine, &rec.id).await;
         assert_eq!(done.state.result(), Some(&json!("y won")));
         assert_eq!((runs.of("x"), runs.of("y")), (0, 0));

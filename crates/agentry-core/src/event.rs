@@ -1,9 +1,15 @@
 //! Workflow events, as the engine emits them to subscribers.
 //!
+//! The events an execution's writes report are stored with them, in the same transaction, each
+//! with the next number of the execution's sequence (`seq`): the durable event log that a client
+//! re-attaches to. The last event of a run (`workflow-result`) and the notice of a handover are
+//! not stored: they are about one connection, not the execution.
+//!
 //! The wire shape (`workflow-start`, `step-start`, ... with `from` and ISO timestamps) is decided
 //! by the HTTP adapter; these are the domain events it converts.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::state::Suspension;
@@ -15,11 +21,20 @@ use crate::workflow::StepType;
 pub struct WorkflowEvent {
     pub execution_id: String,
     pub workflow_id: String,
+    /// Its number in the execution's event log (1, 2, ...); `None` for an event that is not
+    /// stored.
+    pub seq: Option<i64>,
     pub timestamp: DateTime<Utc>,
     pub kind: EventKind,
 }
 
-#[derive(Debug, Clone)]
+/// What happened. Stored as JSON (internally tagged), so the log reads back what was written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
 pub enum EventKind {
     /// The execution started (or continued after a resume, with `resumed` set).
     WorkflowStart {
@@ -49,18 +64,29 @@ pub enum EventKind {
     WorkflowError {
         error: String,
     },
-    /// The last event of a run: the execution as it now stands.
+    /// The last event of a run: the execution as it now stands. Not stored.
+    #[serde(skip)]
     WorkflowResult {
         execution: Box<ExecutionRecord>,
     },
     /// The last event of a run this process stopped without ending the execution: it shut down
     /// (and handed the execution over) or lost its lease. The execution continues elsewhere.
+    /// Not stored.
+    #[serde(skip)]
     WorkflowHandover {
         message: String,
     },
 }
 
 impl EventKind {
+    /// Whether the event is part of the execution's stored log.
+    pub fn is_stored(&self) -> bool {
+        !matches!(
+            self,
+            EventKind::WorkflowResult { .. } | EventKind::WorkflowHandover { .. }
+        )
+    }
+
     /// The spec's event type name.
     pub fn type_name(&self) -> &'static str {
         match self {

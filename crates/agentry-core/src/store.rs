@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
+use crate::event::WorkflowEvent;
 use crate::state::{ExecutionState, Status};
 
 /// One execution of a workflow, as stored.
@@ -38,6 +39,8 @@ pub struct ExecutionRecord {
     pub progress: Progress,
     /// Incremented by every write; the compare-and-set token.
     pub version: i64,
+    /// The number of the last event in its log (0: none yet).
+    pub last_event: i64,
 }
 
 /// A process's hold on a running execution. Its expiry lives in the database only (renewed by
@@ -211,8 +214,13 @@ pub enum StoreError {
 /// `agentry-store`.
 #[async_trait]
 pub trait ExecutionStore: Send + Sync + 'static {
-    /// Adds a new execution; [`StoreError::Duplicate`] if the id is taken.
-    async fn insert(&self, record: &ExecutionRecord) -> Result<(), StoreError>;
+    /// Adds a new execution and the first `events` of its log, in one transaction;
+    /// [`StoreError::Duplicate`] if the id is taken.
+    async fn insert(
+        &self,
+        record: &ExecutionRecord,
+        events: &[WorkflowEvent],
+    ) -> Result<(), StoreError>;
 
     /// Reads one execution.
     async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError>;
@@ -227,7 +235,16 @@ pub trait ExecutionStore: Send + Sync + 'static {
         record: &ExecutionRecord,
         expected_version: i64,
         changed_steps: &[&str],
+        events: &[WorkflowEvent],
     ) -> Result<bool, StoreError>;
+
+    /// Up to `limit` events of an execution's log after number `after`, in order.
+    async fn events_after(
+        &self,
+        execution_id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<WorkflowEvent>, StoreError>;
 
     /// Stores one step record of a running execution while `lease` still holds it, without
     /// touching the execution's version: the children of `andAll`/`andRace` as each finishes,
@@ -271,6 +288,7 @@ fn now_ms() -> i64 {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rows: Mutex<HashMap<String, (ExecutionRecord, Option<i64>)>>,
+    events: Mutex<HashMap<String, Vec<WorkflowEvent>>>,
 }
 
 /// When a lease written now on `r` expires (none unless it runs and is held).
@@ -310,16 +328,26 @@ impl MemoryStore {
     fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ExecutionRecord, Option<i64>)>> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The event logs (locked after `rows` when both are).
+    fn log(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<WorkflowEvent>>> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[async_trait]
 impl ExecutionStore for MemoryStore {
-    async fn insert(&self, record: &ExecutionRecord) -> Result<(), StoreError> {
+    async fn insert(
+        &self,
+        record: &ExecutionRecord,
+        events: &[WorkflowEvent],
+    ) -> Result<(), StoreError> {
         let mut rows = self.rows();
         if rows.contains_key(&record.id) {
             return Err(StoreError::Duplicate(record.id.clone()));
         }
         rows.insert(record.id.clone(), (record.clone(), expiry(record)));
+        self.log().insert(record.id.clone(), events.to_vec());
         Ok(())
     }
 
@@ -332,6 +360,7 @@ impl ExecutionStore for MemoryStore {
         record: &ExecutionRecord,
         expected_version: i64,
         changed_steps: &[&str],
+        events: &[WorkflowEvent],
     ) -> Result<bool, StoreError> {
         let mut rows = self.rows();
         match rows.get_mut(&record.id) {
@@ -368,10 +397,33 @@ impl ExecutionStore for MemoryStore {
                     ..record.clone()
                 };
                 *row = (stored, expires);
+                self.log()
+                    .entry(record.id.clone())
+                    .or_default()
+                    .extend_from_slice(events);
                 Ok(true)
             }
             _ => Ok(false),
         }
+    }
+
+    async fn events_after(
+        &self,
+        execution_id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<WorkflowEvent>, StoreError> {
+        Ok(self
+            .log()
+            .get(execution_id)
+            .map(|log| {
+                log.iter()
+                    .filter(|e| e.seq.is_some_and(|s| s > after))
+                    .take(limit as usize)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     async fn record_step(

@@ -148,14 +148,21 @@ impl StepContext {
 }
 
 /// The seven step types of the spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StepType {
+    #[serde(rename = "andThen")]
     Then,
+    #[serde(rename = "andWhen")]
     When,
+    #[serde(rename = "andAll")]
     All,
+    #[serde(rename = "andRace")]
     Race,
+    #[serde(rename = "andTap")]
     Tap,
+    #[serde(rename = "andAgent")]
     Agent,
+    #[serde(rename = "andWorkflow")]
     Workflow,
 }
 

@@ -100,6 +100,8 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     sensitive("POST", "/workflows/{id}/executions/{execution_id}/suspend"),
     sensitive("POST", "/workflows/{id}/executions/{execution_id}/resume"),
     sensitive("GET", "/workflows/{id}/executions/{execution_id}/state"),
+    // Beyond the spec (extensions.md): public like state, protected in strict mode.
+    sensitive("GET", "/workflows/{id}/executions/{execution_id}/stream"),
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
     sensitive("GET", "/api/logs"),
@@ -284,6 +286,7 @@ mod tests {
             "POST /workflows/{id}/executions/{execution_id}/suspend",
             "POST /workflows/{id}/executions/{execution_id}/resume",
             "GET /workflows/{id}/executions/{execution_id}/state",
+            "GET /workflows/{id}/executions/{execution_id}/stream",
             "GET /api/logs",
             "GET /ws/logs",
             "GET /ws/executions/{execution_id}",

@@ -70,6 +70,7 @@ fn options(body: &mut ExecuteRequest, user: Option<AuthenticatedUser>) -> Execut
         conversation_id: o.conversation_id,
         context: o.context.unwrap_or_default(),
         owner: user.as_ref().and_then(|u| u.user().id()),
+        last_event_id: None,
     };
     if let Some(u) = user {
         inject_user(u.user(), &mut opts.context, &mut opts.user_id);
@@ -198,27 +199,122 @@ pub async fn stream(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<ExecuteRequest>,
+    req: HttpRequest,
     user: Option<AuthenticatedUser>,
 ) -> Result<
     sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>>,
     ApiError,
 > {
     let mut body = body.into_inner();
-    let opts = options(&mut body, user);
+    let mut opts = options(&mut body, user);
+    // A retried stream (the same executionId and input) replays what the client missed.
+    opts.last_event_id = last_event_id(&req)?;
     let handle = app
         .engine
         .start(&id, body.input, opts)
         .await
         .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
+    Ok(event_stream(handle))
+}
+
+/// The events of a run or of a re-attach as Server-Sent Events: each stored one with its number
+/// in the execution's log as its `id:` (what a client sends back as `Last-Event-ID`).
+fn event_stream(
+    handle: agentry_core::RunHandle,
+) -> sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>> {
     let events = futures::stream::unfold(handle.events, |mut rx| async move {
         rx.recv().await.map(|ev| (ev, rx))
     })
     .map(|ev| {
-        Ok(sse::Event::Data(sse::Data::new(
-            wire::event_json(&ev).to_string(),
-        )))
+        let data = sse::Data::new(wire::event_json(&ev).to_string());
+        Ok(sse::Event::Data(match ev.seq {
+            Some(seq) => data.id(seq.to_string()),
+            None => data,
+        }))
     });
-    Ok(sse::Sse::from_stream(events).with_keep_alive(Duration::from_secs(15)))
+    sse::Sse::from_stream(events).with_keep_alive(Duration::from_secs(15))
+}
+
+/// The last event a re-attaching client saw: the `Last-Event-ID` header, or the `lastEventId`
+/// query parameter (for clients that cannot set headers); none means from the start.
+fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
+    let header = req
+        .headers()
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").to_owned());
+    let query = web::Query::<LastEventQuery>::from_query(req.query_string())
+        .ok()
+        .and_then(|q| q.into_inner().last_event_id);
+    match header.or(query) {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Invalid Last-Event-ID {v:?}: expected the number of an event"
+                ))
+            }),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LastEventQuery {
+    last_event_id: Option<String>,
+}
+
+/// GET /workflows/{id}/executions/{executionId}/stream
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "attachExecution",
+    summary = "Re-attach to an execution's events",
+    description = "Replays the execution's stored events after `Last-Event-ID` (the header, or \
+        the `lastEventId` query parameter; none means from the first), then follows new ones as \
+        they are written, on whichever server runs it, until it stops running (completed, \
+        error, cancelled or suspended); then `workflow-result`, and the stream ends. Each \
+        stored event carries its number as the SSE `id:`.",
+    params(
+        ("id" = String, Path, description = "The workflow's id.", example = "countdown"),
+        ("execution_id" = String, Path, description = "The execution's id.", example = "cd-1"),
+        ("lastEventId" = Option<String>, Query, description = "The last event already seen (instead of the `Last-Event-ID` header)."),
+        ("Last-Event-ID" = Option<String>, Header, description = "The last event already seen."),
+    ),
+    responses(
+        (status = 200, description = "The execution's events.", content_type = "text/event-stream", body = crate::openapi::WorkflowStreamEvent),
+        (status = 400, description = "`Invalid Last-Event-ID ...`.", body = Failure),
+        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
+        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
+    ),
+)]
+#[get("/workflows/{id}/executions/{execution_id}/stream")]
+pub async fn attach(
+    app: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    user: Option<AuthenticatedUser>,
+) -> Result<
+    sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>>,
+    ApiError,
+> {
+    let (id, execution_id) = path.into_inner();
+    let after = last_event_id(&req)?;
+    let rec = app
+        .engine
+        .state(&id, &execution_id)
+        .await
+        .map_err(|e| engine_error(e, "Failed to read execution state"))?;
+    app.auth.authorize_execution(user.as_ref(), &rec)?;
+    let handle = app
+        .engine
+        .attach(&id, &execution_id, after.unwrap_or(0))
+        .await
+        .map_err(|e| engine_error(e, "Failed to read execution events"))?;
+    Ok(event_stream(handle))
 }
 
 /// POST /workflows/{id}/executions/{executionId}/suspend
@@ -359,5 +455,6 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
         .service(stream)
         .service(suspend)
         .service(resume)
-        .service(execution_state);
+        .service(execution_state)
+        .service(attach);
 }

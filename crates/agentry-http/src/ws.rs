@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
-use agentry_core::{Engine, EventKind, ExecutionRecord, Status, WorkflowEvent};
+use agentry_core::{Engine, EventKind, ExecutionRecord};
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
@@ -38,8 +38,6 @@ use crate::error::ApiError;
 use crate::logs::{LogHub, LogQuery, LogQueryParams};
 use crate::wire;
 
-/// How often a socket re-reads an execution that is running but not in this process.
-const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// A ticker for keep-alive pings (`HttpConfig::ws_keepalive`) whose first tick is one period
 /// away.
 fn keepalive(period: Duration) -> tokio::time::Interval {
@@ -336,48 +334,38 @@ impl Follow {
     }
 
     async fn follow(&mut self) -> Result<(), End> {
-        // Subscribe first, then read: no event can fall between the state and the stream.
-        let mut live = self.engine.subscribe(&self.id);
         self.send_state().await?;
+        // The whole log from its first event, then each new one, wherever the execution runs;
+        // `workflow-result` last.
+        let mut events = match self.engine.attach_any(&self.id, 0).await {
+            Ok(Some(handle)) => handle.events,
+            Ok(None) => return Err(self.read().await.err().unwrap_or(End::Done)),
+            Err(e) => {
+                tracing::error!(execution_id = %self.id, error = %e, "following an execution for a WebSocket");
+                return Err(End::Failed(
+                    "Failed to read execution events".into(),
+                    CloseCode::Error,
+                    "store error",
+                ));
+            }
+        };
         let mut ping = keepalive(self.keepalive);
         loop {
-            if let Some(rx) = live.as_mut() {
-                tokio::select! {
-                    _ = ping.tick() => {
-                        self.session.ping(b"").await.map_err(|_| End::Closed)?;
-                    }
-                    msg = self.stream.recv() => self.client(msg).await?,
-                    ev = rx.recv() => match ev {
-                        Some(ev) => {
-                            self.send(wire::event_json(&ev)).await?;
-                            if matches!(ev.kind, EventKind::WorkflowResult { .. }) {
-                                return Ok(());
-                            }
-                        }
-                        // The run stopped without a result event (an engine failure): the
-                        // stored state tells how it ended.
-                        None => live = None,
-                    },
-                }
-                continue;
-            }
-            let rec = self.read().await?;
-            if rec.state.status() != Status::Running {
-                return self.send(wire::event_json(&result_event(rec))).await;
-            }
-            // Running, but not (or not yet) in this process: look again shortly.
             tokio::select! {
                 _ = self.shutdown.changed() => return Err(End::Shutdown),
                 _ = ping.tick() => {
                     self.session.ping(b"").await.map_err(|_| End::Closed)?;
                 }
                 msg = self.stream.recv() => self.client(msg).await?,
-                _ = tokio::time::sleep(POLL_INTERVAL) => {
-                    if let Some(rx) = self.engine.subscribe(&self.id) {
-                        self.send_state().await?;
-                        live = Some(rx);
+                ev = events.recv() => match ev {
+                    Some(ev) => {
+                        self.send(wire::event_json(&ev)).await?;
+                        if matches!(ev.kind, EventKind::WorkflowResult { .. }) {
+                            return Ok(());
+                        }
                     }
-                }
+                    None => return Ok(()),
+                },
             }
         }
     }
@@ -390,18 +378,6 @@ impl Follow {
             Client::Quiet => Ok(()),
             Client::Gone(reason) => Err(End::Client(reason)),
         }
-    }
-}
-
-/// The `workflow-result` event of an execution that is not running, built from its record.
-fn result_event(rec: ExecutionRecord) -> WorkflowEvent {
-    WorkflowEvent {
-        execution_id: rec.id.clone(),
-        workflow_id: rec.workflow_id.clone(),
-        timestamp: rec.updated_at,
-        kind: EventKind::WorkflowResult {
-            execution: Box::new(rec),
-        },
     }
 }
 

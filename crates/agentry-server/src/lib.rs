@@ -177,6 +177,10 @@ pub async fn start_with(
         ..EngineConfig::default()
     };
     let (engine, agents) = build(&database, settings.examples, config)?;
+    // Followers of an execution's events on this process are woken by the other processes'
+    // writes too (PostgreSQL replicas).
+    let woken = engine.clone();
+    database.listen_for_events(move |id| woken.wake(id));
     let mut host = Host::new(engine.clone(), agents.clone())
         .config(settings.http.clone())
         .strict(settings.auth.strict);

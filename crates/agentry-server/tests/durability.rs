@@ -568,3 +568,165 @@ async fn three_replicas_share_one_postgres_database() {
     drop(replicas);
     db.drop_now().await;
 }
+
+/// One SSE event as a client sees it: its `id:` (a number in the execution's log) and data.
+type Sse = (Option<i64>, Value);
+
+/// Reads SSE events from `resp` until `stop` says so (or the stream ends); dropping what is
+/// returned closes the connection.
+async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
+    use futures::StreamExt;
+    let mut events = Vec::new();
+    let mut buffer = String::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(v).ok();
+                }
+            }
+            if let Some(data) = data {
+                events.push((id, data));
+                if stop(&events) {
+                    return events;
+                }
+            }
+        }
+    }
+    events
+}
+
+/// GET the re-attach stream of `id` on `r`, after `last` (sent as `Last-Event-ID`).
+async fn reattach(r: &Replica, id: &str, last: Option<i64>) -> Vec<Sse> {
+    let mut req = client().get(r.url(&format!("/workflows/countdown/executions/{id}/stream")));
+    if let Some(last) = last {
+        req = req.header("Last-Event-ID", last.to_string());
+    }
+    let resp = req.send().await.expect("re-attach");
+    assert_eq!(resp.status(), 200);
+    read_sse(resp, |_| false).await
+}
+
+/// A client streams `countdown` from one process, loses its connection after three events and
+/// re-attaches with `Last-Event-ID` to `again` (another replica, or the same process): it gets
+/// exactly the events it missed, numbered on from the last it saw, then follows to the end.
+async fn reattach_replays_what_was_missed(first: &Replica, again: &Replica) {
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let body = json!({"input": {"stepDelayMs": 200}, "options": {"executionId": id}});
+    let resp = client()
+        .post(first.url("/workflows/countdown/stream"))
+        .json(&body)
+        .send()
+        .await
+        .expect("stream");
+    let seen = read_sse(resp, |e| e.len() == 3).await;
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let ids: Vec<Option<i64>> = seen.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [Some(1), Some(2), Some(3)], "{seen:?}");
+    assert_eq!(seen[0].1["type"], "workflow-start");
+
+    let rest = reattach(again, &id, Some(3)).await;
+    let (last, stored) = rest.split_last().expect("events");
+    assert_eq!(last.0, None, "workflow-result is not in the log");
+    assert_eq!(last.1["type"], "workflow-result", "{rest:?}");
+    assert_eq!(last.1["status"], "completed");
+    let numbers: Vec<i64> = stored.iter().filter_map(|(id, _)| *id).collect();
+    let expected: Vec<i64> = (4..4 + stored.len() as i64).collect();
+    assert_eq!(numbers, expected, "no duplicate, no gap: {rest:?}");
+    assert_eq!(
+        stored.last().map(|e| &e.1["type"]),
+        Some(&json!("workflow-complete"))
+    );
+
+    // The whole log, read again from the start, is what the two connections saw.
+    let all = reattach(again, &id, None).await;
+    let all: Vec<&Sse> = all.iter().filter(|(id, _)| id.is_some()).collect();
+    let both: Vec<&Sse> = seen.iter().chain(stored).collect();
+    assert_eq!(all, both);
+    // `?lastEventId=` works where a client cannot set headers; a bad one is a 400 envelope.
+    let url = again.url(&format!(
+        "/workflows/countdown/executions/{id}/stream?lastEventId={}",
+        all.len() - 1
+    ));
+    let resp = client().get(url).send().await.expect("re-attach");
+    let tail = read_sse(resp, |_| false).await;
+    assert_eq!(tail.len(), 2, "{tail:?}");
+    let bad = client()
+        .get(again.url(&format!("/workflows/countdown/executions/{id}/stream")))
+        .header("Last-Event-ID", "soon")
+        .send()
+        .await
+        .expect("re-attach");
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.expect("envelope");
+    assert_eq!(body["success"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reattach_after_a_dropped_connection_on_sqlite() {
+    let (url, path) = sqlite_url();
+    let only = Replica::start(&url, "n1", &[]);
+    reattach_replays_what_was_missed(&only, &only).await;
+    drop(only);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reattach_on_another_replica_on_postgres() {
+    let db = PgDatabase::create().await;
+    let a = Replica::start(&db.url, "a", &[]);
+    let b = Replica::start(&db.url, "b", &[]);
+    reattach_replays_what_was_missed(&a, &b).await;
+
+    // A WebSocket on the replica that does not run the execution gets every event, live.
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let _client = start_countdown(&a, &id, 200);
+    wait_for(&b, &id, "the execution exists", |s| {
+        s["status"] == "running"
+    })
+    .await;
+    let messages = websocket_until_result(&b, &id).await;
+    let types: Vec<&str> = messages.iter().filter_map(|m| m["type"].as_str()).collect();
+    assert_eq!(types.first(), Some(&"execution-state"), "{types:?}");
+    assert_eq!(types[1], "workflow-start", "{types:?}");
+    assert_eq!(
+        types.iter().filter(|t| **t == "step-complete").count(),
+        5,
+        "{types:?}"
+    );
+    assert_eq!(types[types.len() - 2], "workflow-complete", "{types:?}");
+    assert_eq!(types.last(), Some(&"workflow-result"));
+    drop(a);
+    drop(b);
+    db.drop_now().await;
+}
+
+/// The messages of `/ws/executions/{id}` on `r` up to its `workflow-result`.
+async fn websocket_until_result(r: &Replica, id: &str) -> Vec<Value> {
+    use futures::StreamExt;
+    let url = format!("ws://{}/ws/executions/{id}", r.addr);
+    let (mut socket, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("websocket");
+    let mut out = Vec::new();
+    let started = Instant::now();
+    while let Some(Ok(msg)) = socket.next().await {
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = msg {
+            let v: Value = serde_json::from_str(&text).expect("json");
+            let done = v["type"] == "workflow-result";
+            out.push(v);
+            if done {
+                break;
+            }
+        }
+        assert!(started.elapsed() < PATIENCE, "{out:?}");
+    }
+    out
+}

@@ -73,8 +73,9 @@ async fn run(kind: &str, url: &str) {
         updated_at: now,
         progress: Progress::default(),
         version: 1,
+        last_event: 0,
     };
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     let mut times = Vec::with_capacity(CHECKPOINTS);
     for i in 0..CHECKPOINTS {
         let before = rec.clone();
@@ -91,7 +92,7 @@ async fn run(kind: &str, url: &str) {
         let changed = rec.progress.changed_since(&before.progress);
         let t = Instant::now();
         let written = store
-            .compare_and_set(&rec, before.version, &changed)
+            .compare_and_set(&rec, before.version, &changed, &[])
             .await
             .expect("write");
         times.push(t.elapsed());

@@ -93,6 +93,16 @@ impl Database {
         }
     }
 
+    /// Calls `wake` with the id of every execution whose log another process writes to (the
+    /// `pg_notify` of its write), and with `"*"` whenever notifications may have been missed (the
+    /// listening connection was lost and is back). On SQLite one process writes everything and
+    /// its engine wakes its own followers: nothing to listen to.
+    pub fn listen_for_events(&self, wake: impl Fn(&str) + Send + Sync + 'static) {
+        if let Database::Postgres(pool) = self {
+            tokio::spawn(postgres::listen(pool.clone(), wake));
+        }
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         match self {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use sqlx::Postgres;
-use sqlx::postgres::{PgPool, PgPoolOptions, PgQueryResult};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgQueryResult};
 
 use crate::sql::{Dialect, SqlStore};
 
@@ -28,8 +28,49 @@ impl Dialect for Postgres {
     // Replicas claiming at once each take different rows, and none waits.
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const FOR_SHARE: &'static str = " FOR SHARE";
+    // Sent on commit to every process listening (the followers of the execution's log).
+    const NOTIFY: &'static str = " RETURNING pg_notify('agentry_events', id)";
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
+    }
+}
+
+/// The channel of `Dialect::NOTIFY`.
+const EVENTS_CHANNEL: &str = "agentry_events";
+
+/// Listens for the events other processes write, for as long as the pool is open (see
+/// `Database::listen_for_events`).
+pub(crate) async fn listen(pool: PgPool, wake: impl Fn(&str) + Send + Sync + 'static) {
+    while !pool.is_closed() {
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for other processes' events; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(EVENTS_CHANNEL).await {
+            tracing::warn!(error = %e, "LISTEN failed; retrying");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        // Whatever was notified while not listening is unknown: wake everyone.
+        wake("*");
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(n)) => wake(n.payload()),
+                // The connection was lost; `try_recv` reconnects (and re-listens) next time.
+                Ok(None) => wake("*"),
+                Err(e) => {
+                    if !pool.is_closed() {
+                        tracing::warn!(error = %e, "listening for other processes' events failed");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    break;
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use agentry_core::WorkflowEvent;
 use agentry_core::state::{ExecutionState, StateParts, Status};
 use agentry_core::store::{ExecutionRecord, Lease, Progress, StepRecord, StepStatus, StoreError};
 use chrono::{DateTime, Utc};
@@ -30,6 +31,33 @@ pub struct ExecutionRow {
     pub lease_node: Option<String>,
     pub lease_epoch: i64,
     pub lease_ttl_ms: Option<i64>,
+    pub last_event: i64,
+}
+
+/// One `workflow_events` row, with its execution's workflow id.
+#[derive(Debug, sqlx::FromRow)]
+pub struct EventRow {
+    pub execution_id: String,
+    pub workflow_id: String,
+    pub seq: i64,
+    pub at: DateTime<Utc>,
+    pub data: String,
+}
+
+impl EventRow {
+    pub fn into_event(self) -> Result<WorkflowEvent, StoreError> {
+        let kind = parse(&self.data).map_err(|reason| StoreError::Corrupt {
+            id: self.execution_id.clone(),
+            reason: format!("event {}: {reason}", self.seq),
+        })?;
+        Ok(WorkflowEvent {
+            execution_id: self.execution_id,
+            workflow_id: self.workflow_id,
+            seq: Some(self.seq),
+            timestamp: self.at,
+            kind,
+        })
+    }
 }
 
 /// One `workflow_steps` row, JSON columns as text.
@@ -81,6 +109,7 @@ impl ExecutionRow {
             lease_node: r.lease.as_ref().map(|l| l.node.clone()),
             lease_epoch: r.lease.as_ref().map_or(0, |l| l.epoch),
             lease_ttl_ms: r.lease.as_ref().map(Lease::ttl_ms),
+            last_event: r.last_event,
         }
     }
 
@@ -134,6 +163,7 @@ impl ExecutionRow {
                 steps,
             },
             version: self.version,
+            last_event: self.last_event,
         })
     }
 }

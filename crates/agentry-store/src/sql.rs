@@ -6,13 +6,14 @@
 //! on `version`, fenced by the lease, and writes the step rows that changed, in one
 //! transaction; a heartbeat touches lease expiries only.
 
+use agentry_core::WorkflowEvent;
 use agentry_core::store::{Claim, ExecutionRecord, ExecutionStore, Lease, StepRecord, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::query_builder::Separated;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilder, Type};
 
-use crate::row::{ExecutionRow, StepRow, db_err, is_unique_violation};
+use crate::row::{EventRow, ExecutionRow, StepRow, db_err, is_unique_violation, to_json};
 
 /// What differs between the databases.
 pub trait Dialect: Database {
@@ -29,6 +30,10 @@ pub trait Dialect: Database {
     const SKIP_LOCKED: &'static str;
     /// Ends the fencing check of a step record: a concurrent claim waits, or is waited for.
     const FOR_SHARE: &'static str;
+    /// Ends a write of an execution's header that reports events: tells the other processes
+    /// following its log (`RETURNING pg_notify(...)` on PostgreSQL, sent on commit; nothing on
+    /// SQLite, where one process runs everything).
+    const NOTIFY: &'static str;
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
 }
@@ -56,7 +61,7 @@ impl<DB: Database> SqlStore<DB> {
 }
 
 /// The header columns, in the order of [`ExecutionRow`].
-const HEADER: [&str; 19] = [
+const HEADER: [&str; 20] = [
     "id",
     "workflow_id",
     "status",
@@ -76,6 +81,7 @@ const HEADER: [&str; 19] = [
     "lease_node",
     "lease_epoch",
     "lease_ttl_ms",
+    "last_event",
 ];
 
 /// The JSON columns of the header.
@@ -132,8 +138,13 @@ where
     for<'t> Option<DateTime<Utc>>: Encode<'t, DB> + Type<DB>,
     for<'r> ExecutionRow: FromRow<'r, DB::Row>,
     for<'r> StepRow: FromRow<'r, DB::Row>,
+    for<'r> EventRow: FromRow<'r, DB::Row>,
 {
-    async fn insert(&self, record: &ExecutionRecord) -> Result<(), StoreError> {
+    async fn insert(
+        &self,
+        record: &ExecutionRecord,
+        events: &[WorkflowEvent],
+    ) -> Result<(), StoreError> {
         let r = ExecutionRow::from_record(record);
         let ttl = r.lease_ttl_ms;
         let running = r.status == "running";
@@ -149,6 +160,9 @@ where
             q.push("NULL");
         }
         q.push(")");
+        if !events.is_empty() {
+            q.push(DB::NOTIFY);
+        }
         let mut tx = self.pool.begin().await.map_err(db_err)?;
         match q.build().execute(&mut *tx).await {
             Ok(_) => {}
@@ -159,6 +173,7 @@ where
         }
         let steps: Vec<&str> = record.progress.steps.keys().map(String::as_str).collect();
         Self::write_steps(&mut tx, record, &steps).await?;
+        Self::write_events(&mut tx, events).await?;
         tx.commit().await.map_err(db_err)
     }
 
@@ -188,6 +203,7 @@ where
         record: &ExecutionRecord,
         expected_version: i64,
         changed_steps: &[&str],
+        events: &[WorkflowEvent],
     ) -> Result<bool, StoreError> {
         let r = ExecutionRow::from_record(record);
         let mut q = QueryBuilder::<DB>::new("UPDATE workflow_executions SET ");
@@ -227,11 +243,15 @@ where
         q.push(", lease_node = ").push_bind(r.lease_node);
         q.push(", lease_epoch = ").push_bind(r.lease_epoch);
         q.push(", lease_ttl_ms = ").push_bind(r.lease_ttl_ms);
+        q.push(", last_event = ").push_bind(r.last_event);
         q.push(" WHERE id = ")
             .push_bind(id)
             .push(" AND version = ")
             .push_bind(expected_version);
-        if changed_steps.is_empty() {
+        if !events.is_empty() {
+            q.push(DB::NOTIFY);
+        }
+        if changed_steps.is_empty() && events.is_empty() {
             let res = q.build().execute(&self.pool).await.map_err(db_err)?;
             return Ok(DB::rows_affected(&res) == 1);
         }
@@ -241,8 +261,34 @@ where
             return Ok(false); // dropping the transaction rolls it back
         }
         Self::write_steps(&mut tx, record, changed_steps).await?;
+        Self::write_events(&mut tx, events).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(true)
+    }
+
+    async fn events_after(
+        &self,
+        execution_id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<WorkflowEvent>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT e.execution_id, x.workflow_id, e.seq, e.at, e.data{} AS data \
+             FROM workflow_events e JOIN workflow_executions x ON x.id = e.execution_id \
+             WHERE e.execution_id = ",
+            DB::AS_TEXT
+        ));
+        q.push_bind(execution_id.to_owned())
+            .push(" AND e.seq > ")
+            .push_bind(after)
+            .push(" ORDER BY e.seq LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<EventRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.into_iter().map(EventRow::into_event).collect()
     }
 
     async fn record_step(
@@ -373,6 +419,7 @@ where
     for<'t> Option<DateTime<Utc>>: Encode<'t, DB> + Type<DB>,
     for<'r> ExecutionRow: FromRow<'r, DB::Row>,
     for<'r> StepRow: FromRow<'r, DB::Row>,
+    for<'r> EventRow: FromRow<'r, DB::Row>,
 {
     /// The header's values, in the order of [`HEADER`].
     fn push_header_values(q: &mut QueryBuilder<DB>, r: ExecutionRow) {
@@ -396,6 +443,7 @@ where
         v.push_bind(r.lease_node);
         v.push_bind(r.lease_epoch);
         v.push_bind(r.lease_ttl_ms);
+        v.push_bind(r.last_event);
     }
 
     /// A step's values, in the order of [`STEP`].
@@ -448,6 +496,28 @@ where
             let owned: Vec<String> = chunk.iter().map(|s| (*s).to_owned()).collect();
             Self::push_list(&mut q, &owned);
             q.push(")");
+            q.build().execute(&mut *conn).await.map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Appends `events` to their execution's log.
+    async fn write_events(
+        conn: &mut DB::Connection,
+        events: &[WorkflowEvent],
+    ) -> Result<(), StoreError> {
+        for chunk in events.chunks(CHUNK / 5) {
+            let mut q = QueryBuilder::<DB>::new(
+                "INSERT INTO workflow_events (execution_id, seq, type, at, data) ",
+            );
+            q.push_values(chunk, |mut row, ev| {
+                row.push_bind(ev.execution_id.clone());
+                row.push_bind(ev.seq.unwrap_or(0));
+                row.push_bind(ev.kind.type_name().to_owned());
+                row.push_bind(ev.timestamp);
+                row.push_bind(to_json(&ev.kind))
+                    .push_unseparated(DB::AS_JSON);
+            });
             q.build().execute(&mut *conn).await.map_err(db_err)?;
         }
         Ok(())

@@ -50,6 +50,7 @@ impl Dialect for Sqlite {
     // One writer at a time: no two claimers ever see the same row.
     const SKIP_LOCKED: &'static str = "";
     const FOR_SHARE: &'static str = "";
+    const NOTIFY: &'static str = "";
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()

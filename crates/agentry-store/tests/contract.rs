@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StepStatus,
-    StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StoreError,
 };
+use agentry_core::{EventKind, WorkflowEvent};
 use agentry_store::Database;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::{Map, json};
@@ -65,6 +65,7 @@ contract!(
     concurrent_claimers_never_share_an_execution,
     a_write_by_the_same_hold_does_not_renew_its_lease,
     released_leases_are_claimable_at_once,
+    events_are_stored_with_the_write_that_reports_them,
 );
 
 /// A database for one test.
@@ -77,7 +78,7 @@ struct TestDb {
 enum Cleanup {
     File(std::path::PathBuf),
     Postgres {
-        admin: PgConnectOptions,
+        admin: Box<PgConnectOptions>,
         name: String,
     },
 }
@@ -110,6 +111,7 @@ impl TestDb {
         let _ = conn.close().await;
         let (prefix, _) = base.rsplit_once('/').expect("a URL with a database");
         let url = format!("{prefix}/{name}");
+        let admin = Box::new(admin);
         Self::open(&url, Cleanup::Postgres { admin, name }).await
     }
 
@@ -201,6 +203,7 @@ fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
             steps,
         },
         version: 1,
+        last_event: 0,
     }
 }
 
@@ -221,7 +224,7 @@ async fn write(
     next.version = before.version + 1;
     let changed = next.progress.changed_since(&before.progress);
     let ok = store
-        .compare_and_set(&next, before.version, &changed)
+        .compare_and_set(&next, before.version, &changed, &[])
         .await
         .expect("write");
     (ok, next)
@@ -243,7 +246,7 @@ fn wf(names: &[&str]) -> Vec<String> {
 
 async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
     let rec = record("w", held());
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     assert_eq!(get(store, &rec.id).await, rec);
     assert!(store.get("x-missing").await.expect("get").is_none());
     // A finished one too: result, end, no lease.
@@ -252,20 +255,20 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
         result: json!({"ok": true}),
         end_at: now(),
     };
-    store.insert(&done).await.expect("insert");
+    store.insert(&done, &[]).await.expect("insert");
     assert_eq!(get(store, &done.id).await, done);
 }
 
 async fn an_id_is_taken_once(store: &dyn ExecutionStore) {
     let rec = record("w", held());
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     let again = record("other", None);
     let again = ExecutionRecord {
         id: rec.id.clone(),
         ..again
     };
     assert!(matches!(
-        store.insert(&again).await,
+        store.insert(&again, &[]).await,
         Err(StoreError::Duplicate(id)) if id == rec.id
     ));
     assert_eq!(get(store, &rec.id).await, rec, "the first one is untouched");
@@ -273,7 +276,7 @@ async fn an_id_is_taken_once(store: &dyn ExecutionStore) {
 
 async fn a_write_needs_the_version_read(store: &dyn ExecutionStore) {
     let rec = record("w", held());
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     let mut next = rec.clone();
     next.state = ExecutionState::Running {
         suspend_request: Some(SuspendRequest {
@@ -297,7 +300,7 @@ async fn a_write_needs_the_version_read(store: &dyn ExecutionStore) {
 
 async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn ExecutionStore) {
     let rec = record("w", held());
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     let at = now();
     let mut next = rec.clone();
     next.progress.next_step = 2;
@@ -322,7 +325,7 @@ async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn Executio
         .expect("first")
         .attempt = 9;
     let ok = store
-        .compare_and_set(&sneaky, rec.version, &["second", "third", "child"])
+        .compare_and_set(&sneaky, rec.version, &["second", "third", "child"], &[])
         .await
         .expect("write");
     assert!(ok);
@@ -346,7 +349,7 @@ async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn Executio
 
 async fn a_step_record_is_stored_only_under_the_lease(store: &dyn ExecutionStore) {
     let rec = record("w", held());
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     let at = now();
     let child = StepRecord {
         parent: Some("second".into()),
@@ -397,7 +400,7 @@ async fn a_heartbeat_renews_the_named_runs_only(store: &dyn ExecutionStore) {
     let dead = record("w", Some(lease("n1", 1, short)));
     let others = record("w", Some(lease("n2", 1, short)));
     for r in [&alive, &dead, &others] {
-        store.insert(r).await.expect("insert");
+        store.insert(r, &[]).await.expect("insert");
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let ids = vec![alive.id.clone(), others.id.clone()];
@@ -426,7 +429,7 @@ async fn expired_leases_are_claimed_with_a_new_epoch(store: &dyn ExecutionStore)
         end_at: now(),
     };
     for r in [&rec, &fresh, &unheld, &suspended] {
-        store.insert(r).await.expect("insert");
+        store.insert(r, &[]).await.expect("insert");
     }
     tokio::time::sleep(Duration::from_millis(120)).await;
     let workflows = wf(&["w"]);
@@ -458,8 +461,8 @@ async fn expired_leases_are_claimed_with_a_new_epoch(store: &dyn ExecutionStore)
 async fn own_claims_take_the_node_s_live_leases(store: &dyn ExecutionStore) {
     let mine = record("w", held());
     let theirs = record("w", Some(lease("n2", 1, Duration::from_secs(60))));
-    store.insert(&mine).await.expect("insert");
-    store.insert(&theirs).await.expect("insert");
+    store.insert(&mine, &[]).await.expect("insert");
+    store.insert(&theirs, &[]).await.expect("insert");
     let workflows = wf(&["w"]);
     let none = store
         .claim_orphans(&claim("n1", false, &workflows, 10))
@@ -480,7 +483,7 @@ async fn claims_take_registered_workflows_up_to_the_limit(store: &dyn ExecutionS
     for i in 0..5 {
         let mut r = record(if i < 4 { "known" } else { "unknown" }, None);
         r.start_at = now() + chrono::Duration::milliseconds(i);
-        store.insert(&r).await.expect("insert");
+        store.insert(&r, &[]).await.expect("insert");
         ids.push(r.id);
     }
     let workflows = wf(&["known"]);
@@ -511,7 +514,7 @@ async fn concurrent_claimers_never_share_an_execution(store: &dyn ExecutionStore
     let mut ids = Vec::new();
     for _ in 0..40 {
         let r = record("w", None);
-        store.insert(&r).await.expect("insert");
+        store.insert(&r, &[]).await.expect("insert");
         ids.push(r.id);
     }
     let workflows = wf(&["w"]);
@@ -552,7 +555,7 @@ async fn concurrent_claimers_never_share_an_execution(store: &dyn ExecutionStore
 
 async fn a_write_by_the_same_hold_does_not_renew_its_lease(store: &dyn ExecutionStore) {
     let rec = record("w", Some(lease("n1", 1, Duration::from_millis(100))));
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     tokio::time::sleep(Duration::from_millis(150)).await;
     // A suspend request written by another process keeps the dead owner's lease expired.
     let mut next = rec.clone();
@@ -583,7 +586,7 @@ async fn a_write_by_the_same_hold_does_not_renew_its_lease(store: &dyn Execution
 
 async fn released_leases_are_claimable_at_once(store: &dyn ExecutionStore) {
     let rec = record("w", held());
-    store.insert(&rec).await.expect("insert");
+    store.insert(&rec, &[]).await.expect("insert");
     let workflows = wf(&["w"]);
     assert!(
         store
@@ -599,4 +602,100 @@ async fn released_leases_are_claimable_at_once(store: &dyn ExecutionStore) {
         .expect("claim");
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].state, running());
+}
+
+fn event(rec: &ExecutionRecord, seq: i64, kind: EventKind) -> WorkflowEvent {
+    WorkflowEvent {
+        execution_id: rec.id.clone(),
+        workflow_id: rec.workflow_id.clone(),
+        seq: Some(seq),
+        timestamp: now(),
+        kind,
+    }
+}
+
+fn kinds(events: &[WorkflowEvent]) -> Vec<(Option<i64>, String)> {
+    events
+        .iter()
+        .map(|e| (e.seq, serde_json::to_string(&e.kind).expect("json")))
+        .collect()
+}
+
+async fn events_are_stored_with_the_write_that_reports_them(store: &dyn ExecutionStore) {
+    let mut rec = record("w", held());
+    rec.last_event = 2;
+    let first = vec![
+        event(
+            &rec,
+            1,
+            EventKind::WorkflowStart {
+                input: rec.input.clone(),
+                resumed: false,
+            },
+        ),
+        event(
+            &rec,
+            2,
+            EventKind::WorkflowComplete {
+                result: json!({"ü": [1, null]}),
+            },
+        ),
+    ];
+    store.insert(&rec, &first).await.expect("insert");
+    let mut next = rec.clone();
+    next.version += 1;
+    next.last_event = 3;
+    let third = vec![event(
+        &rec,
+        3,
+        EventKind::WorkflowError {
+            error: "boom".into(),
+        },
+    )];
+    assert!(
+        store
+            .compare_and_set(&next, rec.version, &[], &third)
+            .await
+            .expect("write")
+    );
+    // A refused write appends nothing.
+    let late = vec![event(
+        &rec,
+        4,
+        EventKind::WorkflowError {
+            error: "late".into(),
+        },
+    )];
+    assert!(
+        !store
+            .compare_and_set(&next, rec.version, &[], &late)
+            .await
+            .expect("write")
+    );
+    let all = store.events_after(&rec.id, 0, 100).await.expect("events");
+    let mut expected = first.clone();
+    expected.extend(third.clone());
+    assert_eq!(kinds(&all), kinds(&expected));
+    assert!(
+        all.iter()
+            .all(|e| e.workflow_id == "w" && e.execution_id == rec.id)
+    );
+    assert_eq!(all[0].timestamp, first[0].timestamp);
+    let after = store.events_after(&rec.id, 1, 1).await.expect("events");
+    assert_eq!(kinds(&after), kinds(&first[1..]));
+    assert!(
+        store
+            .events_after(&rec.id, 3, 10)
+            .await
+            .expect("events")
+            .is_empty()
+    );
+    assert!(
+        store
+            .events_after("x-none", 0, 10)
+            .await
+            .expect("events")
+            .is_empty()
+    );
+    assert_eq!(get(store, &rec.id).await.last_event, 3);
 }
