@@ -1328,7 +1328,7 @@ async fn a_non_finite_number_fails_the_execution(backend: Backend) {
     let state = ok_data(st, b);
     assert_eq!(state["status"], "error", "{state}");
     assert!(
-        state["error"]
+        state["error"]["message"]
             .as_str()
             .is_some_and(|e| e.contains("not a finite number")),
         "{state}"

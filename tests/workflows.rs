@@ -30,6 +30,9 @@ agentry_tests::backend_tests!(
     countdown_suspends_while_running_and_resumes,
     concurrent_resumes_resume_once,
     idempotent_start_rejoins_a_running_execution,
+    cancel_a_running_execution,
+    cancel_a_suspended_execution,
+    cancel_refusals,
 );
 
 const APPROVAL_REASON: &str = "Manager approval required for amounts over 1000";
@@ -1105,4 +1108,165 @@ async fn idempotent_start_rejoins_a_running_execution(backend: Backend) {
     if let Ok(s) = Arc::try_unwrap(s) {
         s.stop().await;
     }
+}
+
+/// Waits until `id`'s state satisfies `done`.
+async fn wait_state(
+    s: &TestServer,
+    workflow: &str,
+    id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = s.get_json(&exec_path(workflow, id, "state")).await;
+        if status == 200 && done(&body["data"]) {
+            return body["data"].clone();
+        }
+        assert!(Instant::now() < deadline, "never happened: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A running `countdown` cancelled between its steps: `cancelled` at once with when and why, the
+/// waiting `/execute` answers with the cancelled execution, the stream ends with
+/// `workflow-cancelled` then `workflow-result`, and no step runs after the cancel.
+async fn cancel_a_running_execution(backend: Backend) {
+    let s = Arc::new(TestServer::start(backend).await);
+    let id = format!("cd-{}", new_id());
+    let body = json!({"input": {"stepDelayMs": 400}, "options": {"executionId": id}});
+    let waiting = {
+        let s = s.clone();
+        let body = body.clone();
+        tokio::spawn(async move { s.post_json("/workflows/countdown/execute", &body).await })
+    };
+    wait_state(&s, "countdown", &id, |st| {
+        st["steps"]["tick-5"]["status"] == "completed"
+    })
+    .await;
+    let cancelled = s
+        .post_data(
+            &exec_path("countdown", &id, "cancel"),
+            &json!({"reason": "no longer needed"}),
+        )
+        .await;
+    assert_eq!(cancelled["executionId"], id.as_str());
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["cancellation"]["reason"], "no longer needed");
+    assert_iso(&cancelled["cancellation"]["cancelledAt"]);
+
+    let (status, answer) = waiting.await.expect("execute task");
+    let answer = ok_data(status, answer);
+    assert_eq!(answer["status"], "cancelled", "{answer}");
+    assert_eq!(answer["cancellation"]["reason"], "no longer needed");
+
+    let st = state_of(&s, "countdown", &id).await;
+    assert_eq!(st["status"], "cancelled");
+    assert_eq!(st["cancellation"], cancelled["cancellation"]);
+    assert_iso(&st["endAt"]);
+    // The step that ran when the cancel came committed nothing; nothing ran after it.
+    assert_eq!(st["steps"]["tick-4"]["status"], "running", "{st}");
+    assert!(st["steps"].get("tick-3").is_none(), "{st}");
+
+    // Re-attached, its log ends with the cancel.
+    let events = s.sse_events("/workflows/countdown/stream", &body).await;
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types[types.len() - 2], "workflow-cancelled", "{types:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "workflow-result");
+    assert_eq!(last["status"], "cancelled");
+    if let Ok(s) = Arc::try_unwrap(s) {
+        s.stop().await;
+    }
+}
+
+/// A suspended approval cancelled without a body: `cancelled`, with no reason; resuming it then
+/// is refused.
+async fn cancel_a_suspended_execution(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let data = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({"input": {"employeeId": "e", "amount": 5000, "category": "travel"},
+                    "options": {"executionId": id}}),
+        )
+        .await;
+    assert_eq!(data["status"], "suspended");
+    let resp = s
+        .client
+        .post(s.url(&exec_path("expense-approval", &id, "cancel")))
+        .send()
+        .await
+        .expect("cancel");
+    assert_eq!(resp.status(), 200);
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["data"]["status"], "cancelled");
+    assert_eq!(body["data"]["cancellation"]["reason"], Value::Null);
+    let st = state_of(&s, "expense-approval", &id).await;
+    assert_eq!(st["status"], "cancelled");
+    assert!(st.get("suspension").is_none(), "{st}");
+    let (status, body) = s
+        .post_json(
+            &exec_path("expense-approval", &id, "resume"),
+            &json!({"resumeData": {"approved": true, "managerId": "m"}}),
+        )
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        format!("Execution {id} is not suspended (status: cancelled)")
+    );
+    s.stop().await;
+}
+
+/// Finished executions cannot be cancelled (400, the status named); an unknown one is 404; a
+/// cancelled one cannot be cancelled again; a bad body is a 400 envelope.
+async fn cancel_refusals(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let done = s
+        .post_data(
+            "/workflows/word-count/execute",
+            &json!({"input": {"text": "a b"}, "options": {"executionId": id}}),
+        )
+        .await;
+    assert_eq!(done["status"], "completed");
+    let (status, body) = s
+        .post_json(&exec_path("word-count", &id, "cancel"), &json!({}))
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 400),
+        format!("Execution {id} cannot be cancelled: it is completed")
+    );
+    let (status, body) = s
+        .post_json(&exec_path("word-count", "nope", "cancel"), &json!({}))
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        "Execution nope of workflow word-count not found"
+    );
+    let (status, body) = s
+        .post_json(
+            &exec_path("word-count", &id, "cancel"),
+            &json!({"reason": 5}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["success"], false);
+
+    let waiting = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({"input": {"employeeId": "e", "amount": 5000, "category": "travel"}}),
+        )
+        .await;
+    let wid = waiting["executionId"].as_str().expect("id").to_owned();
+    let path = exec_path("expense-approval", &wid, "cancel");
+    assert_eq!(s.post_data(&path, &json!({})).await["status"], "cancelled");
+    let (status, body) = s.post_json(&path, &json!({})).await;
+    assert_eq!(
+        assert_failure(status, &body, 400),
+        format!("Execution {wid} cannot be cancelled: it is cancelled")
+    );
+    s.stop().await;
 }

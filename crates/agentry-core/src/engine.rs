@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SystemClock};
 use crate::event::{EventKind, WorkflowEvent};
 use crate::state::{
-    ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError, transition,
+    Cancellation, ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError,
+    transition,
 };
 use crate::store::{
     Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StepStatus,
@@ -70,6 +71,11 @@ pub enum EngineError {
     NotSuspendable { id: String, reason: String },
     #[error("Execution {id} is not suspended (status: {status})")]
     NotSuspended { id: String, status: Status },
+    #[error("Execution {id} cannot be cancelled: it is {status}")]
+    NotCancellable { id: String, status: Status },
+    /// The execution was cancelled while this process ran it: it stopped, writing nothing more.
+    #[error("Execution {0} was cancelled")]
+    Cancelled(String),
     #[error("Resume data validation failed: {0}")]
     InvalidResumeData(String),
     #[error("Step {step_id} not found in workflow {workflow_id}")]
@@ -210,7 +216,7 @@ struct Inner {
     store: Arc<dyn ExecutionStore>,
     clock: Arc<dyn Clock>,
     agents: RwLock<Option<Arc<dyn AgentRunner>>>,
-    live: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<WorkflowEvent>>>>,
+    live: Mutex<HashMap<String, LiveRun>>,
     all_events: broadcast::Sender<WorkflowEvent>,
     /// The ids of executions whose log grew or whose status changed.
     wakeups: broadcast::Sender<Arc<str>>,
@@ -218,6 +224,13 @@ struct Inner {
     shutdown: CancellationToken,
     /// Set when a graceful shutdown begins: runs stop at their next step boundary.
     draining: CancellationToken,
+}
+
+/// A run in this process: who gets its events, and the signal that stops its steps.
+struct LiveRun {
+    subscribers: Vec<mpsc::UnboundedSender<WorkflowEvent>>,
+    /// Fires when the execution is cancelled, or this process no longer holds it.
+    stop: CancellationToken,
 }
 
 /// Where a run begins.
@@ -231,6 +244,8 @@ struct Entry {
     begun: bool,
     /// The events of the write that began this run, sent once the run's subscribers are in.
     announce: Vec<WorkflowEvent>,
+    /// The run follows a suspension whose deadline passed (a timer fired).
+    timed_out: bool,
 }
 
 /// The records of a composite step's children, as they finish. With a lease, the children of
@@ -486,6 +501,7 @@ impl Engine {
             resume: None,
             begun: true,
             announce: events,
+            timed_out: false,
         };
         Ok(self.spawn_run(wf, record, entry))
     }
@@ -775,8 +791,43 @@ impl Engine {
             resume: Some((resume_data, suspend_data)),
             begun: true,
             announce: events,
+            timed_out: false,
         };
         Ok(self.spawn_run(wf, rec, entry))
+    }
+
+    /// Cancels a running or suspended execution: it ends `cancelled` at once (a
+    /// `workflow-cancelled` event ends its log), and the step running, here or on another
+    /// process, sees its cancellation signal (here at once; elsewhere at that process's next
+    /// heartbeat) and commits nothing more.
+    pub async fn cancel(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        reason: Option<String>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.require_workflow(workflow_id)?;
+        let current = self.load(workflow_id, execution_id).await?;
+        let cancellation = Cancellation {
+            cancelled_at: self.inner.clock.now(),
+            reason,
+        };
+        let cancel = Transition::Cancel(cancellation);
+        let rec = self
+            .update(Some(current), execution_id, |r, events| {
+                let state = transition(&r.state, cancel.clone()).map_err(|_| {
+                    EngineError::NotCancellable {
+                        id: r.id.clone(),
+                        status: r.state.status(),
+                    }
+                })?;
+                events.extend(Self::reported(&cancel));
+                Ok(ExecutionRecord { state, ..r.clone() })
+            })
+            .await?;
+        tracing::info!(execution_id = %execution_id, "execution cancelled");
+        self.stop_run(execution_id);
+        Ok(rec)
     }
 
     /// Resumes and waits for the run to stop again.
@@ -839,13 +890,21 @@ impl Engine {
         if alive.is_empty() {
             return;
         }
-        if let Err(e) = self
+        match self
             .inner
             .store
             .renew_leases(&self.inner.config.node_id, &alive)
             .await
         {
-            tracing::warn!(error = %e, "renewing leases failed");
+            // A run whose lease was not renewed is no longer this process's to run: it was
+            // cancelled, or taken over. Its steps are told to stop.
+            Ok(renewed) => {
+                for id in alive.iter().filter(|id| !renewed.contains(id)) {
+                    tracing::info!(execution_id = %id, "no longer held here (cancelled or taken over): stopping its step");
+                    self.stop_run(id);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "renewing leases failed"),
         }
     }
 
@@ -914,6 +973,7 @@ impl Engine {
                 step_index: start,
                 step_id: step.id.clone(),
                 data: None,
+                deadline: None,
             };
             let lease = claimed.lease.clone();
             self.suspend_now(lease.as_ref(), claimed, suspension, false)
@@ -925,6 +985,7 @@ impl Engine {
             resume: None,
             begun: false,
             announce: Vec::new(),
+            timed_out: false,
         };
         drop(self.spawn_run(wf, claimed, entry));
         Ok(())
@@ -933,7 +994,11 @@ impl Engine {
     fn spawn_run(&self, wf: Arc<Workflow>, record: ExecutionRecord, mut entry: Entry) -> RunHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = record.id.clone();
-        lock(&self.inner.live).insert(id.clone(), vec![tx]);
+        let run = LiveRun {
+            subscribers: vec![tx],
+            stop: self.inner.shutdown.child_token(),
+        };
+        lock(&self.inner.live).insert(id.clone(), run);
         self.publish(std::mem::take(&mut entry.announce));
         let engine = self.clone();
         let outcome = tokio::spawn(async move { engine.run(wf, record, entry).await });
@@ -993,8 +1058,8 @@ impl Engine {
     }
 
     fn send(&self, ev: WorkflowEvent) {
-        if let Some(subs) = lock(&self.inner.live).get_mut(&ev.execution_id) {
-            subs.retain(|s| s.send(ev.clone()).is_ok());
+        if let Some(run) = lock(&self.inner.live).get_mut(&ev.execution_id) {
+            run.subscribers.retain(|s| s.send(ev.clone()).is_ok());
         }
         let _ = self.inner.all_events.send(ev);
     }
@@ -1025,6 +1090,15 @@ impl Engine {
         };
         let outcome = match outcome {
             Ok(rec) => Ok(rec),
+            // Cancelled through the API while a step ran: the cancel wrote the end.
+            Err(EngineError::Cancelled(_)) => {
+                tracing::info!(execution_id = %id, "cancelled: its run stopped");
+                match self.inner.store.get(&id).await {
+                    Ok(Some(rec)) => Ok(rec),
+                    Ok(None) => Err(EngineError::Internal(format!("execution {id} disappeared"))),
+                    Err(e) => Err(e.into()),
+                }
+            }
             Err(e @ (EngineError::LeaseLost(_) | EngineError::HandedOver(_))) => {
                 if matches!(e, EngineError::LeaseLost(_)) {
                     tracing::warn!(execution_id = %id, "lease lost: another process runs this execution now; stopping here");
@@ -1041,6 +1115,7 @@ impl Engine {
                 let message = err.to_string();
                 let fail = Transition::Fail {
                     message: message.clone(),
+                    step_id: None,
                     at: self.inner.clock.now(),
                 };
                 match self.apply(lease.as_ref(), None, &id, fail, None).await {
@@ -1088,6 +1163,22 @@ impl Engine {
             .insert(step.id.clone(), StepRecord::started(input, attempt, now));
     }
 
+    /// The signal that stops this process's run of `execution_id` (cancelled, or no longer
+    /// held here), or the shutdown's.
+    fn stop_signal(&self, execution_id: &str) -> CancellationToken {
+        match lock(&self.inner.live).get(execution_id) {
+            Some(run) => run.stop.child_token(),
+            None => self.inner.shutdown.child_token(),
+        }
+    }
+
+    /// Stops the steps of this process's run of `execution_id`, if any.
+    fn stop_run(&self, execution_id: &str) {
+        if let Some(run) = lock(&self.inner.live).get(execution_id) {
+            run.stop.cancel();
+        }
+    }
+
     /// The `step-start` event of `step`.
     fn step_start(step: &Step, index: usize, input: Value) -> EventKind {
         EventKind::StepStart {
@@ -1107,8 +1198,14 @@ impl Engine {
             Transition::Complete { result, .. } => Some(EventKind::WorkflowComplete {
                 result: result.clone(),
             }),
-            Transition::Fail { message, .. } => Some(EventKind::WorkflowError {
+            Transition::Fail {
+                message, step_id, ..
+            } => Some(EventKind::WorkflowError {
                 error: message.clone(),
+                step_id: step_id.clone(),
+            }),
+            Transition::Cancel(cancellation) => Some(EventKind::WorkflowCancelled {
+                cancellation: cancellation.clone(),
             }),
             Transition::Start | Transition::RequestSuspend(_) | Transition::Resume => None,
         }
@@ -1136,6 +1233,7 @@ impl Engine {
         let steps = wf.steps();
         let mut input = Self::input_for(&wf, &rec, entry.step);
         let mut resume = entry.resume;
+        let mut timed_out = entry.timed_out;
         // Whether the current step's start is recorded. Every write that ends a step records
         // the next one's start with it, so a step costs one write; a recorded start is always
         // followed by the run, so a shutdown stops a run only where no start is recorded.
@@ -1159,7 +1257,11 @@ impl Engine {
                     })
                     .await?;
             }
-            let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
+            let (attempt, started_at) = rec
+                .progress
+                .steps
+                .get(&step.id)
+                .map_or((1, self.inner.clock.now()), |r| (r.attempt, r.started_at));
             self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id);
             let (resume_data, suspend_data) = match resume.take() {
                 Some((r, s)) => (Some(r), s),
@@ -1176,8 +1278,10 @@ impl Engine {
                 owner: rec.owner.clone(),
                 resume_data,
                 suspend_data,
-                cancel: self.inner.shutdown.child_token(),
+                cancel: self.stop_signal(&id),
                 attempt,
+                started_at,
+                timed_out: std::mem::take(&mut timed_out),
                 steps: Arc::new(rec.progress.steps.clone()),
             };
             let children = Children::new(&id, lease);
@@ -1227,6 +1331,7 @@ impl Engine {
                                         step_index: index + 1,
                                         step_id: following.id.clone(),
                                         data: None,
+                                        deadline: None,
                                     };
                                     next.state = transition(
                                         &r.state,
@@ -1255,7 +1360,11 @@ impl Engine {
                     input = output;
                     begun = begin_next;
                 }
-                Err(StepError::Suspend { reason, data }) => {
+                Err(StepError::Suspend {
+                    reason,
+                    data,
+                    deadline,
+                }) => {
                     if let Some(d) = &data
                         && !matches!(step.kind, StepKind::Workflow { .. })
                         && let Err(detail) = wf.validate_suspend(index, d)
@@ -1272,6 +1381,7 @@ impl Engine {
                         // `null` suspend data is no data: stored either way, it reads back
                         // as none, so the record in hand never differs from the stored one.
                         data: data.filter(|d| !d.is_null()),
+                        deadline,
                     };
                     return self.suspend_now(lease, rec, suspension, true).await;
                 }
@@ -1354,6 +1464,7 @@ impl Engine {
         tracing::warn!(execution_id = %id, error = %message, "execution failed");
         let fail = Transition::Fail {
             message: message.clone(),
+            step_id: Some(step_id.to_owned()),
             at,
         };
         let mark = Some((step_id, StepStatus::Failed));
@@ -1374,6 +1485,9 @@ impl Engine {
         F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
     {
         self.update(known, id, |r, events| {
+            if lease.is_some() && r.state.status() == Status::Cancelled {
+                return Err(EngineError::Cancelled(r.id.clone()));
+            }
             if let Some(mine) = lease
                 && !r.lease.as_ref().is_some_and(|held| held.is(mine))
             {
@@ -1678,7 +1792,9 @@ impl Engine {
             ExecutionState::Error { message, .. } => Err(StepError::failed(format!(
                 "sub-workflow {workflow_id} failed: {message}"
             ))),
+            // The child's own deadline, if any, resumes the child, not this step.
             ExecutionState::Suspended(s) => Err(StepError::Suspend {
+                deadline: None,
                 reason: s.reason,
                 data: Some(
                     json!({"childExecutionId": rec.id, "childWorkflowId": workflow_id, "data": s.data}),

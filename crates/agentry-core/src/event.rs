@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::state::Suspension;
+use crate::state::{Cancellation, Suspension};
 use crate::store::ExecutionRecord;
 use crate::workflow::StepType;
 
@@ -63,6 +63,13 @@ pub enum EventKind {
     },
     WorkflowError {
         error: String,
+        /// The step that failed (none when the engine itself gave up).
+        #[serde(default)]
+        step_id: Option<String>,
+    },
+    /// Cancelled through the API (the last stored event of the execution).
+    WorkflowCancelled {
+        cancellation: Cancellation,
     },
     /// The last event of a run: the execution as it now stands. Not stored.
     #[serde(skip)]
@@ -96,6 +103,7 @@ impl EventKind {
             EventKind::WorkflowSuspended { .. } => "workflow-suspended",
             EventKind::WorkflowComplete { .. } => "workflow-complete",
             EventKind::WorkflowError { .. } => "workflow-error",
+            EventKind::WorkflowCancelled { .. } => "workflow-cancelled",
             EventKind::WorkflowResult { .. } => "workflow-result",
             EventKind::WorkflowHandover { .. } => "workflow-handover",
         }

@@ -18,15 +18,18 @@ pub enum Status {
     Suspended,
     Completed,
     Error,
+    /// Stopped through the API (not in the seed's list: added with cancel).
+    Cancelled,
 }
 
 impl Status {
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::Idle,
         Status::Running,
         Status::Suspended,
         Status::Completed,
         Status::Error,
+        Status::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +39,7 @@ impl Status {
             Status::Suspended => "suspended",
             Status::Completed => "completed",
             Status::Error => "error",
+            Status::Cancelled => "cancelled",
         }
     }
 
@@ -43,9 +47,9 @@ impl Status {
         Status::ALL.into_iter().find(|st| st.as_str() == s)
     }
 
-    /// Completed and error are final: nothing moves out of them.
+    /// Completed, error and cancelled are final: nothing moves out of them.
     pub fn is_final(self) -> bool {
-        matches!(self, Status::Completed | Status::Error)
+        matches!(self, Status::Completed | Status::Error | Status::Cancelled)
     }
 }
 
@@ -68,6 +72,19 @@ pub struct Suspension {
     /// Data the suspending step attached (validated against the suspend schema).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+    /// When the execution resumes by itself if nobody resumed it (a durable timer); the step
+    /// then runs with `StepContext::timed_out` set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// When and why an execution was cancelled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cancellation {
+    pub cancelled_at: DateTime<Utc>,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// A suspend asked for from outside while the execution runs; it takes effect at the next step
@@ -93,8 +110,11 @@ pub enum ExecutionState {
     },
     Error {
         message: String,
+        /// The step that failed (none when the engine itself gave up).
+        step_id: Option<String>,
         end_at: DateTime<Utc>,
     },
+    Cancelled(Cancellation),
 }
 
 impl ExecutionState {
@@ -105,6 +125,7 @@ impl ExecutionState {
             ExecutionState::Suspended(_) => Status::Suspended,
             ExecutionState::Completed { .. } => Status::Completed,
             ExecutionState::Error { .. } => Status::Error,
+            ExecutionState::Cancelled(_) => Status::Cancelled,
         }
     }
 
@@ -120,6 +141,7 @@ impl ExecutionState {
             ExecutionState::Completed { end_at, .. } | ExecutionState::Error { end_at, .. } => {
                 Some(*end_at)
             }
+            ExecutionState::Cancelled(c) => Some(c.cancelled_at),
             _ => None,
         }
     }
@@ -138,6 +160,21 @@ impl ExecutionState {
         }
     }
 
+    /// The step a failed execution failed in.
+    pub fn error_step(&self) -> Option<&str> {
+        match self {
+            ExecutionState::Error { step_id, .. } => step_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub fn cancellation(&self) -> Option<&Cancellation> {
+        match self {
+            ExecutionState::Cancelled(c) => Some(c),
+            _ => None,
+        }
+    }
+
     pub fn suspend_request(&self) -> Option<&SuspendRequest> {
         match self {
             ExecutionState::Running { suspend_request } => suspend_request.as_ref(),
@@ -152,8 +189,10 @@ impl ExecutionState {
             end_at: self.end_at(),
             result: self.result().cloned(),
             error: self.error().map(str::to_owned),
+            error_step: self.error_step().map(str::to_owned),
             suspension: self.suspension().cloned(),
             suspend_request: self.suspend_request().cloned(),
+            cancellation: self.cancellation().cloned(),
         }
     }
 
@@ -164,8 +203,10 @@ impl ExecutionState {
             end_at,
             result,
             error,
+            error_step,
             suspension,
             suspend_request,
+            cancellation,
         } = parts;
         Ok(match status {
             Status::Idle => ExecutionState::Idle,
@@ -179,8 +220,12 @@ impl ExecutionState {
             },
             Status::Error => ExecutionState::Error {
                 message: error.unwrap_or_default(),
+                step_id: error_step,
                 end_at: end_at.ok_or("a failed execution has no end time")?,
             },
+            Status::Cancelled => ExecutionState::Cancelled(
+                cancellation.ok_or("a cancelled execution has no cancellation record")?,
+            ),
         })
     }
 }
@@ -192,8 +237,10 @@ pub struct StateParts {
     pub end_at: Option<DateTime<Utc>>,
     pub result: Option<Value>,
     pub error: Option<String>,
+    pub error_step: Option<String>,
     pub suspension: Option<Suspension>,
     pub suspend_request: Option<SuspendRequest>,
+    pub cancellation: Option<Cancellation>,
 }
 
 /// What can happen to an execution.
@@ -209,8 +256,14 @@ pub enum Transition {
     Resume,
     /// The last step finished.
     Complete { result: Value, at: DateTime<Utc> },
-    /// A step failed.
-    Fail { message: String, at: DateTime<Utc> },
+    /// A step failed (or the engine gave up: no step).
+    Fail {
+        message: String,
+        step_id: Option<String>,
+        at: DateTime<Utc>,
+    },
+    /// Someone stopped a running or suspended execution.
+    Cancel(Cancellation),
 }
 
 impl Transition {
@@ -222,6 +275,7 @@ impl Transition {
             Transition::Resume => "resume",
             Transition::Complete { .. } => "complete",
             Transition::Fail { .. } => "fail",
+            Transition::Cancel(_) => "cancel",
         }
     }
 }
@@ -280,10 +334,19 @@ pub fn transition(
         (S::Running { .. }, Transition::Complete { result, at }) => {
             Ok(S::Completed { result, end_at: at })
         }
-        (S::Running { .. }, Transition::Fail { message, at }) => Ok(S::Error {
+        (
+            S::Running { .. },
+            Transition::Fail {
+                message,
+                step_id,
+                at,
+            },
+        ) => Ok(S::Error {
             message,
+            step_id,
             end_at: at,
         }),
+        (S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => Ok(S::Cancelled(c)),
         (_, t) => Err(TransitionError::Refused {
             from,
             transition: t.name(),
@@ -309,6 +372,7 @@ mod tests {
             step_index: 1,
             step_id: "b".into(),
             data: None,
+            deadline: None,
         }
     }
 
@@ -343,8 +407,10 @@ mod tests {
             },
             ExecutionState::Error {
                 message: "boom".into(),
+                step_id: Some("a".into()),
                 end_at: at(),
             },
+            ExecutionState::Cancelled(cancellation()),
         ]
     }
 
@@ -360,9 +426,18 @@ mod tests {
             },
             Transition::Fail {
                 message: "x".into(),
+                step_id: None,
                 at: at(),
             },
+            Transition::Cancel(cancellation()),
         ]
+    }
+
+    fn cancellation() -> Cancellation {
+        Cancellation {
+            cancelled_at: at(),
+            reason: Some("no longer needed".into()),
+        }
     }
 
     /// The full table: every state against every transition, allowed moves listed explicitly.
@@ -391,12 +466,22 @@ mod tests {
                             end_at: *at,
                         })
                     }
-                    (ExecutionState::Running { .. }, Transition::Fail { message, at }) => {
-                        Ok(ExecutionState::Error {
-                            message: message.clone(),
-                            end_at: *at,
-                        })
-                    }
+                    (
+                        ExecutionState::Running { .. },
+                        Transition::Fail {
+                            message,
+                            step_id,
+                            at,
+                        },
+                    ) => Ok(ExecutionState::Error {
+                        message: message.clone(),
+                        step_id: step_id.clone(),
+                        end_at: *at,
+                    }),
+                    (
+                        ExecutionState::Running { .. } | ExecutionState::Suspended(_),
+                        Transition::Cancel(c),
+                    ) => Ok(ExecutionState::Cancelled(c.clone())),
                     (s, t) => Err(TransitionError::Refused {
                         from: s.status(),
                         transition: t.name(),

@@ -261,8 +261,9 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// Extends the leases `node` holds on the running executions `ids` (the runs alive in that
     /// process) by their ttl, in one statement that writes no execution data. A lease of `node`
     /// on anything else (a run that died without writing its end) is left to expire, so that a
-    /// recovery pass takes it. Returns how many were renewed.
-    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<u64, StoreError>;
+    /// recovery pass takes it. Returns the ids renewed: a run missing from them is no longer
+    /// held by `node` (cancelled, finished elsewhere, or taken over).
+    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<Vec<String>, StoreError>;
 
     /// Takes running executions whose lease has expired (or that have none), and, with
     /// `claim.own`, those the node itself holds: each gets a lease for the node with a bumped
@@ -305,24 +306,24 @@ impl MemoryStore {
     }
 
     /// Sets the expiry of every lease `node` holds on a running execution (of those in `ids`,
-    /// when given); returns how many.
+    /// when given); returns their ids.
     fn set_expiries(
         &self,
         node: &str,
         ids: Option<&[String]>,
         expires_at: impl Fn(&ExecutionRecord) -> Option<i64>,
-    ) -> u64 {
-        let mut n = 0;
+    ) -> Vec<String> {
+        let mut set = Vec::new();
         for (r, expires) in self.rows().values_mut() {
             if r.state.status() == Status::Running
                 && r.lease.as_ref().is_some_and(|l| l.node == node)
                 && ids.is_none_or(|ids| ids.contains(&r.id))
             {
                 *expires = expires_at(r);
-                n += 1;
+                set.push(r.id.clone());
             }
         }
-        n
+        set
     }
 
     fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ExecutionRecord, Option<i64>)>> {
@@ -446,7 +447,7 @@ impl ExecutionStore for MemoryStore {
         }
     }
 
-    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<u64, StoreError> {
+    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<Vec<String>, StoreError> {
         Ok(self.set_expiries(node, Some(ids), expiry))
     }
 
@@ -480,6 +481,6 @@ impl ExecutionStore for MemoryStore {
     }
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
-        Ok(self.set_expiries(node, None, |_| Some(0)))
+        Ok(self.set_expiries(node, None, |_| Some(0)).len() as u64)
     }
 }

@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -42,8 +43,14 @@ pub type MapFn = Arc<dyn Fn(&StepContext) -> Value + Send + Sync>;
 /// Why a step did not produce an output.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepError {
-    /// The step asks the execution to pause; resume data comes back to this step.
-    Suspend { reason: String, data: Option<Value> },
+    /// The step asks the execution to pause; resume data comes back to this step. With a
+    /// `deadline`, the execution resumes by itself then if nobody resumed it before (a durable
+    /// timer), and the step sees `StepContext::timed_out`.
+    Suspend {
+        reason: String,
+        data: Option<Value>,
+        deadline: Option<DateTime<Utc>>,
+    },
     /// The step failed; the execution ends in `error` with this message.
     Failed(String),
     /// The step noticed its cancellation signal (a lost race) and gave up.
@@ -94,6 +101,12 @@ pub struct StepContext {
     /// done some or all of its work (steps run at least once). Children of a composite step
     /// share its attempt.
     pub attempt: u32,
+    /// When this attempt of the step started (kept across a suspension: a resumed step
+    /// continues its attempt).
+    pub started_at: DateTime<Utc>,
+    /// Set when the step runs because the deadline of its suspension passed (nobody resumed
+    /// it in time): a durable timer fired.
+    pub timed_out: bool,
     pub(crate) steps: Arc<BTreeMap<String, StepRecord>>,
 }
 
@@ -135,7 +148,39 @@ impl StepContext {
         StepError::Suspend {
             reason: reason.into(),
             data,
+            deadline: None,
         }
+    }
+
+    /// Builds the error that suspends the execution at this step until `deadline` at the
+    /// latest: then it resumes by itself, on whichever server is up (also after every server
+    /// was down at that time), and this step runs again with [`StepContext::timed_out`] set.
+    pub fn suspend_until(
+        &self,
+        reason: impl Into<String>,
+        data: Option<Value>,
+        deadline: DateTime<Utc>,
+    ) -> StepError {
+        StepError::Suspend {
+            reason: reason.into(),
+            data,
+            deadline: Some(deadline),
+        }
+    }
+
+    /// A durable sleep: `Ok` once `until` has passed (or the timer fired), else the error that
+    /// suspends the execution until then (`Sleeping until <time>`). The step runs again from its
+    /// start when it wakes, so `until` must be the same on every run: derive it from the input
+    /// or from [`StepContext::started_at`], not from the clock.
+    pub fn sleep_until(&self, until: DateTime<Utc>) -> Result<(), StepError> {
+        if self.timed_out || Utc::now() >= until {
+            return Ok(());
+        }
+        Err(self.suspend_until(
+            format!("Sleeping until {}", until.to_rfc3339()),
+            None,
+            until,
+        ))
     }
 
     /// Sleeps, or returns [`StepError::Cancelled`] as soon as the step is cancelled.

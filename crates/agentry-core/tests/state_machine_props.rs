@@ -5,8 +5,8 @@
 //! survives the columns a store keeps, as the SQL stores write and read them.
 
 use agentry_core::state::{
-    ExecutionState, StateParts, Status, SuspendRequest, Suspension, Transition, TransitionError,
-    transition,
+    Cancellation, ExecutionState, StateParts, Status, SuspendRequest, Suspension, Transition,
+    TransitionError, transition,
 };
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
@@ -55,15 +55,35 @@ fn suspension() -> impl Strategy<Value = Suspension> {
     // (serde's `Option` reads `null` as `None`), so it does not survive a SQL store; the engine
     // turns a step's `null` suspend data into `None` before storing it.
     let data = prop::option::of(json().prop_filter("data: null", |v| !v.is_null()));
-    (at(), text(), 0usize..64, "[a-z][a-z0-9-]{0,8}", data).prop_map(
-        |(suspended_at, reason, step_index, step_id, data)| Suspension {
-            suspended_at,
-            reason,
-            step_index,
-            step_id,
-            data,
-        },
+    (
+        at(),
+        text(),
+        0usize..64,
+        "[a-z][a-z0-9-]{0,8}",
+        data,
+        prop::option::of(at()),
     )
+        .prop_map(
+            |(suspended_at, reason, step_index, step_id, data, deadline)| Suspension {
+                suspended_at,
+                reason,
+                step_index,
+                step_id,
+                data,
+                deadline,
+            },
+        )
+}
+
+fn cancellation() -> impl Strategy<Value = Cancellation> {
+    (at(), prop::option::of(text())).prop_map(|(cancelled_at, reason)| Cancellation {
+        cancelled_at,
+        reason,
+    })
+}
+
+fn step_id() -> impl Strategy<Value = Option<String>> {
+    prop::option::of("[a-z][a-z0-9-]{0,8}")
 }
 
 fn any_transition() -> impl Strategy<Value = Transition> {
@@ -73,7 +93,9 @@ fn any_transition() -> impl Strategy<Value = Transition> {
         3 => suspension().prop_map(Transition::Suspend),
         3 => Just(Transition::Resume),
         1 => (json(), at()).prop_map(|(result, at)| Transition::Complete { result, at }),
-        1 => (text(), at()).prop_map(|(message, at)| Transition::Fail { message, at }),
+        1 => (text(), step_id(), at())
+            .prop_map(|(message, step_id, at)| Transition::Fail { message, step_id, at }),
+        1 => cancellation().prop_map(Transition::Cancel),
     ]
 }
 
@@ -92,7 +114,12 @@ fn any_state() -> impl Strategy<Value = ExecutionState> {
             .prop_map(|suspend_request| ExecutionState::Running { suspend_request }),
         suspension().prop_map(ExecutionState::Suspended),
         (json(), at()).prop_map(|(result, end_at)| ExecutionState::Completed { result, end_at }),
-        (text(), at()).prop_map(|(message, end_at)| ExecutionState::Error { message, end_at }),
+        (text(), step_id(), at()).prop_map(|(message, step_id, end_at)| ExecutionState::Error {
+            message,
+            step_id,
+            end_at
+        }),
+        cancellation().prop_map(ExecutionState::Cancelled),
     ]
 }
 
@@ -104,15 +131,30 @@ fn any_parts() -> impl Strategy<Value = StateParts> {
         prop::option::of(text()),
         prop::option::of(suspension()),
         prop::option::of(suspend_request()),
+        step_id(),
+        prop::option::of(cancellation()),
     )
         .prop_map(
-            |(status, end_at, result, error, suspension, suspend_request)| StateParts {
+            |(
                 status,
                 end_at,
                 result,
                 error,
                 suspension,
                 suspend_request,
+                error_step,
+                cancellation,
+            )| {
+                StateParts {
+                    status,
+                    end_at,
+                    result,
+                    error,
+                    error_step,
+                    suspension,
+                    suspend_request,
+                    cancellation,
+                }
             },
         )
 }
@@ -143,10 +185,19 @@ fn expected(s: &ExecutionState, t: &Transition) -> Result<ExecutionState, Transi
             result: result.clone(),
             end_at: *at,
         }),
-        (S::Running { .. }, Transition::Fail { message, at }) => Ok(S::Error {
+        (
+            S::Running { .. },
+            Transition::Fail {
+                message,
+                step_id,
+                at,
+            },
+        ) => Ok(S::Error {
             message: message.clone(),
+            step_id: step_id.clone(),
             end_at: *at,
         }),
+        (S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => Ok(S::Cancelled(c.clone())),
         (_, t) => Err(TransitionError::Refused {
             from,
             transition: t.name(),
@@ -164,7 +215,9 @@ fn allowed_edge(from: Status, to: Status) -> bool {
             | (Running, Suspended)
             | (Running, Completed)
             | (Running, Error)
+            | (Running, Cancelled)
             | (Suspended, Running)
+            | (Suspended, Cancelled)
     )
 }
 
@@ -183,13 +236,16 @@ fn through_a_row(s: &ExecutionState) -> Result<ExecutionState, String> {
     let result_column = p.result.as_ref().map(text_of);
     let suspension_column = p.suspension.as_ref().map(text_of);
     let request_column = p.suspend_request.as_ref().map(text_of);
+    let cancellation_column = p.cancellation.as_ref().map(text_of);
     ExecutionState::from_parts(StateParts {
         status: Status::parse(&status_column).ok_or("unknown status")?,
         end_at: p.end_at,
         result: read(result_column)?,
         error: p.error,
+        error_step: p.error_step,
         suspension: read(suspension_column)?,
         suspend_request: read(request_column)?,
+        cancellation: read(cancellation_column)?,
     })
 }
 
@@ -202,6 +258,7 @@ fn assert_representable(s: &ExecutionState) -> Result<(), TestCaseError> {
         ExecutionState::Suspended(_) => Status::Suspended,
         ExecutionState::Completed { .. } => Status::Completed,
         ExecutionState::Error { .. } => Status::Error,
+        ExecutionState::Cancelled(_) => Status::Cancelled,
     };
     prop_assert_eq!(status, by_variant);
     prop_assert_eq!(Status::parse(status.as_str()), Some(status));
@@ -213,6 +270,7 @@ fn assert_representable(s: &ExecutionState) -> Result<(), TestCaseError> {
     prop_assert_eq!(s.end_at().is_some(), status.is_final());
     prop_assert_eq!(s.result().is_some(), status == Status::Completed);
     prop_assert_eq!(s.error().is_some(), status == Status::Error);
+    prop_assert_eq!(s.cancellation().is_some(), status == Status::Cancelled);
     if s.suspend_request().is_some() {
         prop_assert_eq!(status, Status::Running);
     }
@@ -295,17 +353,24 @@ proptest! {
     }
 
     /// Stored columns: `from_parts` refuses exactly the impossible rows (suspended without a
-    /// suspension, completed or failed without an end time) and otherwise gives a state of the
-    /// row's status that writes back to a row it reads again unchanged.
+    /// suspension, completed or failed without an end time, cancelled without its record) and
+    /// otherwise gives a state of the row's status that writes back to a row it reads again
+    /// unchanged.
     #[test]
     fn from_parts_refuses_exactly_the_impossible_rows(parts in any_parts()) {
+        let ended = matches!(parts.status, Status::Completed | Status::Error);
         let impossible = (parts.status == Status::Suspended && parts.suspension.is_none())
-            || (parts.status.is_final() && parts.end_at.is_none());
+            || (ended && parts.end_at.is_none())
+            || (parts.status == Status::Cancelled && parts.cancellation.is_none());
         match ExecutionState::from_parts(parts.clone()) {
             Ok(s) => {
                 prop_assert!(!impossible, "{:?} was accepted", parts);
                 prop_assert_eq!(s.status(), parts.status);
-                let end_at = if parts.status.is_final() { parts.end_at } else { None };
+                let end_at = match parts.status {
+                    Status::Completed | Status::Error => parts.end_at,
+                    Status::Cancelled => parts.cancellation.as_ref().map(|c| c.cancelled_at),
+                    _ => None,
+                };
                 prop_assert_eq!(s.end_at(), end_at);
                 assert_representable(&s)?;
             }

@@ -100,8 +100,10 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     sensitive("POST", "/workflows/{id}/executions/{execution_id}/suspend"),
     sensitive("POST", "/workflows/{id}/executions/{execution_id}/resume"),
     sensitive("GET", "/workflows/{id}/executions/{execution_id}/state"),
-    // Beyond the spec (extensions.md): public like state, protected in strict mode.
+    // Beyond the spec (extensions.md): public like state, protected in strict mode; cancel is
+    // protected like execute.
     sensitive("GET", "/workflows/{id}/executions/{execution_id}/stream"),
+    protected("POST", "/workflows/{id}/executions/{execution_id}/cancel"),
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
     sensitive("GET", "/api/logs"),
@@ -260,6 +262,8 @@ mod tests {
             "POST /agents/{id}/stream-object",
             "POST /workflows/{id}/execute",
             "POST /workflows/{id}/stream",
+            // extensions.md: cancel, protected by default.
+            "POST /workflows/{id}/executions/{execution_id}/cancel",
         ]
         .into_iter()
         .map(str::to_owned)

@@ -409,6 +409,11 @@ envelope!(
     ExecutionState
 );
 envelope!(
+    /// The cancelled execution.
+    CancelResultResponse,
+    CancelResult
+);
+envelope!(
     /// Captured log records, oldest first.
     LogListResponse,
     Vec<LogRecord>
@@ -665,6 +670,7 @@ pub enum WorkflowStatus {
     Suspended,
     Completed,
     Error,
+    Cancelled,
 }
 
 /// A step type.
@@ -696,14 +702,46 @@ pub struct ResultSuspension {
     pub suspended_step_index: u64,
     /// Id of the step that runs on resume.
     pub step_id: String,
+    /// When it resumes by itself if nobody resumes it (a durable timer).
+    #[schema(nullable = false)]
+    pub deadline: Option<DateTime<Utc>>,
 }
 
-/// The status of a finished call: the run completed, or suspended.
+/// The status of a finished call: the run completed, suspended, or was cancelled meanwhile.
 #[derive(ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ResultStatus {
     Completed,
     Suspended,
+    Cancelled,
+}
+
+/// When and why an execution was cancelled.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancellationRecord {
+    pub cancelled_at: DateTime<Utc>,
+    #[schema(required = true)]
+    pub reason: Option<String>,
+}
+
+/// `data` of cancel.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelResult {
+    pub execution_id: String,
+    pub status: WorkflowStatus,
+    pub cancellation: CancellationRecord,
+}
+
+/// Why an execution failed.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StateError {
+    pub message: String,
+    /// The step that failed; `null` when the engine itself gave up.
+    #[schema(required = true)]
+    pub step_id: Option<String>,
 }
 
 /// `data` of execute and resume.
@@ -724,6 +762,9 @@ pub struct ExecutionResult {
     /// Present when suspended.
     #[schema(nullable = false)]
     pub suspension: Option<ResultSuspension>,
+    /// Present when cancelled.
+    #[schema(nullable = false)]
+    pub cancellation: Option<CancellationRecord>,
 }
 
 /// The suspension recorded by a suspend that took effect.
@@ -780,6 +821,9 @@ pub struct StateSuspension {
     /// What the suspending step attached (valid against the suspend schema), or `null`.
     #[schema(required = true)]
     pub suspend_data: Option<Value>,
+    /// When it resumes by itself if nobody resumes it (a durable timer).
+    #[schema(nullable = false)]
+    pub deadline: Option<DateTime<Utc>>,
 }
 
 /// A suspend requested from outside, waiting for the next step boundary.
@@ -857,9 +901,12 @@ pub struct ExecutionState {
     /// Present when suspended.
     #[schema(nullable = false)]
     pub suspension: Option<StateSuspension>,
-    /// The error message, when the execution failed.
+    /// Why it failed, when the execution failed.
     #[schema(nullable = false)]
-    pub error: Option<String>,
+    pub error: Option<StateError>,
+    /// When and why, when the execution was cancelled.
+    #[schema(nullable = false)]
+    pub cancellation: Option<CancellationRecord>,
     /// Present while a suspend request waits for the next step boundary.
     #[schema(nullable = false)]
     pub suspend_request: Option<SuspendRequestRecord>,
@@ -1001,6 +1048,7 @@ pub enum WorkflowEventType {
     WorkflowSuspended,
     WorkflowComplete,
     WorkflowError,
+    WorkflowCancelled,
     WorkflowResult,
     WorkflowHandover,
 }
@@ -1044,6 +1092,11 @@ pub struct WorkflowEvent {
     /// workflow-error and workflow-result of a failed execution: the message.
     #[schema(nullable = false)]
     pub error: Option<String>,
+    /// workflow-error: the step that failed (`null` when the engine itself gave up).
+    pub step_id: Option<String>,
+    /// workflow-cancelled and workflow-result of a cancelled execution.
+    #[schema(nullable = false)]
+    pub cancellation: Option<CancellationRecord>,
     /// workflow-result: the execution's status.
     #[schema(nullable = false)]
     pub status: Option<WorkflowStatus>,

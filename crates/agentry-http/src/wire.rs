@@ -1,7 +1,7 @@
 //! Wire types: how workflows, executions and events look over HTTP (camelCase, ISO 8601
 //! timestamps). Only this crate decides the wire shape; the engine's types carry meaning.
 
-use agentry_core::state::{Status, Suspension};
+use agentry_core::state::{Cancellation, Status, Suspension};
 use agentry_core::store::StepRecord;
 use agentry_core::workflow::{Step, Workflow};
 use agentry_core::{EventKind, ExecutionRecord, ExecutionState, WorkflowEvent};
@@ -149,6 +149,14 @@ pub struct SuspendRequest {
     pub reason: Option<String>,
 }
 
+/// Body of cancel (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct CancelRequest {
+    /// Why (recorded in the state's `cancellation`).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// `options` of resume.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -170,12 +178,21 @@ pub struct ResumeRequest {
 }
 
 fn suspension_short(s: &Suspension) -> Value {
-    json!({
+    let mut out = json!({
         "suspendedAt": iso(s.suspended_at),
         "reason": s.reason,
         "suspendedStepIndex": s.step_index,
         "stepId": s.step_id,
-    })
+    });
+    if let Some(deadline) = s.deadline {
+        out["deadline"] = json!(iso(deadline));
+    }
+    out
+}
+
+/// When and why an execution was cancelled.
+fn cancellation_json(c: &Cancellation) -> Value {
+    json!({"cancelledAt": iso(c.cancelled_at), "reason": c.reason})
 }
 
 /// `data` of execute and resume: the completed or suspended form.
@@ -193,7 +210,19 @@ pub fn execution_result(r: &ExecutionRecord) -> Value {
     if let ExecutionState::Error { message, .. } = &r.state {
         out["error"] = json!(message);
     }
+    if let ExecutionState::Cancelled(c) = &r.state {
+        out["cancellation"] = cancellation_json(c);
+    }
     out
+}
+
+/// `data` of cancel.
+pub fn cancel_result(r: &ExecutionRecord) -> Value {
+    json!({
+        "executionId": r.id,
+        "status": r.state.status().as_str(),
+        "cancellation": r.state.cancellation().map(cancellation_json),
+    })
 }
 
 /// `data` of suspend.
@@ -275,8 +304,14 @@ pub fn execution_state(r: &ExecutionRecord) -> Value {
                 "stepId": s.step_id,
                 "suspendData": s.data,
             });
+            if let Some(deadline) = s.deadline {
+                out["suspension"]["deadline"] = json!(iso(deadline));
+            }
         }
-        ExecutionState::Error { message, .. } => out["error"] = json!(message),
+        ExecutionState::Error {
+            message, step_id, ..
+        } => out["error"] = json!({"message": message, "stepId": step_id}),
+        ExecutionState::Cancelled(c) => out["cancellation"] = cancellation_json(c),
         ExecutionState::Running {
             suspend_request: Some(q),
         } => {
@@ -325,7 +360,10 @@ pub fn event_json(ev: &WorkflowEvent) -> Value {
             json!({"suspension": suspension_short(suspension), "suspendData": suspension.data})
         }
         EventKind::WorkflowComplete { result } => json!({"result": result}),
-        EventKind::WorkflowError { error } => json!({"error": error}),
+        EventKind::WorkflowError { error, step_id } => json!({"error": error, "stepId": step_id}),
+        EventKind::WorkflowCancelled { cancellation } => {
+            json!({"cancellation": cancellation_json(cancellation)})
+        }
         EventKind::WorkflowHandover { message } => json!({"message": message}),
         EventKind::WorkflowResult { execution } => {
             let mut v = execution_result(execution);

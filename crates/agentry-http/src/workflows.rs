@@ -447,6 +447,51 @@ pub async fn execution_state(
     Ok(envelope::ok(wire::execution_state(&rec)))
 }
 
+/// POST /workflows/{id}/executions/{executionId}/cancel
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "cancelExecution",
+    summary = "Cancel a running or suspended execution",
+    description = "The execution ends `cancelled` at once, with when and why in its state \
+        (`cancellation`); its event log ends with `workflow-cancelled`. A step running it sees \
+        its cancellation signal (on this server at once, on another at its next heartbeat) and \
+        nothing more of the run is committed.",
+    params(
+        ("id" = String, Path, description = "The workflow's id.", example = "countdown"),
+        ("execution_id" = String, Path, description = "The execution's id.", example = "cd-1"),
+    ),
+    request_body = Option<wire::CancelRequest>,
+    responses(
+        (status = 200, description = "The execution is cancelled.", body = crate::openapi::CancelResultResponse),
+        (status = 400, description = "Invalid body, or `Execution <executionId> cannot be cancelled: it is <status>` (completed, error or cancelled).", body = Failure),
+        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
+        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
+        (status = 409, description = "A concurrent change won; try again.", body = Failure),
+        (status = 415, description = "A body or Content-Type that is not JSON.", body = Failure),
+    ),
+)]
+#[post("/workflows/{id}/executions/{execution_id}/cancel")]
+pub async fn cancel(
+    app: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    payload: web::Payload,
+    user: Option<AuthenticatedUser>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, execution_id) = path.into_inner();
+    let body: wire::CancelRequest =
+        crate::intake::optional_json(&req, payload, app.config.body_limit)
+            .await?
+            .unwrap_or_default();
+    check_owner(&app, &id, &execution_id, user.as_ref()).await?;
+    let rec = app
+        .engine
+        .cancel(&id, &execution_id, body.reason)
+        .await
+        .map_err(|e| engine_error(e, "Failed to cancel execution"))?;
+    Ok(envelope::ok(wire::cancel_result(&rec)))
+}
+
 /// Registers the workflow routes (each `.service` also adds its path to the OpenAPI document).
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(list)
@@ -456,5 +501,6 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
         .service(suspend)
         .service(resume)
         .service(execution_state)
-        .service(attach);
+        .service(attach)
+        .service(cancel);
 }

@@ -730,3 +730,50 @@ async fn websocket_until_result(r: &Replica, id: &str) -> Vec<Value> {
     }
     out
 }
+
+/// Cancel through another replica: the execution is `cancelled` at once; the step running on
+/// the owner sees its cancellation signal at the owner's next heartbeat (well before the step
+/// would end), commits nothing, and the client waiting on the owner gets the cancelled answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_through_another_replica_on_postgres() {
+    let db = PgDatabase::create().await;
+    let short = [("AGENTRY_LEASE_TTL", "1s")];
+    let owner = Replica::start(&db.url, "a", &short);
+    let other = Replica::start(&db.url, "b", &short);
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let waiting = start_countdown(&owner, &id, 10_000);
+    wait_for(&other, &id, "tick-5 running", |s| {
+        s["steps"]["tick-5"]["status"] == "running"
+    })
+    .await;
+    let asked = Instant::now();
+    let resp: Value = client()
+        .post(other.url(&format!("/workflows/countdown/executions/{id}/cancel")))
+        .json(&json!({"reason": "stop"}))
+        .send()
+        .await
+        .expect("cancel")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(resp["data"]["status"], "cancelled", "{resp}");
+    let (status, body) = waiting.await.expect("task").expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["status"], "cancelled");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "the 10 s step was not stopped: {:?}",
+        asked.elapsed()
+    );
+    assert!(
+        owner.log().contains("no longer held here"),
+        "{}",
+        owner.log()
+    );
+    let s = state(&other, &id).await;
+    assert_eq!(s["status"], "cancelled");
+    assert_eq!(s["steps"]["tick-5"]["status"], "running", "{s}");
+    drop(owner);
+    drop(other);
+    db.drop_now().await;
+}

@@ -32,6 +32,18 @@ pub struct ExecutionRow {
     pub lease_epoch: i64,
     pub lease_ttl_ms: Option<i64>,
     pub last_event: i64,
+    pub cancellation: Option<String>,
+    pub error_step_id: Option<String>,
+    /// When a timer resumes it (a suspension's deadline), in milliseconds since the epoch:
+    /// derived from the state, written for the timer query, never read back.
+    #[sqlx(default)]
+    pub wake_at: Option<i64>,
+}
+
+/// An execution id, as some statements return it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct IdRow {
+    pub id: String,
 }
 
 /// One `workflow_events` row, with its execution's workflow id.
@@ -110,6 +122,13 @@ impl ExecutionRow {
             lease_epoch: r.lease.as_ref().map_or(0, |l| l.epoch),
             lease_ttl_ms: r.lease.as_ref().map(Lease::ttl_ms),
             last_event: r.last_event,
+            cancellation: parts.cancellation.as_ref().map(to_json),
+            error_step_id: parts.error_step,
+            wake_at: parts
+                .suspension
+                .as_ref()
+                .and_then(|s| s.deadline)
+                .map(|d| d.timestamp_millis()),
         }
     }
 
@@ -127,8 +146,10 @@ impl ExecutionRow {
             end_at: self.end_at,
             result: parse_opt::<Value>(self.result.as_deref()).map_err(&corrupt)?,
             error: self.error,
+            error_step: self.error_step_id,
             suspension: parse_opt(self.suspension.as_deref()).map_err(&corrupt)?,
             suspend_request: parse_opt(self.suspend_request.as_deref()).map_err(&corrupt)?,
+            cancellation: parse_opt(self.cancellation.as_deref()).map_err(&corrupt)?,
         };
         let state = ExecutionState::from_parts(parts).map_err(&corrupt)?;
         let context = match parse::<Value>(&self.context).map_err(&corrupt)? {

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sqlx::query_builder::Separated;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilder, Type};
 
-use crate::row::{EventRow, ExecutionRow, StepRow, db_err, is_unique_violation, to_json};
+use crate::row::{EventRow, ExecutionRow, IdRow, StepRow, db_err, is_unique_violation, to_json};
 
 /// What differs between the databases.
 pub trait Dialect: Database {
@@ -61,7 +61,7 @@ impl<DB: Database> SqlStore<DB> {
 }
 
 /// The header columns, in the order of [`ExecutionRow`].
-const HEADER: [&str; 20] = [
+const HEADER: [&str; 22] = [
     "id",
     "workflow_id",
     "status",
@@ -82,15 +82,18 @@ const HEADER: [&str; 20] = [
     "lease_epoch",
     "lease_ttl_ms",
     "last_event",
+    "cancellation",
+    "error_step_id",
 ];
 
 /// The JSON columns of the header.
-const HEADER_JSON: [&str; 5] = [
+const HEADER_JSON: [&str; 6] = [
     "input",
     "context",
     "result",
     "suspension",
     "suspend_request",
+    "cancellation",
 ];
 
 /// The step columns (after `execution_id`), in the order of [`StepRow`].
@@ -139,6 +142,7 @@ where
     for<'r> ExecutionRow: FromRow<'r, DB::Row>,
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> EventRow: FromRow<'r, DB::Row>,
+    for<'r> IdRow: FromRow<'r, DB::Row>,
 {
     async fn insert(
         &self,
@@ -149,10 +153,12 @@ where
         let ttl = r.lease_ttl_ms;
         let running = r.status == "running";
         let mut q = QueryBuilder::<DB>::new(format!(
-            "INSERT INTO workflow_executions ({}, lease_expires_at) VALUES (",
+            "INSERT INTO workflow_executions ({}, wake_at, lease_expires_at) VALUES (",
             HEADER.join(", ")
         ));
+        let wake_at = r.wake_at;
         Self::push_header_values(&mut q, r);
+        q.push(", ").push_bind(wake_at);
         q.push(", ");
         if running {
             q.push(format!("{} + ", DB::NOW_MS)).push_bind(ttl);
@@ -244,6 +250,11 @@ where
         q.push(", lease_epoch = ").push_bind(r.lease_epoch);
         q.push(", lease_ttl_ms = ").push_bind(r.lease_ttl_ms);
         q.push(", last_event = ").push_bind(r.last_event);
+        q.push(", cancellation = ")
+            .push_bind(r.cancellation)
+            .push(DB::AS_JSON);
+        q.push(", error_step_id = ").push_bind(r.error_step_id);
+        q.push(", wake_at = ").push_bind(r.wake_at);
         q.push(" WHERE id = ")
             .push_bind(id)
             .push(" AND version = ")
@@ -323,8 +334,8 @@ where
         Ok(DB::rows_affected(&res) == 1)
     }
 
-    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<u64, StoreError> {
-        let mut renewed = 0;
+    async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut renewed = Vec::new();
         for chunk in ids.chunks(CHUNK) {
             let mut q = QueryBuilder::<DB>::new(format!(
                 "UPDATE workflow_executions SET lease_expires_at = {} + lease_ttl_ms \
@@ -333,9 +344,13 @@ where
             ));
             q.push_bind(node.to_owned()).push(" AND id IN (");
             Self::push_list(&mut q, chunk);
-            q.push(")");
-            let res = q.build().execute(&self.pool).await.map_err(db_err)?;
-            renewed += DB::rows_affected(&res);
+            q.push(") RETURNING id");
+            let ids: Vec<IdRow> = q
+                .build_query_as()
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err)?;
+            renewed.extend(ids.into_iter().map(|r| r.id));
         }
         Ok(renewed)
     }
@@ -420,6 +435,7 @@ where
     for<'r> ExecutionRow: FromRow<'r, DB::Row>,
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> EventRow: FromRow<'r, DB::Row>,
+    for<'r> IdRow: FromRow<'r, DB::Row>,
 {
     /// The header's values, in the order of [`HEADER`].
     fn push_header_values(q: &mut QueryBuilder<DB>, r: ExecutionRow) {
@@ -444,6 +460,8 @@ where
         v.push_bind(r.lease_epoch);
         v.push_bind(r.lease_ttl_ms);
         v.push_bind(r.last_event);
+        v.push_bind(r.cancellation).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.error_step_id);
     }
 
     /// A step's values, in the order of [`STEP`].

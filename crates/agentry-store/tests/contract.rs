@@ -257,6 +257,31 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
     };
     store.insert(&done, &[]).await.expect("insert");
     assert_eq!(get(store, &done.id).await, done);
+    // Cancelled, failed in a step, suspended with a deadline: each reads back as written.
+    let mut cancelled = record("w", None);
+    cancelled.state = ExecutionState::Cancelled(agentry_core::state::Cancellation {
+        cancelled_at: now(),
+        reason: Some("not needed".into()),
+    });
+    let mut failed = record("w", None);
+    failed.state = ExecutionState::Error {
+        message: "boom".into(),
+        step_id: Some("second".into()),
+        end_at: now(),
+    };
+    let mut waiting = record("w", None);
+    waiting.state = ExecutionState::Suspended(agentry_core::Suspension {
+        suspended_at: now(),
+        reason: "approval".into(),
+        step_index: 1,
+        step_id: "second".into(),
+        data: Some(json!({"a": 1})),
+        deadline: Some(now() + chrono::Duration::hours(1)),
+    });
+    for r in [&cancelled, &failed, &waiting] {
+        store.insert(r, &[]).await.expect("insert");
+        assert_eq!(&get(store, &r.id).await, r);
+    }
 }
 
 async fn an_id_is_taken_once(store: &dyn ExecutionStore) {
@@ -382,6 +407,7 @@ async fn a_step_record_is_stored_only_under_the_lease(store: &dyn ExecutionStore
     // Not running any more: refused.
     let mut next = stored.clone();
     next.state = ExecutionState::Error {
+        step_id: Some("second".into()),
         message: "boom".into(),
         end_at: now(),
     };
@@ -404,7 +430,12 @@ async fn a_heartbeat_renews_the_named_runs_only(store: &dyn ExecutionStore) {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let ids = vec![alive.id.clone(), others.id.clone()];
-    assert_eq!(store.renew_leases("n1", &ids).await.expect("renew"), 1);
+    let renewed = store.renew_leases("n1", &ids).await.expect("renew");
+    assert_eq!(
+        renewed,
+        vec![alive.id.clone()],
+        "only n1's, and only those named"
+    );
     tokio::time::sleep(Duration::from_millis(150)).await;
     // `dead` expired; `alive` was renewed; `others` belongs to n2 (not renewed by n1).
     let workflows = wf(&["w"]);
@@ -425,6 +456,7 @@ async fn expired_leases_are_claimed_with_a_new_epoch(store: &dyn ExecutionStore)
     let unheld = record("w", None);
     let mut suspended = record("w", None);
     suspended.state = ExecutionState::Error {
+        step_id: None,
         message: "x".into(),
         end_at: now(),
     };
@@ -649,6 +681,7 @@ async fn events_are_stored_with_the_write_that_reports_them(store: &dyn Executio
         &rec,
         3,
         EventKind::WorkflowError {
+            step_id: None,
             error: "boom".into(),
         },
     )];
@@ -663,6 +696,7 @@ async fn events_are_stored_with_the_write_that_reports_them(store: &dyn Executio
         &rec,
         4,
         EventKind::WorkflowError {
+            step_id: None,
             error: "late".into(),
         },
     )];
