@@ -25,6 +25,7 @@ agentry_tests::backend_tests!(
     memory_belongs_to_a_verified_identity,
     without_a_provider_the_client_user_id_keys_memory,
     strict_mode_guards_executions_and_logs,
+    strict_mode_covers_the_list_reattach_and_cancel,
     a_host_policy_replaces_the_ownership_rule,
     without_strict_mode_the_spec_defaults_stay_with_a_warning,
     a_non_finite_number_fails_the_execution,
@@ -1356,5 +1357,71 @@ async fn a_short_jwt_secret_is_warned_about() {
             .is_some_and(|m| m.contains("shorter than 32 bytes"))),
         "no warning about the short secret: {warnings:?}"
     );
+    s.stop().await;
+}
+
+/// The routes of durable execution II follow the ownership rule in strict mode: the list shows
+/// a user only their own executions (an admin all of them); re-attach and cancel are the
+/// owner's (or an admin's).
+async fn strict_mode_covers_the_list_reattach_and_cancel(backend: Backend) {
+    let _shared = ALONE.read().await;
+    let s = TestServer::start_with(backend, jwt(true), |h| h).await;
+    let (u1, u2, boss) = (
+        token("u1", &[]),
+        token("u2", &[]),
+        token("boss", &["admin"]),
+    );
+    let mine = [
+        start_expense(&s, Some(&u1)).await,
+        start_expense(&s, Some(&u1)).await,
+    ];
+    let theirs = start_expense(&s, Some(&u2)).await;
+    let ids = |data: &Value| -> Vec<String> {
+        data["executions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e["executionId"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let list = "/workflows/expense-approval/executions";
+    let (st, b) = get(&s, list, None).await;
+    assert_error(st, &b, 401, "Authentication required", "list");
+    let (st, b) = get(&s, list, Some(&u1)).await;
+    let listed = ids(&ok_data(st, b));
+    assert_eq!(
+        listed,
+        vec![mine[1].clone(), mine[0].clone()],
+        "newest first, u1's only"
+    );
+    let (st, b) = get(&s, list, Some(&u2)).await;
+    assert_eq!(ids(&ok_data(st, b)), vec![theirs.clone()]);
+    let (st, b) = get(&s, list, Some(&boss)).await;
+    assert_eq!(ids(&ok_data(st, b)).len(), 3);
+
+    let foreign = "Forbidden: execution belongs to another user";
+    let attach = format!("/workflows/expense-approval/executions/{}/stream", mine[0]);
+    let (st, b) = get(&s, &attach, Some(&u2)).await;
+    assert_error(st, &b, 403, foreign, "re-attach by u2");
+    let resp = s
+        .client
+        .get(s.url(&attach))
+        .bearer_auth(&u1)
+        .send()
+        .await
+        .expect("re-attach");
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await.expect("events");
+    assert!(text.contains("workflow-suspended"), "{text}");
+
+    let cancel = format!("/workflows/expense-approval/executions/{}/cancel", mine[0]);
+    let (st, b) = post(&s, &cancel, None, &json!({})).await;
+    assert_error(st, &b, 401, "Authentication required", "cancel");
+    let (st, b) = post(&s, &cancel, Some(&u2), &json!({})).await;
+    assert_error(st, &b, 403, foreign, "cancel by u2");
+    let (st, b) = post(&s, &cancel, Some(&u1), &json!({"reason": "mine"})).await;
+    assert_eq!(ok_data(st, b)["status"], "cancelled");
     s.stop().await;
 }

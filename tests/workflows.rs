@@ -33,6 +33,7 @@ agentry_tests::backend_tests!(
     cancel_a_running_execution,
     cancel_a_suspended_execution,
     cancel_refusals,
+    executions_are_listed_newest_first_in_pages,
 );
 
 const APPROVAL_REASON: &str = "Manager approval required for amounts over 1000";
@@ -1267,6 +1268,94 @@ async fn cancel_refusals(backend: Backend) {
     assert_eq!(
         assert_failure(status, &body, 400),
         format!("Execution {wid} cannot be cancelled: it is cancelled")
+    );
+    s.stop().await;
+}
+
+/// The executions list: newest first, paged by its cursor with no duplicate and no gap, by
+/// status, and its refusals.
+async fn executions_are_listed_newest_first_in_pages(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let mut started = Vec::new();
+    for i in 0..5 {
+        let d = s
+            .post_data(
+                "/workflows/word-count/execute",
+                &json!({"input": {"text": format!("w {i}")}}),
+            )
+            .await;
+        started.push(d["executionId"].as_str().expect("id").to_owned());
+    }
+    started.reverse();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/workflows/word-count/executions?limit=2&cursor={c}"),
+            None => "/workflows/word-count/executions?limit=2".to_owned(),
+        };
+        let page = s.get_data(&path).await;
+        pages += 1;
+        for e in page["executions"].as_array().expect("executions") {
+            assert_eq!(e["workflowId"], "word-count");
+            assert_eq!(e["status"], "completed");
+            assert_iso(&e["startAt"]);
+            assert_iso(&e["endAt"]);
+            assert_iso(&e["updatedAt"]);
+            seen.push(e["executionId"].as_str().expect("id").to_owned());
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+        assert!(pages < 10, "the cursor never ends");
+    }
+    assert_eq!(seen, started, "newest first, each once");
+
+    // By status: the suspended one, with its suspension.
+    let waiting = s
+        .post_data(
+            "/workflows/expense-approval/execute",
+            &json!({"input": {"employeeId": "e", "amount": 5000, "category": "travel"}}),
+        )
+        .await;
+    let page = s
+        .get_data("/workflows/expense-approval/executions?status=suspended")
+        .await;
+    let first = &page["executions"][0];
+    assert_eq!(first["executionId"], waiting["executionId"]);
+    assert_eq!(first["suspension"]["stepId"], "check-approval");
+    assert_eq!(page["nextCursor"], Value::Null);
+    let none = s
+        .get_data("/workflows/expense-approval/executions?status=completed")
+        .await;
+    assert_eq!(none["executions"], json!([]));
+
+    for (query, message) in [
+        (
+            "status=done",
+            "Invalid status \"done\": expected running, suspended, completed, error or cancelled",
+        ),
+        (
+            "limit=0",
+            "Invalid limit \"0\": expected a number from 1 to 100",
+        ),
+        (
+            "limit=101",
+            "Invalid limit \"101\": expected a number from 1 to 100",
+        ),
+        ("cursor=nope", "Invalid cursor"),
+    ] {
+        let (status, body) = s
+            .get_json(&format!("/workflows/word-count/executions?{query}"))
+            .await;
+        assert_eq!(assert_failure(status, &body, 400), message, "{query}");
+    }
+    let (status, body) = s.get_json("/workflows/nope/executions").await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        "Workflow nope not found"
     );
     s.stop().await;
 }

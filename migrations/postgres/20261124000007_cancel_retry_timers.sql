@@ -12,3 +12,4 @@ CREATE INDEX workflow_executions_wake ON workflow_executions (wake_at) WHERE wak
 DROP INDEX workflow_executions_workflow;
 CREATE INDEX workflow_executions_list ON workflow_executions (workflow_id, start_at, id);
 CREATE INDEX workflow_executions_list_status ON workflow_executions (workflow_id, status, start_at, id);
+CREATE INDEX workflow_executions_list_owner ON workflow_executions (workflow_id, owner, start_at, id);

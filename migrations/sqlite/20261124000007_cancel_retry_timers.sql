@@ -49,5 +49,6 @@ CREATE INDEX workflow_executions_lease_node ON workflow_executions (lease_node) 
 CREATE INDEX workflow_executions_wake ON workflow_executions (wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX workflow_executions_list ON workflow_executions (workflow_id, start_at, id);
 CREATE INDEX workflow_executions_list_status ON workflow_executions (workflow_id, status, start_at, id);
+CREATE INDEX workflow_executions_list_owner ON workflow_executions (workflow_id, owner, start_at, id);
 COMMIT;
 PRAGMA foreign_keys = ON;

@@ -21,8 +21,8 @@ use crate::state::{
     transition,
 };
 use crate::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StepStatus,
-    StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore, Progress, StepRecord,
+    StepStatus, StoreError,
 };
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
@@ -794,6 +794,12 @@ impl Engine {
             timed_out: false,
         };
         Ok(self.spawn_run(wf, rec, entry))
+    }
+
+    /// A page of `workflow_id`'s executions, newest first (see [`ListQuery`]).
+    pub async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, EngineError> {
+        self.require_workflow(&query.workflow_id)?;
+        Ok(self.inner.store.list(query).await?)
     }
 
     /// Cancels a running or suspended execution: it ends `cancelled` at once (a

@@ -184,6 +184,18 @@ impl StepRecord {
     }
 }
 
+/// A page of a workflow's executions, newest first.
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    pub workflow_id: String,
+    pub status: Option<Status>,
+    /// Only the executions this user started (strict mode).
+    pub owner: Option<String>,
+    /// Only those older than this one, by start then id (the page's cursor).
+    pub before: Option<(DateTime<Utc>, String)>,
+    pub limit: u32,
+}
+
 /// What a recovery pass may take.
 #[derive(Debug, Clone)]
 pub struct Claim<'a> {
@@ -237,6 +249,11 @@ pub trait ExecutionStore: Send + Sync + 'static {
         changed_steps: &[&str],
         events: &[WorkflowEvent],
     ) -> Result<bool, StoreError>;
+
+    /// A page of a workflow's executions, newest first (by start, then id), read through an
+    /// index: the cost does not grow with the table. Headers only: their step records are not
+    /// loaded.
+    async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError>;
 
     /// Up to `limit` events of an execution's log after number `after`, in order.
     async fn events_after(
@@ -406,6 +423,36 @@ impl ExecutionStore for MemoryStore {
             }
             _ => Ok(false),
         }
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let mut page: Vec<ExecutionRecord> = self
+            .rows()
+            .values()
+            .map(|(r, _)| r)
+            .filter(|r| {
+                r.workflow_id == query.workflow_id
+                    && query.status.is_none_or(|s| s == r.state.status())
+                    && query
+                        .owner
+                        .as_ref()
+                        .is_none_or(|o| r.owner.as_ref() == Some(o))
+                    && query
+                        .before
+                        .as_ref()
+                        .is_none_or(|(at, id)| (r.start_at, &r.id) < (*at, id))
+            })
+            .map(|r| ExecutionRecord {
+                progress: Progress {
+                    next_step: r.progress.next_step,
+                    steps: BTreeMap::new(),
+                },
+                ..r.clone()
+            })
+            .collect();
+        page.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
+        page.truncate(query.limit as usize);
+        Ok(page)
     }
 
     async fn events_after(

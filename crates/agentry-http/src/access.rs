@@ -103,6 +103,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     // Beyond the spec (extensions.md): public like state, protected in strict mode; cancel is
     // protected like execute.
     sensitive("GET", "/workflows/{id}/executions/{execution_id}/stream"),
+    sensitive("GET", "/workflows/{id}/executions"),
     protected("POST", "/workflows/{id}/executions/{execution_id}/cancel"),
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
@@ -291,6 +292,7 @@ mod tests {
             "POST /workflows/{id}/executions/{execution_id}/resume",
             "GET /workflows/{id}/executions/{execution_id}/state",
             "GET /workflows/{id}/executions/{execution_id}/stream",
+            "GET /workflows/{id}/executions",
             "GET /api/logs",
             "GET /ws/logs",
             "GET /ws/executions/{execution_id}",

@@ -87,6 +87,26 @@ impl AuthGate {
         }
     }
 
+    /// Whose executions a list may show: everyone's outside strict mode and for an admin; in
+    /// strict mode only the user's own (`Some(user id)`; 401 without a user). The execution
+    /// policy then filters the page too.
+    pub fn list_owner(&self, user: Option<&AuthenticatedUser>) -> Result<Option<String>, ApiError> {
+        if !self.strict {
+            return Ok(None);
+        }
+        let user = user.ok_or_else(|| unauthorized(&AuthError::Missing))?;
+        if user.0.has_role(ADMIN_ROLE) {
+            return Ok(None);
+        }
+        // A user without an id owns nothing: an id no execution has.
+        Ok(Some(user.0.id().unwrap_or_default()))
+    }
+
+    /// Whether the execution policy lets `user` see `execution` (always outside strict mode).
+    pub fn may_see(&self, user: Option<&AuthenticatedUser>, execution: &ExecutionRecord) -> bool {
+        self.authorize_execution(user, execution).is_ok()
+    }
+
     /// In strict mode the logs (every user's requests and executions) are for admins only.
     pub fn authorize_logs(&self, user: Option<&AuthenticatedUser>) -> Result<(), ApiError> {
         if !self.strict {

@@ -414,6 +414,11 @@ envelope!(
     CancelResult
 );
 envelope!(
+    /// One page of a workflow's executions.
+    ExecutionListResponse,
+    ExecutionList
+);
+envelope!(
     /// Captured log records, oldest first.
     LogListResponse,
     Vec<LogRecord>
@@ -723,6 +728,34 @@ pub struct CancellationRecord {
     pub cancelled_at: DateTime<Utc>,
     #[schema(required = true)]
     pub reason: Option<String>,
+}
+
+/// One execution of a list.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionSummary {
+    pub execution_id: String,
+    pub workflow_id: String,
+    pub status: WorkflowStatus,
+    pub start_at: DateTime<Utc>,
+    #[schema(required = true)]
+    pub end_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    #[schema(required = true)]
+    pub user_id: Option<String>,
+    /// Present when suspended.
+    #[schema(nullable = false)]
+    pub suspension: Option<ResultSuspension>,
+}
+
+/// `data` of the executions list.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionList {
+    pub executions: Vec<ExecutionSummary>,
+    /// The `cursor` of the next page; `null` on the last one.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
 }
 
 /// `data` of cancel.

@@ -216,6 +216,36 @@ pub fn execution_result(r: &ExecutionRecord) -> Value {
     out
 }
 
+/// One execution of a list: what finds it again.
+pub fn execution_summary(r: &ExecutionRecord) -> Value {
+    let mut out = json!({
+        "executionId": r.id,
+        "workflowId": r.workflow_id,
+        "status": r.state.status().as_str(),
+        "startAt": iso(r.start_at),
+        "endAt": r.state.end_at().map(iso),
+        "updatedAt": iso(r.updated_at),
+        "userId": r.user_id,
+    });
+    if let ExecutionState::Suspended(s) = &r.state {
+        out["suspension"] = suspension_short(s);
+    }
+    out
+}
+
+/// The cursor of the page after `last`: its start (nanoseconds) and id, opaque to clients.
+pub fn list_cursor(last: &ExecutionRecord) -> Option<String> {
+    let nanos = last.start_at.timestamp_nanos_opt()?;
+    Some(format!("{nanos}.{}", last.id))
+}
+
+/// Reads a cursor of [`list_cursor`].
+pub fn parse_list_cursor(cursor: &str) -> Option<(DateTime<Utc>, String)> {
+    let (nanos, id) = cursor.split_once('.')?;
+    let at = DateTime::from_timestamp_nanos(nanos.parse().ok()?);
+    (!id.is_empty()).then(|| (at, id.to_owned()))
+}
+
 /// `data` of cancel.
 pub fn cancel_result(r: &ExecutionRecord) -> Value {
     json!({

@@ -447,6 +447,102 @@ pub async fn execution_state(
     Ok(envelope::ok(wire::execution_state(&rec)))
 }
 
+/// The query of the executions list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only executions with this status (`running`, `suspended`, `completed`, `error`,
+    /// `cancelled`).
+    status: Option<String>,
+    /// How many per page: 1 to 100 (default 20).
+    limit: Option<String>,
+    /// The `nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// The most executions one page holds.
+const MAX_PAGE: u32 = 100;
+
+/// GET /workflows/{id}/executions
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "listExecutions",
+    summary = "A workflow's executions, newest first",
+    description = "Pages through a workflow's executions, newest first (by start, then id), \
+        optionally only those of one status; `nextCursor` (null on the last page) fetches the \
+        next page. Read through an index: a page costs the same with a million executions. In \
+        strict mode a user sees only the executions they started (an admin sees all).",
+    params(
+        ("id" = String, Path, description = "The workflow's id.", example = "expense-approval"),
+        ListParams,
+    ),
+    responses(
+        (status = 200, description = "One page.", body = crate::openapi::ExecutionListResponse),
+        (status = 400, description = "`Invalid status ...`, `Invalid limit ...` or `Invalid cursor`.", body = Failure),
+        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
+    ),
+)]
+#[get("/workflows/{id}/executions")]
+pub async fn list_executions(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    params: web::Query<ListParams>,
+    user: Option<AuthenticatedUser>,
+) -> Result<HttpResponse, ApiError> {
+    let params = params.into_inner();
+    let status = match params.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(Status::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Invalid status {s:?}: expected running, suspended, completed, error or cancelled"
+            ))
+        })?),
+    };
+    let limit = match params.limit.as_deref() {
+        None | Some("") => 20,
+        Some(l) => l
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
+                ))
+            })?,
+    };
+    let before = match params.cursor.as_deref() {
+        None | Some("") => None,
+        Some(c) => Some(
+            wire::parse_list_cursor(c).ok_or_else(|| ApiError::bad_request("Invalid cursor"))?,
+        ),
+    };
+    let query = agentry_core::store::ListQuery {
+        workflow_id: id.into_inner(),
+        status,
+        owner: app.auth.list_owner(user.as_ref())?,
+        before,
+        limit,
+    };
+    let page = app
+        .engine
+        .list(&query)
+        .await
+        .map_err(|e| engine_error(e, "Failed to list executions"))?;
+    let next_cursor = if page.len() == limit as usize {
+        page.last().and_then(wire::list_cursor)
+    } else {
+        None
+    };
+    let executions: Vec<serde_json::Value> = page
+        .iter()
+        .filter(|r| app.auth.may_see(user.as_ref(), r))
+        .map(wire::execution_summary)
+        .collect();
+    Ok(envelope::ok(
+        serde_json::json!({"executions": executions, "nextCursor": next_cursor}),
+    ))
+}
+
 /// POST /workflows/{id}/executions/{executionId}/cancel
 #[utoipa::path(
     tag = "workflows",
@@ -502,5 +598,6 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
         .service(resume)
         .service(execution_state)
         .service(attach)
-        .service(cancel);
+        .service(cancel)
+        .service(list_executions);
 }

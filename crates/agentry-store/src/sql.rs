@@ -7,7 +7,9 @@
 //! transaction; a heartbeat touches lease expiries only.
 
 use agentry_core::WorkflowEvent;
-use agentry_core::store::{Claim, ExecutionRecord, ExecutionStore, Lease, StepRecord, StoreError};
+use agentry_core::store::{
+    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, StepRecord, StoreError,
+};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::query_builder::Separated;
@@ -275,6 +277,38 @@ where
         Self::write_events(&mut tx, events).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(true)
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT {} FROM workflow_executions WHERE workflow_id = ",
+            select_list::<DB>(&HEADER, &HEADER_JSON)
+        ));
+        q.push_bind(query.workflow_id.clone());
+        if let Some(status) = query.status {
+            q.push(" AND status = ")
+                .push_bind(status.as_str().to_owned());
+        }
+        if let Some(owner) = &query.owner {
+            q.push(" AND owner = ").push_bind(owner.clone());
+        }
+        if let Some((at, id)) = &query.before {
+            q.push(" AND (start_at, id) < (")
+                .push_bind(*at)
+                .push(", ")
+                .push_bind(id.clone())
+                .push(")");
+        }
+        q.push(" ORDER BY start_at DESC, id DESC LIMIT ")
+            .push_bind(i64::from(query.limit));
+        let rows: Vec<ExecutionRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(|r| r.into_record(Vec::new()))
+            .collect()
     }
 
     async fn events_after(

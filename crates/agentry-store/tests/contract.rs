@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, MemoryStore, Progress, StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore, Progress, StepRecord,
+    StoreError,
 };
 use agentry_core::{EventKind, WorkflowEvent};
 use agentry_store::Database;
@@ -66,6 +67,7 @@ contract!(
     a_write_by_the_same_hold_does_not_renew_its_lease,
     released_leases_are_claimable_at_once,
     events_are_stored_with_the_write_that_reports_them,
+    lists_page_newest_first_by_status_and_owner,
 );
 
 /// A database for one test.
@@ -732,4 +734,71 @@ async fn events_are_stored_with_the_write_that_reports_them(store: &dyn Executio
             .is_empty()
     );
     assert_eq!(get(store, &rec.id).await.last_event, 3);
+}
+
+async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore) {
+    let base = now();
+    let mut all = Vec::new();
+    for i in 0..7i64 {
+        let mut r = record(if i == 6 { "other" } else { "w" }, None);
+        // Two share a start: the id breaks the tie.
+        r.start_at = base + chrono::Duration::milliseconds(i.min(4));
+        if i % 2 == 0 {
+            r.owner = Some("alice".into());
+        }
+        if i == 3 {
+            r.state = ExecutionState::Cancelled(agentry_core::state::Cancellation {
+                cancelled_at: now(),
+                reason: None,
+            });
+        }
+        store.insert(&r, &[]).await.expect("insert");
+        all.push(r);
+    }
+    let mut expected: Vec<&ExecutionRecord> = all.iter().filter(|r| r.workflow_id == "w").collect();
+    expected.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
+    let query = |before: Option<(DateTime<Utc>, String)>| ListQuery {
+        workflow_id: "w".into(),
+        status: None,
+        owner: None,
+        before,
+        limit: 2,
+    };
+    let mut seen = Vec::new();
+    let mut before = None;
+    loop {
+        let page = store.list(&query(before.clone())).await.expect("list");
+        assert!(
+            page.iter().all(|r| r.progress.steps.is_empty()),
+            "headers only"
+        );
+        seen.extend(page.iter().map(|r| r.id.clone()));
+        match page.last() {
+            Some(last) if page.len() == 2 => before = Some((last.start_at, last.id.clone())),
+            _ => break,
+        }
+    }
+    let ids: Vec<String> = expected.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(seen, ids);
+    let cancelled = store
+        .list(&ListQuery {
+            status: Some(agentry_core::Status::Cancelled),
+            limit: 10,
+            ..query(None)
+        })
+        .await
+        .expect("list");
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0].id, all[3].id);
+    assert_eq!(cancelled[0].state, all[3].state);
+    let alices = store
+        .list(&ListQuery {
+            owner: Some("alice".into()),
+            limit: 10,
+            ..query(None)
+        })
+        .await
+        .expect("list");
+    assert_eq!(alices.len(), 3);
+    assert!(alices.iter().all(|r| r.owner.as_deref() == Some("alice")));
 }
