@@ -13,3 +13,4 @@ DROP INDEX workflow_executions_workflow;
 CREATE INDEX workflow_executions_list ON workflow_executions (workflow_id, start_at, id);
 CREATE INDEX workflow_executions_list_status ON workflow_executions (workflow_id, status, start_at, id);
 CREATE INDEX workflow_executions_list_owner ON workflow_executions (workflow_id, owner, start_at, id);
+CREATE INDEX workflow_executions_ended ON workflow_executions (end_at) WHERE end_at IS NOT NULL;

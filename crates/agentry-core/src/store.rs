@@ -255,6 +255,16 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// loaded.
     async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError>;
 
+    /// Deletes up to `limit` finished executions of `statuses` (final ones only) that ended
+    /// before `ended_before`, with their steps and events; returns how many. Call it again while
+    /// it returns `limit`.
+    async fn prune(
+        &self,
+        ended_before: DateTime<Utc>,
+        statuses: &[Status],
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
     /// Up to `limit` events of an execution's log after number `after`, in order.
     async fn events_after(
         &self,
@@ -453,6 +463,33 @@ impl ExecutionStore for MemoryStore {
         page.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
         page.truncate(query.limit as usize);
         Ok(page)
+    }
+
+    async fn prune(
+        &self,
+        ended_before: DateTime<Utc>,
+        statuses: &[Status],
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let mut rows = self.rows();
+        let doomed: Vec<String> = rows
+            .values()
+            .map(|(r, _)| r)
+            .filter(|r| {
+                let status = r.state.status();
+                status.is_final()
+                    && statuses.contains(&status)
+                    && r.state.end_at().is_some_and(|end| end < ended_before)
+            })
+            .take(limit as usize)
+            .map(|r| r.id.clone())
+            .collect();
+        let mut log = self.log();
+        for id in &doomed {
+            rows.remove(id);
+            log.remove(id);
+        }
+        Ok(doomed.len() as u64)
     }
 
     async fn events_after(

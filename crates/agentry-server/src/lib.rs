@@ -38,6 +38,31 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// Durability tests only: where to abort the process (`AGENTRY_CRASH_AT`).
     pub crash_at: Option<CrashAt>,
+    /// Finished executions older than this are deleted in the background (`AGENTRY_RETENTION`;
+    /// `None`: kept forever).
+    pub retention: Option<Duration>,
+}
+
+/// How many executions one prune statement deletes at most (a batch: short transactions).
+const PRUNE_BATCH: u32 = 1000;
+
+/// Deletes the finished executions of `statuses` that ended more than `older_than` ago, with
+/// their steps and events, in batches; returns how many.
+pub async fn prune(
+    store: &dyn agentry_core::ExecutionStore,
+    older_than: Duration,
+    statuses: &[agentry_core::Status],
+) -> anyhow::Result<u64> {
+    let cutoff = chrono::Utc::now()
+        - chrono::Duration::from_std(older_than).context("--older-than is too long")?;
+    let mut total = 0;
+    loop {
+        let n = store.prune(cutoff, statuses, PRUNE_BATCH).await?;
+        total += n;
+        if n < u64::from(PRUNE_BATCH) {
+            return Ok(total);
+        }
+    }
 }
 
 /// A crash point of one step of one workflow, where the process aborts as a `kill -9` would
@@ -93,6 +118,7 @@ impl Default for Settings {
             lease_ttl: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             crash_at: None,
+            retention: None,
         }
     }
 }
@@ -197,6 +223,9 @@ pub async fn start_with(
     let state = customize(host).build()?;
     let server = agentry_http::serve(listener, state)?;
     spawn_maintenance(engine.clone(), settings.lease_ttl);
+    if let Some(retention) = settings.retention {
+        spawn_retention(engine.clone(), retention);
+    }
     Ok(Running {
         addr,
         server,
@@ -249,6 +278,32 @@ pub fn default_node_id(database_url: &str, addr: SocketAddr) -> String {
 
 /// Continues this node's own interrupted executions at once, then renews its leases every
 /// third of the ttl and takes over executions whose lease expired (a crashed or frozen peer's).
+/// How often the background retention prunes at most (a shorter retention prunes as often as
+/// it is long, from once a second).
+const RETENTION_PERIOD: Duration = Duration::from_secs(60);
+
+/// Prunes finished executions older than `retention`, periodically.
+fn spawn_retention(engine: Engine, retention: Duration) {
+    tokio::spawn(async move {
+        let period = retention.clamp(Duration::from_secs(1), RETENTION_PERIOD);
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let finals = [
+            agentry_core::Status::Completed,
+            agentry_core::Status::Error,
+            agentry_core::Status::Cancelled,
+        ];
+        loop {
+            tick.tick().await;
+            match prune(engine.store().as_ref(), retention, &finals).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(count = n, "pruned finished executions past the retention"),
+                Err(e) => tracing::warn!(error = %e, "pruning failed"),
+            }
+        }
+    });
+}
+
 fn spawn_maintenance(engine: Engine, lease_ttl: Duration) {
     tokio::spawn(async move {
         match engine.recover_own().await {

@@ -1,4 +1,4 @@
-//! The `agentry` binary: `serve` (the default), `migrate`, `token`.
+//! The `agentry` binary: `serve` (the default), `migrate`, `prune`, `token`.
 
 use agentry_server::{AuthSettings, Settings, open_database, redact, start};
 use clap::{Args, Parser, Subcommand};
@@ -26,6 +26,45 @@ enum Command {
     Migrate(DbArgs),
     /// Print one signed JWT (HS256 with AGENTRY_JWT_SECRET) and a newline.
     Token(TokenArgs),
+    /// Delete finished executions (with their steps and events) that ended long enough ago.
+    Prune(PruneArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct PruneArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// Delete those that ended more than this long ago: 90s, 15m, 12h, 30d.
+    #[arg(long, value_parser = parse_duration)]
+    older_than: std::time::Duration,
+    /// Only these statuses (comma list of completed, error, cancelled) [default: all three].
+    #[arg(long, value_delimiter = ',', value_parser = parse_final_status)]
+    status: Vec<agentry_core::Status>,
+}
+
+fn parse_final_status(s: &str) -> Result<agentry_core::Status, String> {
+    agentry_core::Status::parse(s.trim())
+        .filter(|st| st.is_final())
+        .ok_or_else(|| format!("{s:?} is not a finished status: completed, error or cancelled"))
+}
+
+async fn prune(args: PruneArgs) -> anyhow::Result<()> {
+    let statuses = if args.status.is_empty() {
+        vec![
+            agentry_core::Status::Completed,
+            agentry_core::Status::Error,
+            agentry_core::Status::Cancelled,
+        ]
+    } else {
+        args.status
+    };
+    let database = open_database(&args.db.database_url).await?;
+    let store = database.execution_store();
+    let pruned = agentry_server::prune(store.as_ref(), args.older_than, &statuses).await;
+    database.close().await;
+    let pruned = pruned?;
+    println!("pruned {pruned} executions");
+    Ok(())
 }
 
 const AUTH_HELP: &str = "Authentication (environment only):
@@ -139,6 +178,10 @@ struct ServeArgs {
     /// The most connections each worker thread holds at once (more wait to be accepted).
     #[arg(long, env = "AGENTRY_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Delete finished executions (with their steps and events) that ended more than this long
+    /// ago, in the background [default: keep them]
+    #[arg(long, env = "AGENTRY_RETENTION", value_parser = parse_duration)]
+    retention: Option<std::time::Duration>,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -192,6 +235,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Prune(args)) => prune(args).await,
         Some(Command::Token(_)) => unreachable!("handled above"),
         None => serve(cli.serve).await,
     }
@@ -219,6 +263,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         lease_ttl: args.lease_ttl,
         shutdown_grace: args.shutdown_grace,
         crash_at: args.crash_at,
+        retention: args.retention,
     };
     let running = start(&settings).await?;
     tracing::info!(

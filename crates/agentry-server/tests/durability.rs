@@ -777,3 +777,149 @@ async fn cancel_through_another_replica_on_postgres() {
     drop(other);
     db.drop_now().await;
 }
+
+/// POSTs `body` to `path` on `r` and returns the envelope's `data`.
+async fn post_data(r: &Replica, path: &str, body: Value) -> Value {
+    let resp: Value = client()
+        .post(r.url(path))
+        .json(&body)
+        .send()
+        .await
+        .expect("post")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(resp["success"], true, "{resp}");
+    resp["data"].clone()
+}
+
+/// `agentry prune` on `database_url` with `args`; returns what it printed.
+fn prune_cli(database_url: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentry"))
+        .args(["prune", "--database-url", database_url])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("prune");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `agentry prune` deletes the finished executions it is asked to, with their steps and events,
+/// and nothing else (not a suspended one, not a recent one).
+async fn prune_deletes_finished_executions(database_url: &str) {
+    let r = Replica::start(database_url, "n1", &[]);
+    let mut done = Vec::new();
+    for text in ["a b", "c d e"] {
+        let d = post_data(
+            &r,
+            "/workflows/word-count/execute",
+            json!({"input": {"text": text}}),
+        )
+        .await;
+        done.push(d["executionId"].as_str().expect("id").to_owned());
+    }
+    let expense = json!({"input": {"employeeId": "e", "amount": 5000, "category": "travel"}});
+    let waiting = post_data(&r, "/workflows/expense-approval/execute", expense.clone()).await;
+    let waiting = waiting["executionId"].as_str().expect("id").to_owned();
+    let gone = post_data(&r, "/workflows/expense-approval/execute", expense).await;
+    let gone = gone["executionId"].as_str().expect("id").to_owned();
+    post_data(
+        &r,
+        &format!("/workflows/expense-approval/executions/{gone}/cancel"),
+        json!({}),
+    )
+    .await;
+    drop(r);
+
+    assert_eq!(
+        prune_cli(database_url, &["--older-than", "1h"]),
+        "pruned 0 executions"
+    );
+    assert_eq!(
+        prune_cli(
+            database_url,
+            &["--older-than", "0s", "--status", "cancelled"]
+        ),
+        "pruned 1 executions"
+    );
+    assert_eq!(
+        prune_cli(database_url, &["--older-than", "0s"]),
+        "pruned 2 executions"
+    );
+    let db = agentry_store::Database::connect(database_url)
+        .await
+        .expect("open");
+    let store = db.execution_store();
+    for id in done.iter().chain([&gone]) {
+        assert!(store.get(id).await.expect("get").is_none(), "{id} is gone");
+        let events = store.events_after(id, 0, 10).await.expect("events");
+        assert!(events.is_empty(), "its events went with it");
+    }
+    let kept = store.get(&waiting).await.expect("get").expect("kept");
+    assert_eq!(kept.state.status(), agentry_core::Status::Suspended);
+    assert!(!kept.progress.steps.is_empty());
+    db.close().await;
+    let bad = Command::new(env!("CARGO_BIN_EXE_agentry"))
+        .args([
+            "prune",
+            "--database-url",
+            database_url,
+            "--older-than",
+            "1d",
+        ])
+        .args(["--status", "running"])
+        .output()
+        .expect("prune");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a finished status"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_on_sqlite() {
+    let (url, path) = sqlite_url();
+    prune_deletes_finished_executions(&url).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_on_postgres() {
+    let db = PgDatabase::create().await;
+    prune_deletes_finished_executions(&db.url).await;
+    db.drop_now().await;
+}
+
+/// With `AGENTRY_RETENTION`, finished executions past it are deleted in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_prunes_in_the_background() {
+    let (url, path) = sqlite_url();
+    let r = Replica::start(&url, "n1", &[("AGENTRY_RETENTION", "1s")]);
+    let d = post_data(
+        &r,
+        "/workflows/word-count/execute",
+        json!({"input": {"text": "x"}}),
+    )
+    .await;
+    let id = d["executionId"].as_str().expect("id").to_owned();
+    let started = Instant::now();
+    loop {
+        let status = client()
+            .get(r.url(&format!("/workflows/word-count/executions/{id}/state")))
+            .send()
+            .await
+            .expect("state")
+            .status();
+        if status == 404 {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "never pruned");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        r.log().contains("pruned finished executions"),
+        "{}",
+        r.log()
+    );
+    drop(r);
+    let _ = std::fs::remove_file(&path);
+}

@@ -6,6 +6,7 @@
 //! on `version`, fenced by the lease, and writes the step rows that changed, in one
 //! transaction; a heartbeat touches lease expiries only.
 
+use agentry_core::Status;
 use agentry_core::WorkflowEvent;
 use agentry_core::store::{
     Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, StepRecord, StoreError,
@@ -309,6 +310,32 @@ where
         rows.into_iter()
             .map(|r| r.into_record(Vec::new()))
             .collect()
+    }
+
+    async fn prune(
+        &self,
+        ended_before: DateTime<Utc>,
+        statuses: &[Status],
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let finals: Vec<String> = statuses
+            .iter()
+            .filter(|s| s.is_final())
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        if finals.is_empty() || limit == 0 {
+            return Ok(0);
+        }
+        // Steps and events go with their execution (ON DELETE CASCADE).
+        let mut q = QueryBuilder::<DB>::new(
+            "DELETE FROM workflow_executions WHERE id IN (SELECT id FROM workflow_executions \
+             WHERE end_at < ",
+        );
+        q.push_bind(ended_before).push(" AND status IN (");
+        Self::push_list(&mut q, &finals);
+        q.push(") LIMIT ").push_bind(i64::from(limit)).push(")");
+        let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res))
     }
 
     async fn events_after(
