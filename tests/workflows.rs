@@ -34,6 +34,11 @@ agentry_tests::backend_tests!(
     cancel_a_suspended_execution,
     cancel_refusals,
     executions_are_listed_newest_first_in_pages,
+    flaky_step_is_retried_until_it_succeeds,
+    flaky_step_fails_after_its_last_attempt,
+    flaky_step_attempts_time_out,
+    approval_deadline_approved_in_time,
+    approval_deadline_expires_by_itself,
 );
 
 const APPROVAL_REASON: &str = "Manager approval required for amounts over 1000";
@@ -127,6 +132,20 @@ async fn lists_the_example_workflows(backend: Backend) {
                 "name": "Content Pipeline",
                 "purpose": "Drafts a text on a topic with the writer agent, counts its words, packages both.",
                 "stepsCount": 3,
+                "status": "idle"
+            },
+            {
+                "id": "flaky-step",
+                "name": "Flaky Step",
+                "purpose": "One step that fails failTimes times before it succeeds: retries and time-outs.",
+                "stepsCount": 1,
+                "status": "idle"
+            },
+            {
+                "id": "approval-deadline",
+                "name": "Approval With a Deadline",
+                "purpose": "Waits for an approval, at most timeoutMs: then it expires by itself.",
+                "stepsCount": 1,
                 "status": "idle"
             }
         ])
@@ -1356,6 +1375,182 @@ async fn executions_are_listed_newest_first_in_pages(backend: Backend) {
     assert_eq!(
         assert_failure(status, &body, 404),
         "Workflow nope not found"
+    );
+    s.stop().await;
+}
+
+/// `flaky-step` with failTimes 2: two failed attempts, each in the state and a `step-retry`
+/// event, then `{attempts: 3}`.
+async fn flaky_step_is_retried_until_it_succeeds(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let body = json!({"input": {"failTimes": 2}, "options": {"executionId": id}});
+    let events = s.sse_events("/workflows/flaky-step/stream", &body).await;
+    let retries: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "step-retry")
+        .collect();
+    assert_eq!(retries.len(), 2, "{events:?}");
+    for (i, r) in retries.iter().enumerate() {
+        let n = i as u64 + 1;
+        assert_eq!(r["from"], "attempt");
+        assert_eq!(r["attempt"], n);
+        assert_eq!(r["nextAttempt"], n + 1);
+        assert_eq!(r["error"], format!("attempt {n} failed"));
+        assert_eq!(r["delayMs"], 50 * (1 << i));
+    }
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "workflow-result");
+    assert_eq!(last["result"], json!({"attempts": 3}));
+    let st = state_of(&s, "flaky-step", &id).await;
+    let step = &st["steps"]["attempt"];
+    assert_eq!(step["status"], "completed");
+    assert_eq!(step["attempt"], 3);
+    let failures: Vec<(u64, &str)> = step["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .map(|f| {
+            (
+                f["attempt"].as_u64().unwrap_or(0),
+                f["error"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(failures, [(1, "attempt 1 failed"), (2, "attempt 2 failed")]);
+    s.stop().await;
+}
+
+/// failTimes 4: the fourth attempt fails too, and the execution ends in `error` naming the step.
+async fn flaky_step_fails_after_its_last_attempt(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let (status, body) = s
+        .post_json(
+            "/workflows/flaky-step/execute",
+            &json!({"input": {"failTimes": 4}, "options": {"executionId": id}}),
+        )
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 500),
+        "Failed to execute workflow"
+    );
+    let st = state_of(&s, "flaky-step", &id).await;
+    assert_eq!(st["status"], "error");
+    assert_eq!(
+        st["error"],
+        json!({"message": "Step attempt failed: attempt 4 failed", "stepId": "attempt"})
+    );
+    assert_eq!(st["steps"]["attempt"]["attempt"], 4);
+    assert_eq!(st["steps"]["attempt"]["status"], "failed");
+    assert_eq!(
+        st["steps"]["attempt"]["failures"].as_array().map(Vec::len),
+        Some(3)
+    );
+    // Its log ends with a `workflow-error` carrying the step.
+    let events = s
+        .sse_events(
+            "/workflows/flaky-step/stream",
+            &json!({"input": {"failTimes": 4}, "options": {"executionId": id}}),
+        )
+        .await;
+    let error = events
+        .iter()
+        .find(|e| e["type"] == "workflow-error")
+        .expect("a workflow-error");
+    assert_eq!(error["stepId"], "attempt");
+    assert_eq!(error["error"], "Step attempt failed: attempt 4 failed");
+    s.stop().await;
+}
+
+/// sleepMs 5000 with a 1 s time-out per attempt: every attempt times out, and the error says so.
+async fn flaky_step_attempts_time_out(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let (status, body) = s
+        .post_json(
+            "/workflows/flaky-step/execute",
+            &json!({"input": {"failTimes": 0, "sleepMs": 5000}, "options": {"executionId": id}}),
+        )
+        .await;
+    assert_eq!(
+        assert_failure(status, &body, 500),
+        "Failed to execute workflow"
+    );
+    let st = state_of(&s, "flaky-step", &id).await;
+    let message = st["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("timed out after 1000 ms"), "{st}");
+    let failures = st["steps"]["attempt"]["failures"]
+        .as_array()
+        .expect("failures");
+    assert_eq!(failures.len(), 3);
+    assert!(
+        failures
+            .iter()
+            .all(|f| f["error"].as_str().unwrap_or("").contains("timed out"))
+    );
+    s.stop().await;
+}
+
+/// `approval-deadline` resumed before its deadline: approved or rejected; the deadline shows in
+/// the state.
+async fn approval_deadline_approved_in_time(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    for (approved, status) in [(true, "approved"), (false, "rejected")] {
+        let id = new_id();
+        let d = s
+            .post_data(
+                "/workflows/approval-deadline/execute",
+                &json!({"input": {"requestId": "r-1", "timeoutMs": 60000}, "options": {"executionId": id}}),
+            )
+            .await;
+        assert_eq!(d["status"], "suspended");
+        assert_eq!(
+            d["suspension"]["reason"],
+            "Approval required within 60000 ms"
+        );
+        let st = state_of(&s, "approval-deadline", &id).await;
+        let deadline = st["suspension"]["deadline"].as_str().expect("a deadline");
+        let deadline = chrono::DateTime::parse_from_rfc3339(deadline).expect("ISO 8601");
+        let suspended = st["suspension"]["suspendedAt"]
+            .as_str()
+            .expect("suspendedAt");
+        let suspended = chrono::DateTime::parse_from_rfc3339(suspended).expect("ISO 8601");
+        let after = (deadline - suspended).num_milliseconds();
+        assert!((59_000..=60_100).contains(&after), "{after} ms");
+        let (code, body) = s
+            .post_json(
+                &exec_path("approval-deadline", &id, "resume"),
+                &json!({"resumeData": {"approved": approved}}),
+            )
+            .await;
+        let done = ok_data(code, body);
+        assert_eq!(
+            done["result"],
+            json!({"requestId": "r-1", "status": status})
+        );
+    }
+    s.stop().await;
+}
+
+/// Not resumed by its deadline, it resumes by itself and expires.
+async fn approval_deadline_expires_by_itself(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let id = new_id();
+    let d = s
+        .post_data(
+            "/workflows/approval-deadline/execute",
+            &json!({"input": {"requestId": "r-2", "timeoutMs": 300}, "options": {"executionId": id}}),
+        )
+        .await;
+    assert_eq!(d["status"], "suspended");
+    let st = wait_state(&s, "approval-deadline", &id, |st| {
+        st["status"] == "completed"
+    })
+    .await;
+    assert_eq!(
+        st["result"],
+        json!({"requestId": "r-2", "status": "expired"})
     );
     s.stop().await;
 }

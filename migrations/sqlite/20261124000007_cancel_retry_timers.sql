@@ -1,5 +1,6 @@
 -- no-transaction
--- Cancel (a new final status and its record), the step of a failure, durable timers (a wake-up
+-- Cancel (a new final status and its record), the step of a failure and the failed attempts of
+-- a step, durable timers (a wake-up
 -- time in milliseconds since the epoch, compared with the database's clock), and the indexes of
 -- the executions list (newest first, by workflow and optionally status, paged by start and id).
 --
@@ -51,5 +52,7 @@ CREATE INDEX workflow_executions_list ON workflow_executions (workflow_id, start
 CREATE INDEX workflow_executions_list_status ON workflow_executions (workflow_id, status, start_at, id);
 CREATE INDEX workflow_executions_list_owner ON workflow_executions (workflow_id, owner, start_at, id);
 CREATE INDEX workflow_executions_ended ON workflow_executions (end_at) WHERE end_at IS NOT NULL;
+-- The failed attempts of a step that were tried again (JSON list).
+ALTER TABLE workflow_steps ADD COLUMN failures TEXT NOT NULL DEFAULT '[]';
 COMMIT;
 PRAGMA foreign_keys = ON;

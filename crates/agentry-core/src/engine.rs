@@ -21,8 +21,8 @@ use crate::state::{
     transition,
 };
 use crate::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore, Progress, StepRecord,
-    StepStatus, StoreError,
+    AttemptFailure, Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore,
+    Progress, StepRecord, StepStatus, StoreError,
 };
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
@@ -73,6 +73,9 @@ pub enum EngineError {
     NotSuspended { id: String, status: Status },
     #[error("Execution {id} cannot be cancelled: it is {status}")]
     NotCancellable { id: String, status: Status },
+    /// A timer that is not due (any more): the execution was resumed meanwhile.
+    #[error("Execution {0} has no deadline that passed")]
+    NotDue(String),
     /// The execution was cancelled while this process ran it: it stopped, writing nothing more.
     #[error("Execution {0} was cancelled")]
     Cancelled(String),
@@ -139,8 +142,8 @@ impl CrashPoint {
     }
 }
 
-/// What a [`CrashHook`] calls: the point, the workflow id and the step id.
-pub type CrashFn = dyn Fn(CrashPoint, &str, &str) + Send + Sync;
+/// What a [`CrashHook`] calls: the point, the workflow id, the step id and the attempt.
+pub type CrashFn = dyn Fn(CrashPoint, &str, &str, u32) + Send + Sync;
 
 /// Called at every [`CrashPoint`] of every top-level step with the workflow and step ids; a
 /// test harness makes it stop the process at the one it names.
@@ -226,6 +229,14 @@ struct Inner {
     draining: CancellationToken,
 }
 
+/// What wakes a suspended execution.
+enum Wake<'a> {
+    /// A resume with its data (and the step to resume from, when not the suspended one).
+    Resume(Value, Option<&'a str>),
+    /// Its suspension's deadline passed.
+    Deadline,
+}
+
 /// A run in this process: who gets its events, and the signal that stops its steps.
 struct LiveRun {
     subscribers: Vec<mpsc::UnboundedSender<WorkflowEvent>>,
@@ -237,8 +248,8 @@ struct LiveRun {
 struct Entry {
     /// The index of the first step to run.
     step: usize,
-    /// Resume data, and the data that step suspended with.
-    resume: Option<(Value, Option<Value>)>,
+    /// Resume data (none when a deadline passed), and the data that step suspended with.
+    resume: Option<(Option<Value>, Option<Value>)>,
     /// Whether the write that began this run recorded the first step's start (else the run
     /// records it, with `workflow-start`: a recovery).
     begun: bool,
@@ -731,6 +742,39 @@ impl Engine {
         resume_data: Value,
         step_id: Option<&str>,
     ) -> Result<RunHandle, EngineError> {
+        self.wake_up(
+            workflow_id,
+            execution_id,
+            Wake::Resume(resume_data, step_id),
+        )
+        .await
+    }
+
+    /// Resumes a suspended execution whose deadline has passed (a durable timer fired): its
+    /// step runs again with `StepContext::timed_out` set. `Ok(None)` when there is nothing to do
+    /// (resumed or cancelled meanwhile, or not due).
+    pub async fn fire_timer(&self, execution_id: &str) -> Result<Option<RunHandle>, EngineError> {
+        let Some(rec) = self.inner.store.get(execution_id).await? else {
+            return Ok(None);
+        };
+        match self
+            .wake_up(&rec.workflow_id, execution_id, Wake::Deadline)
+            .await
+        {
+            Ok(handle) => Ok(Some(handle)),
+            Err(EngineError::NotSuspended { .. } | EngineError::NotDue(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves a suspended execution back to running and runs it from its suspended step (or the
+    /// step a resume names).
+    async fn wake_up(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        wake: Wake<'_>,
+    ) -> Result<RunHandle, EngineError> {
         let wf = self.require_workflow(workflow_id)?;
         let current = self.load(workflow_id, execution_id).await?;
         let suspension = match &current.state {
@@ -742,17 +786,32 @@ impl Engine {
                 });
             }
         };
-        let index = match step_id {
-            Some(sid) => wf.step_index(sid).ok_or_else(|| EngineError::UnknownStep {
-                workflow_id: workflow_id.to_owned(),
-                step_id: sid.to_owned(),
-            })?,
-            None => suspension.step_index,
+        let (index, resume_data) = match &wake {
+            Wake::Resume(data, step_id) => {
+                let index = match step_id {
+                    Some(sid) => wf.step_index(sid).ok_or_else(|| EngineError::UnknownStep {
+                        workflow_id: workflow_id.to_owned(),
+                        step_id: (*sid).to_owned(),
+                    })?,
+                    None => suspension.step_index,
+                };
+                wf.validate_resume(index, data)
+                    .map_err(EngineError::InvalidResumeData)?;
+                (index, Some(data.clone()))
+            }
+            Wake::Deadline => (suspension.step_index, None),
         };
-        wf.validate_resume(index, &resume_data)
-            .map_err(EngineError::InvalidResumeData)?;
+        let now = self.inner.clock.now();
         let (rec, events) = self
             .commit(Some(current), execution_id, |r, events| {
+                let due = r
+                    .state
+                    .suspension()
+                    .and_then(|s| s.deadline)
+                    .is_some_and(|d| d <= now);
+                if matches!(wake, Wake::Deadline) && !due {
+                    return Err(EngineError::NotDue(r.id.clone()));
+                }
                 let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
                     TransitionError::NotSuspended(status) => EngineError::NotSuspended {
                         id: r.id.clone(),
@@ -783,6 +842,9 @@ impl Engine {
                 Ok(next)
             })
             .await?;
+        if matches!(wake, Wake::Deadline) {
+            tracing::info!(execution_id = %execution_id, "deadline passed: resuming with the time-out marker");
+        }
         let suspend_data = (index == suspension.step_index)
             .then_some(suspension.data)
             .flatten();
@@ -791,7 +853,7 @@ impl Engine {
             resume: Some((resume_data, suspend_data)),
             begun: true,
             announce: events,
-            timed_out: false,
+            timed_out: matches!(wake, Wake::Deadline),
         };
         Ok(self.spawn_run(wf, rec, entry))
     }
@@ -926,6 +988,43 @@ impl Engine {
     /// or suspends there when a suspend was pending. Returns how many were taken over.
     pub async fn recover(&self) -> Result<usize, EngineError> {
         self.claim_and_continue(false).await
+    }
+
+    /// Resumes the suspended executions whose deadline passed (by the database's clock), on
+    /// whichever process gets there first; also those whose deadline passed while every server
+    /// was down. Returns how many this process resumed.
+    pub async fn fire_due_timers(&self) -> Result<usize, EngineError> {
+        let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
+        let due = self.inner.store.due_timers(&workflows, CLAIM_BATCH).await?;
+        let mut fired = 0;
+        for id in due {
+            match self.fire_timer(&id).await {
+                Ok(Some(_)) => fired += 1,
+                Ok(None) => {}
+                Err(e) => tracing::warn!(execution_id = %id, error = %e, "firing a timer failed"),
+            }
+        }
+        Ok(fired)
+    }
+
+    /// Fires `execution_id`'s timer in this process at `deadline` (the periodic pass of every
+    /// process fires it otherwise, for instance after a restart).
+    fn schedule_timer(&self, execution_id: &str, deadline: chrono::DateTime<chrono::Utc>) {
+        let engine = self.clone();
+        let id = execution_id.to_owned();
+        let wait = (deadline - self.inner.clock.now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        let shutdown = self.inner.draining.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if let Err(e) = engine.fire_timer(&id).await {
+                tracing::warn!(execution_id = %id, error = %e, "firing a timer failed");
+            }
+        });
     }
 
     async fn claim_and_continue(&self, own: bool) -> Result<usize, EngineError> {
@@ -1158,15 +1257,25 @@ impl Engine {
     fn begin(&self, progress: &mut Progress, step: &Step, input: Value) {
         let previous = progress.steps.get(&step.id);
         let attempt = previous.map_or(1, |r| r.attempt + 1);
-        if previous.is_some_and(|r| r.status != StepStatus::Running) {
+        let interrupted = previous.is_some_and(|r| r.status == StepStatus::Running);
+        // An interrupted step keeps the failures of its earlier attempts.
+        let failures = match previous {
+            Some(r) if interrupted => r.failures.clone(),
+            _ => Vec::new(),
+        };
+        if previous.is_some() && !interrupted {
             for child in step.descendants() {
                 progress.steps.remove(child);
             }
         }
         let now = self.inner.clock.now();
-        progress
-            .steps
-            .insert(step.id.clone(), StepRecord::started(input, attempt, now));
+        progress.steps.insert(
+            step.id.clone(),
+            StepRecord {
+                failures,
+                ..StepRecord::started(input, attempt, now)
+            },
+        );
     }
 
     /// The signal that stops this process's run of `execution_id` (cancelled, or no longer
@@ -1218,9 +1327,9 @@ impl Engine {
     }
 
     /// Calls the crash hook, when one is installed (durability tests).
-    fn crash_point(&self, point: CrashPoint, workflow_id: &str, step_id: &str) {
+    fn crash_point(&self, point: CrashPoint, workflow_id: &str, step_id: &str, attempt: u32) {
         if let Some(hook) = &self.inner.config.crash_hook {
-            (hook.0)(point, workflow_id, step_id);
+            (hook.0)(point, workflow_id, step_id, attempt);
         }
     }
 
@@ -1263,40 +1372,114 @@ impl Engine {
                     })
                     .await?;
             }
-            let (attempt, started_at) = rec
-                .progress
-                .steps
-                .get(&step.id)
-                .map_or((1, self.inner.clock.now()), |r| (r.attempt, r.started_at));
-            self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id);
-            let (resume_data, suspend_data) = match resume.take() {
-                Some((r, s)) => (Some(r), s),
-                None => (None, None),
+            // A step with retries that crashes left without an attempt fails here, unrun.
+            if let Some(retry) = step.retry
+                && rec
+                    .progress
+                    .steps
+                    .get(&step.id)
+                    .is_some_and(|r| r.attempt > retry.max_attempts())
+            {
+                let message = format!(
+                    "Step {} failed: no attempt left ({} started, the last ones interrupted)",
+                    step.id,
+                    retry.max_attempts()
+                );
+                return self.fail_now(lease, rec, &step.id, message).await;
+            }
+            let mut first_run = resume.take();
+            let (result, unstored) = loop {
+                let (attempt, started_at) = rec
+                    .progress
+                    .steps
+                    .get(&step.id)
+                    .map_or((1, self.inner.clock.now()), |r| (r.attempt, r.started_at));
+                self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id, attempt);
+                let (resume_data, suspend_data) = first_run.take().unwrap_or_default();
+                let stop = self.stop_signal(&id);
+                let ctx = StepContext {
+                    execution_id: id.clone(),
+                    workflow_id: wf.id().to_owned(),
+                    step_id: step.id.clone(),
+                    step_index: index,
+                    input: input.clone(),
+                    workflow_input: workflow_input.clone(),
+                    context: context.clone(),
+                    owner: rec.owner.clone(),
+                    resume_data,
+                    suspend_data,
+                    cancel: stop.clone(),
+                    attempt,
+                    started_at,
+                    timed_out: std::mem::take(&mut timed_out),
+                    steps: Arc::new(rec.progress.steps.clone()),
+                };
+                let children = Children::new(&id, lease);
+                let run = self.run_step(step, ctx, children.clone());
+                let result = match step.timeout {
+                    Some(limit) => match tokio::time::timeout(limit, run).await {
+                        Ok(result) => result,
+                        Err(_) => {
+                            stop.cancel();
+                            Err(StepError::Failed(format!(
+                                "attempt {attempt} timed out after {} ms",
+                                limit.as_millis()
+                            )))
+                        }
+                    },
+                    None => run.await,
+                };
+                // Children already stored as they finished are part of the record in hand.
+                let unstored = children.merge_into(&mut rec.progress);
+                let (error, retry) = match (&result, step.retry) {
+                    (Err(StepError::Failed(error)), Some(retry))
+                        if attempt < retry.max_attempts()
+                            && !self.inner.draining.is_cancelled() =>
+                    {
+                        (error.clone(), retry)
+                    }
+                    _ => break (result, unstored),
+                };
+                let delay = retry.delay(attempt);
+                // The failure and the next attempt's number, written before it runs.
+                rec = self
+                    .update_held(lease, Some(rec), &id, |r, events| {
+                        let now = self.inner.clock.now();
+                        let mut next = r.clone();
+                        if let Some(record) = next.progress.steps.get_mut(&step.id) {
+                            record.failures.push(AttemptFailure {
+                                attempt,
+                                error: error.clone(),
+                                at: now,
+                            });
+                            record.attempt = attempt + 1;
+                            record.started_at = now;
+                        }
+                        events.push(EventKind::StepRetry {
+                            step_id: step.id.clone(),
+                            step_index: index,
+                            attempt,
+                            error: error.clone(),
+                            next_attempt: attempt + 1,
+                            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        });
+                        Ok(next)
+                    })
+                    .await?;
+                tracing::info!(execution_id = %id, step_id = %step.id, attempt, error = %error, "step attempt failed; retrying");
+                let cancelled = self.stop_signal(&id);
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    // A shutdown: the next attempt runs wherever the execution continues.
+                    _ = self.inner.draining.cancelled() => return Err(EngineError::HandedOver(id)),
+                    // A cancel: the next write finds it and stops.
+                    _ = cancelled.cancelled() => {}
+                }
             };
-            let ctx = StepContext {
-                execution_id: id.clone(),
-                workflow_id: wf.id().to_owned(),
-                step_id: step.id.clone(),
-                step_index: index,
-                input: input.clone(),
-                workflow_input: workflow_input.clone(),
-                context: context.clone(),
-                owner: rec.owner.clone(),
-                resume_data,
-                suspend_data,
-                cancel: self.stop_signal(&id),
-                attempt,
-                started_at,
-                timed_out: std::mem::take(&mut timed_out),
-                steps: Arc::new(rec.progress.steps.clone()),
-            };
-            let children = Children::new(&id, lease);
-            let result = self.run_step(step, ctx, children.clone()).await;
-            // Children already stored as they finished are part of the record in hand.
-            let unstored = children.merge_into(&mut rec.progress);
             match result {
                 Ok((output, ran)) => {
-                    self.crash_point(CrashPoint::AfterEffect, wf.id(), &step.id);
+                    let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
+                    self.crash_point(CrashPoint::AfterEffect, wf.id(), &step.id, attempt);
                     let following = steps.get(index + 1);
                     let begin_next = !self.inner.draining.is_cancelled();
                     rec = self
@@ -1359,7 +1542,7 @@ impl Engine {
                             Ok(next)
                         })
                         .await?;
-                    self.crash_point(CrashPoint::AfterCheckpoint, wf.id(), &step.id);
+                    self.crash_point(CrashPoint::AfterCheckpoint, wf.id(), &step.id, attempt);
                     if rec.state.status() == Status::Suspended {
                         return Ok(rec);
                     }
@@ -1453,9 +1636,14 @@ impl Engine {
     ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
         let step_id = suspension.step_id.clone();
-        let suspend = Transition::Suspend(suspension.clone());
+        let deadline = suspension.deadline;
+        let suspend = Transition::Suspend(suspension);
         let mark = by_step.then_some((step_id.as_str(), StepStatus::Suspended));
-        self.apply(lease, Some(rec), &id, suspend, mark).await
+        let rec = self.apply(lease, Some(rec), &id, suspend, mark).await?;
+        if let Some(deadline) = deadline {
+            self.schedule_timer(&id, deadline);
+        }
+        Ok(rec)
     }
 
     async fn fail_now(
@@ -2163,5 +2351,48 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(done.state.result(), Some(&json!({"attempt": 1})));
+    }
+
+    /// A durable sleep is a suspension with a deadline: a new engine on the same store (a
+    /// restart: the first one's in-memory timer is gone) wakes it once it is due, and the step
+    /// sees that its timer fired.
+    #[tokio::test]
+    async fn a_durable_sleep_survives_a_restart() {
+        let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
+        let nap = || {
+            Workflow::new("nap", "Nap")
+                .and_then(step("nap", |ctx: StepContext| async move {
+                    ctx.sleep_until(ctx.started_at + chrono::Duration::milliseconds(200))?;
+                    Ok(json!({"woke": ctx.timed_out}))
+                }))
+                .build()
+                .unwrap()
+        };
+        let first = Engine::new(store.clone());
+        first.register(nap()).unwrap();
+        let rec = first
+            .execute("nap", json!({}), ExecuteOptions::default())
+            .await
+            .unwrap();
+        let s = rec.state.suspension().expect("asleep");
+        assert!(s.reason.starts_with("Sleeping until"), "{}", s.reason);
+        assert!(s.deadline.is_some());
+        first.shutdown(Duration::ZERO).await;
+
+        let second = Engine::new(store.clone());
+        second.register(nap()).unwrap();
+        assert_eq!(second.fire_due_timers().await.unwrap(), 0, "not due yet");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(second.fire_due_timers().await.unwrap(), 1);
+        for _ in 0..200 {
+            let rec = store.get(&rec.id).await.unwrap().unwrap();
+            if rec.state.status() == Status::Completed {
+                assert_eq!(rec.state.result(), Some(&json!({"woke": true})));
+                assert_eq!(rec.progress.steps["nap"].attempt, 1, "a wake is no re-run");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("never woke");
     }
 }

@@ -55,6 +55,15 @@ pub enum EventKind {
         /// False for an `andWhen` whose condition did not hold.
         ran: bool,
     },
+    /// An attempt of a step with retries failed; the next one starts after `delay_ms`.
+    StepRetry {
+        step_id: String,
+        step_index: usize,
+        attempt: u32,
+        error: String,
+        next_attempt: u32,
+        delay_ms: u64,
+    },
     WorkflowSuspended {
         suspension: Suspension,
     },
@@ -100,6 +109,7 @@ impl EventKind {
             EventKind::WorkflowStart { .. } => "workflow-start",
             EventKind::StepStart { .. } => "step-start",
             EventKind::StepComplete { .. } => "step-complete",
+            EventKind::StepRetry { .. } => "step-retry",
             EventKind::WorkflowSuspended { .. } => "workflow-suspended",
             EventKind::WorkflowComplete { .. } => "workflow-complete",
             EventKind::WorkflowError { .. } => "workflow-error",

@@ -150,6 +150,17 @@ pub struct StepRecord {
     pub output: Option<Value>,
     pub started_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// Its failed attempts that were tried again (a step with retries).
+    pub failures: Vec<AttemptFailure>,
+}
+
+/// One failed attempt of a step.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptFailure {
+    pub attempt: u32,
+    pub error: String,
+    pub at: DateTime<Utc>,
 }
 
 impl StepRecord {
@@ -163,6 +174,7 @@ impl StepRecord {
             output: None,
             started_at: at,
             ended_at: None,
+            failures: Vec::new(),
         }
     }
 
@@ -264,6 +276,11 @@ pub trait ExecutionStore: Send + Sync + 'static {
         statuses: &[Status],
         limit: u32,
     ) -> Result<u64, StoreError>;
+
+    /// Up to `limit` suspended executions of `workflows` whose deadline has passed by the
+    /// database's clock, the most overdue first (a durable timer is due). Their ids.
+    async fn due_timers(&self, workflows: &[String], limit: u32)
+    -> Result<Vec<String>, StoreError>;
 
     /// Up to `limit` events of an execution's log after number `after`, in order.
     async fn events_after(
@@ -463,6 +480,29 @@ impl ExecutionStore for MemoryStore {
         page.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
         page.truncate(query.limit as usize);
         Ok(page)
+    }
+
+    async fn due_timers(
+        &self,
+        workflows: &[String],
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let now = now_ms();
+        let mut due: Vec<(i64, String)> = self
+            .rows()
+            .values()
+            .filter(|(r, _)| workflows.contains(&r.workflow_id))
+            .filter_map(|(r, _)| {
+                let at = r.state.suspension()?.deadline?.timestamp_millis();
+                (at <= now).then(|| (at, r.id.clone()))
+            })
+            .collect();
+        due.sort();
+        Ok(due
+            .into_iter()
+            .take(limit as usize)
+            .map(|(_, id)| id)
+            .collect())
     }
 
     async fn prune(

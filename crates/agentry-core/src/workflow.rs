@@ -267,6 +267,34 @@ pub struct Step {
     pub output_schema: Option<Value>,
     pub suspend_schema: Option<Value>,
     pub resume_schema: Option<Value>,
+    /// How a failed attempt is tried again (none: a failure fails the execution).
+    pub retry: Option<Retry>,
+    /// How long one attempt may take; a slower one fails (and is retried when it may be).
+    pub timeout: Option<Duration>,
+}
+
+/// How a failed step is tried again: `retries` more attempts, the first after `backoff`, each
+/// next one after twice as long. The attempt number is written before each attempt runs, so an
+/// attempt a crash interrupted counts too: a crash never grants an extra attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    pub retries: u32,
+    pub backoff: Duration,
+}
+
+impl Retry {
+    /// The most attempts a step gets.
+    pub fn max_attempts(&self) -> u32 {
+        self.retries.saturating_add(1)
+    }
+
+    /// The wait after failed attempt number `attempt` (1-based).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(20);
+        self.backoff
+            .saturating_mul(1 << doublings)
+            .min(Duration::from_secs(3600))
+    }
 }
 
 impl std::fmt::Debug for Step {
@@ -298,16 +326,12 @@ where
 impl Step {
     /// The ids of its children, their children, and so on (composite steps only).
     pub fn descendants(&self) -> Vec<&str> {
-        let direct: Vec<&Step> = match &self.kind {
-            StepKind::When { step, .. } => vec![step.as_ref()],
-            StepKind::All(list) | StepKind::Race(list) => list.iter().collect(),
-            _ => Vec::new(),
-        };
-        direct
+        self.children()
             .into_iter()
             .flat_map(|c| std::iter::once(c.id.as_str()).chain(c.descendants()))
             .collect()
     }
+
     pub fn with_kind(id: impl Into<String>, kind: StepKind) -> Self {
         let id = id.into();
         Self {
@@ -319,7 +343,23 @@ impl Step {
             output_schema: None,
             suspend_schema: None,
             resume_schema: None,
+            retry: None,
+            timeout: None,
         }
+    }
+
+    /// Tries a failed (or timed-out) attempt again, `retries` more times, waiting `backoff`
+    /// before the first retry and twice as long before each next one.
+    pub fn retries(mut self, retries: u32, backoff: Duration) -> Self {
+        self.retry = Some(Retry { retries, backoff });
+        self
+    }
+
+    /// Fails an attempt that takes longer than `limit` (its future is dropped and its
+    /// cancellation signal fires).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
     }
 
     pub fn name(mut self, name: impl Into<String>) -> Self {

@@ -68,7 +68,7 @@ pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
         // The execution is not lost: another process (or this one, restarted) continues it.
         E::LeaseLost(_) | E::HandedOver(_) => StatusCode::SERVICE_UNAVAILABLE,
         // Only inside a run (a cancel while a step ran), which answers with the record.
-        E::Cancelled(_) => StatusCode::CONFLICT,
+        E::Cancelled(_) | E::NotDue(_) => StatusCode::CONFLICT,
         E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) => {
             tracing::error!(error = %err, "{server_message}");
             return ApiError::internal(server_message);

@@ -884,6 +884,16 @@ pub struct StepRecord {
     pub started_at: DateTime<Utc>,
     #[schema(required = true)]
     pub ended_at: Option<DateTime<Utc>>,
+    /// The failed attempts that were tried again (a step with retries).
+    pub failures: Vec<AttemptFailure>,
+}
+
+/// One failed attempt of a step.
+#[derive(ToSchema)]
+pub struct AttemptFailure {
+    pub attempt: u32,
+    pub error: String,
+    pub at: DateTime<Utc>,
 }
 
 /// Where a step is: `skipped` for an `andWhen` whose condition did not hold.
@@ -1081,6 +1091,7 @@ pub enum WorkflowEventType {
     WorkflowSuspended,
     WorkflowComplete,
     WorkflowError,
+    StepRetry,
     WorkflowCancelled,
     WorkflowResult,
     WorkflowHandover,
@@ -1127,6 +1138,15 @@ pub struct WorkflowEvent {
     pub error: Option<String>,
     /// workflow-error: the step that failed (`null` when the engine itself gave up).
     pub step_id: Option<String>,
+    /// step-retry: the attempt that failed.
+    #[schema(nullable = false)]
+    pub attempt: Option<u32>,
+    /// step-retry: the attempt that starts next.
+    #[schema(nullable = false)]
+    pub next_attempt: Option<u32>,
+    /// step-retry: how long until it starts.
+    #[schema(nullable = false)]
+    pub delay_ms: Option<u64>,
     /// workflow-cancelled and workflow-result of a cancelled execution.
     #[schema(nullable = false)]
     pub cancellation: Option<CancellationRecord>,

@@ -295,6 +295,9 @@ fn steps_json(r: &ExecutionRecord) -> Value {
             "output": s.output,
             "startedAt": iso(s.started_at),
             "endedAt": s.ended_at.map(iso),
+            "failures": s.failures.iter().map(|f| json!({
+                "attempt": f.attempt, "error": f.error, "at": iso(f.at),
+            })).collect::<Vec<_>>(),
         });
         if let Some(parent) = &s.parent {
             step["parentStepId"] = json!(parent);
@@ -385,6 +388,21 @@ pub fn event_json(ev: &WorkflowEvent) -> Value {
             "stepType": step_type.as_str(),
             "output": output,
             "skipped": !ran,
+        }),
+        EventKind::StepRetry {
+            step_id,
+            step_index,
+            attempt,
+            error,
+            next_attempt,
+            delay_ms,
+        } => json!({
+            "from": step_id,
+            "stepIndex": step_index,
+            "attempt": attempt,
+            "error": error,
+            "nextAttempt": next_attempt,
+            "delayMs": delay_ms,
         }),
         EventKind::WorkflowSuspended { suspension } => {
             json!({"suspension": suspension_short(suspension), "suspendData": suspension.data})

@@ -40,6 +40,8 @@ pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
         word_count(),
         countdown(),
         content_pipeline(),
+        flaky_step(),
+        approval_deadline(),
     ];
     for wf in defs {
         let wf = wf.map_err(|e| EngineError::Internal(e.to_string()))?;
@@ -312,6 +314,89 @@ pub fn countdown() -> Def {
         .and_then(tick(3))
         .and_then(tick(2))
         .and_then(tick(1))
+        .build()
+}
+
+/// `flaky-step`: one step with 3 retries (50 ms backoff, doubling) and a 1 s time-out per
+/// attempt; attempt N sleeps `sleepMs`, then fails while N <= `failTimes`.
+pub fn flaky_step() -> Def {
+    Workflow::new("flaky-step", "Flaky Step")
+        .purpose("One step that fails failTimes times before it succeeds: retries and time-outs.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "failTimes": {"type": "integer", "minimum": 0, "maximum": 10},
+                "sleepMs": {"type": "integer", "minimum": 0, "maximum": 60000, "default": 0}
+            },
+            "required": ["failTimes"]
+        }))
+        .and_then(
+            step("attempt", |ctx: StepContext| async move {
+                let fail_times = ctx
+                    .input
+                    .get("failTimes")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let sleep = ctx
+                    .input
+                    .get("sleepMs")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                ctx.sleep(Duration::from_millis(sleep)).await?;
+                let n = ctx.attempt;
+                if u64::from(n) <= fail_times {
+                    return Err(StepError::failed(format!("attempt {n} failed")));
+                }
+                Ok(json!({"attempts": n}))
+            })
+            .name("Attempt")
+            .purpose("Fails while its attempt number is at most failTimes.")
+            .retries(3, Duration::from_millis(50))
+            .timeout(Duration::from_millis(1000)),
+        )
+        .build()
+}
+
+/// `approval-deadline`: waits for an approval until `timeoutMs` after it suspends; then it
+/// resumes by itself and expires.
+pub fn approval_deadline() -> Def {
+    Workflow::new("approval-deadline", "Approval With a Deadline")
+        .purpose("Waits for an approval, at most timeoutMs: then it expires by itself.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "requestId": {"type": "string"},
+                "timeoutMs": {"type": "integer", "minimum": 100, "maximum": 86_400_000}
+            },
+            "required": ["requestId", "timeoutMs"]
+        }))
+        .resume_schema(json!({
+            "type": "object",
+            "properties": {"approved": {"type": "boolean"}},
+            "required": ["approved"]
+        }))
+        .and_then(
+            step("await-approval", |ctx: StepContext| async move {
+                let request_id = ctx.input.get("requestId").cloned().unwrap_or(Value::Null);
+                if ctx.timed_out {
+                    return Ok(json!({"requestId": request_id, "status": "expired"}));
+                }
+                if let Some(r) = &ctx.resume_data {
+                    let approved = r.get("approved").and_then(Value::as_bool) == Some(true);
+                    let status = if approved { "approved" } else { "rejected" };
+                    return Ok(json!({"requestId": request_id, "status": status}));
+                }
+                let ms = ctx
+                    .input
+                    .get("timeoutMs")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                let deadline = chrono::Utc::now() + chrono::Duration::milliseconds(ms);
+                Err(ctx.suspend_until(format!("Approval required within {ms} ms"), None, deadline))
+            })
+            .name("Await approval")
+            .purpose("Suspends until approved, rejected, or timeoutMs have passed."),
+        )
         .build()
 }
 

@@ -66,21 +66,27 @@ pub async fn prune(
 }
 
 /// A crash point of one step of one workflow, where the process aborts as a `kill -9` would
-/// stop it: `<point>:<workflowId>:<stepId>` (`after-effect:countdown:tick-3`).
+/// stop it: `<point>:<workflowId>:<stepId>[:<attempt>]` (`after-effect:countdown:tick-3`,
+/// `before-step:flaky-step:attempt:2`); without an attempt, at the first one that gets there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrashAt {
     pub point: CrashPoint,
     pub workflow_id: String,
     pub step_id: String,
+    pub attempt: Option<u32>,
 }
 
 impl CrashAt {
     pub fn parse(s: &str) -> Result<CrashAt, String> {
-        let mut parts = s.splitn(3, ':');
+        let mut parts = s.splitn(4, ':');
         let (Some(point), Some(workflow_id), Some(step_id)) =
             (parts.next(), parts.next(), parts.next())
         else {
-            return Err("expected <point>:<workflowId>:<stepId>".into());
+            return Err("expected <point>:<workflowId>:<stepId>[:<attempt>]".into());
+        };
+        let attempt = match parts.next() {
+            Some(a) => Some(a.parse().map_err(|_| format!("bad attempt {a:?}"))?),
+            None => None,
         };
         let point = CrashPoint::parse(point).ok_or_else(|| {
             format!("unknown crash point {point:?}: before-step, after-effect or after-checkpoint")
@@ -89,13 +95,18 @@ impl CrashAt {
             point,
             workflow_id: workflow_id.to_owned(),
             step_id: step_id.to_owned(),
+            attempt,
         })
     }
 
     /// The engine hook that aborts the process when the run reaches this point.
     fn hook(self) -> CrashHook {
-        CrashHook(Arc::new(move |point, workflow_id, step_id| {
-            if point == self.point && workflow_id == self.workflow_id && step_id == self.step_id {
+        CrashHook(Arc::new(move |point, workflow_id, step_id, attempt| {
+            if point == self.point
+                && workflow_id == self.workflow_id
+                && step_id == self.step_id
+                && self.attempt.is_none_or(|a| a == attempt)
+            {
                 eprintln!(
                     "agentry: crash point {} of {workflow_id}/{step_id} (AGENTRY_CRASH_AT): aborting",
                     point.as_str()
@@ -321,6 +332,11 @@ fn spawn_maintenance(engine: Engine, lease_ttl: Duration) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(count = n, "took over executions whose lease expired"),
                 Err(e) => tracing::warn!(error = %e, "recovery pass failed"),
+            }
+            match engine.fire_due_timers().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(count = n, "resumed executions whose deadline passed"),
+                Err(e) => tracing::warn!(error = %e, "timer pass failed"),
             }
         }
     });

@@ -923,3 +923,133 @@ async fn retention_prunes_in_the_background() {
     drop(r);
     let _ = std::fs::remove_file(&path);
 }
+
+/// The state of `id` (of `workflow`) on `r`, `None` while unknown.
+async fn state_of(r: &Replica, workflow: &str, id: &str) -> Option<Value> {
+    let resp = client()
+        .get(r.url(&format!("/workflows/{workflow}/executions/{id}/state")))
+        .send()
+        .await
+        .expect("state");
+    if resp.status() == 404 {
+        return None;
+    }
+    let body: Value = resp.json().await.expect("json");
+    Some(body["data"].clone())
+}
+
+/// An approval whose deadline passes while no server runs: the first server to start resumes it
+/// with the time-out marker, and it expires.
+async fn a_deadline_passes_while_every_server_is_down(database_url: &str) {
+    let first = Replica::start(database_url, "n1", &[]);
+    let id = format!("ad-{}", uuid::Uuid::new_v4().simple());
+    let d = post_data(
+        &first,
+        "/workflows/approval-deadline/execute",
+        json!({"input": {"requestId": "r-9", "timeoutMs": 400}, "options": {"executionId": id}}),
+    )
+    .await;
+    assert_eq!(d["status"], "suspended");
+    first.signal("-KILL");
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let rec = on_disk(database_url, &id).await;
+    assert_eq!(
+        rec.state.status(),
+        agentry_core::Status::Suspended,
+        "nobody fired it"
+    );
+
+    let second = Replica::start(database_url, "n2", &[]);
+    let started = Instant::now();
+    let done = loop {
+        let s = state_of(&second, "approval-deadline", &id)
+            .await
+            .unwrap_or_default();
+        if s["status"] == "completed" {
+            break s;
+        }
+        assert!(started.elapsed() < PATIENCE, "never expired: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        done["result"],
+        json!({"requestId": "r-9", "status": "expired"})
+    );
+    assert!(
+        second
+            .log()
+            .contains("resumed executions whose deadline passed"),
+        "{}",
+        second.log()
+    );
+    drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_passes_while_down_on_sqlite() {
+    let (url, path) = sqlite_url();
+    a_deadline_passes_while_every_server_is_down(&url).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_passes_while_down_on_postgres() {
+    let db = PgDatabase::create().await;
+    a_deadline_passes_while_every_server_is_down(&db.url).await;
+    db.drop_now().await;
+}
+
+/// `flaky-step` with failTimes 4 (every attempt fails) and a crash before its second attempt:
+/// the restarted process does not get that attempt back: attempts 3 and 4 run, and the
+/// execution ends in error after the fourth (an extra attempt would have succeeded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_attempts_grants_no_extra_attempt() {
+    let (url, path) = sqlite_url();
+    let id = format!("fs-{}", uuid::Uuid::new_v4().simple());
+    let env = [("AGENTRY_CRASH_AT", "before-step:flaky-step:attempt:2")];
+    let mut crashing = Replica::start(&url, "n1", &env);
+    let url_execute = crashing.url("/workflows/flaky-step/execute");
+    let body = json!({"input": {"failTimes": 4}, "options": {"executionId": id}});
+    let _client = tokio::spawn(async move { client().post(url_execute).json(&body).send().await });
+    assert!(!crashing.exited().await.success());
+    let rec = on_disk(&url, &id).await;
+    let step = &rec.progress.steps["attempt"];
+    assert_eq!(
+        step.attempt, 2,
+        "the second attempt was recorded before it ran"
+    );
+    assert_eq!(step.failures.len(), 1);
+    drop(crashing);
+
+    let restarted = Replica::start(&url, "n1", &[]);
+    let started = Instant::now();
+    let done = loop {
+        let s = state_of(&restarted, "flaky-step", &id)
+            .await
+            .unwrap_or_default();
+        if s["status"] == "error" || s["status"] == "completed" {
+            break s;
+        }
+        assert!(started.elapsed() < PATIENCE, "never ended: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["status"], "error", "{done}");
+    assert_eq!(
+        done["error"],
+        json!({"message": "Step attempt failed: attempt 4 failed", "stepId": "attempt"})
+    );
+    let failed: Vec<u64> = done["steps"]["attempt"]["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .filter_map(|f| f["attempt"].as_u64())
+        .collect();
+    assert_eq!(
+        failed,
+        [1, 3],
+        "attempt 2 was lost to the crash, attempt 4 failed the run"
+    );
+    drop(restarted);
+    let _ = std::fs::remove_file(&path);
+}

@@ -83,6 +83,7 @@ pub struct StepRow {
     pub output: Option<String>,
     pub started_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
+    pub failures: String,
 }
 
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
@@ -200,6 +201,7 @@ impl StepRow {
             output: r.output.as_ref().map(to_json),
             started_at: r.started_at,
             ended_at: r.ended_at,
+            failures: to_json(&r.failures),
         }
     }
 
@@ -215,6 +217,7 @@ impl StepRow {
             output: parse_opt(self.output.as_deref())?,
             started_at: self.started_at,
             ended_at: self.ended_at,
+            failures: parse(&self.failures)?,
         })
     }
 }

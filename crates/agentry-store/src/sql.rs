@@ -100,7 +100,7 @@ const HEADER_JSON: [&str; 6] = [
 ];
 
 /// The step columns (after `execution_id`), in the order of [`StepRow`].
-const STEP: [&str; 8] = [
+const STEP: [&str; 9] = [
     "step_id",
     "parent_step_id",
     "status",
@@ -109,6 +109,7 @@ const STEP: [&str; 8] = [
     "output",
     "started_at",
     "ended_at",
+    "failures",
 ];
 
 /// How many ids one statement binds at most.
@@ -310,6 +311,30 @@ where
         rows.into_iter()
             .map(|r| r.into_record(Vec::new()))
             .collect()
+    }
+
+    async fn due_timers(
+        &self,
+        workflows: &[String],
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        if workflows.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT id FROM workflow_executions WHERE wake_at <= {} \
+             AND status = 'suspended' AND workflow_id IN (",
+            DB::NOW_MS
+        ));
+        Self::push_list(&mut q, &workflows[..workflows.len().min(CHUNK)]);
+        q.push(") ORDER BY wake_at LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<IdRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 
     async fn prune(
@@ -535,6 +560,7 @@ where
         v.push_bind(s.output).push_unseparated(DB::AS_JSON);
         v.push_bind(s.started_at);
         v.push_bind(s.ended_at);
+        v.push_bind(s.failures).push_unseparated(DB::AS_JSON);
     }
 
     /// `a, b, c` as bound parameters.
@@ -606,7 +632,7 @@ where
     async fn read_steps(conn: &mut DB::Connection, id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT {} FROM workflow_steps WHERE execution_id = ",
-            select_list::<DB>(&STEP, &["input", "output"])
+            select_list::<DB>(&STEP, &["input", "output", "failures"])
         ));
         q.push_bind(id.to_owned())
             .push(" ORDER BY started_at, step_id");
