@@ -2395,4 +2395,44 @@ mod tests {
         }
         panic!("never woke");
     }
+
+    /// A timer of a suspension that was resumed in time fires nothing: the resume won.
+    #[tokio::test]
+    async fn a_timer_after_a_resume_does_nothing() {
+        let engine = Engine::in_memory();
+        engine
+            .register(
+                Workflow::new("gate", "Gate")
+                    .and_then(step("wait", |ctx: StepContext| async move {
+                        if ctx.timed_out {
+                            return Ok(json!("expired"));
+                        }
+                        match ctx.resume_data {
+                            Some(_) => Ok(json!("opened")),
+                            None => Err(ctx.suspend_until(
+                                "closed",
+                                None,
+                                chrono::Utc::now() + chrono::Duration::milliseconds(50),
+                            )),
+                        }
+                    }))
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap();
+        let rec = engine
+            .execute("gate", json!({}), ExecuteOptions::default())
+            .await
+            .unwrap();
+        let done = engine
+            .resume("gate", &rec.id, json!(1), None)
+            .await
+            .unwrap();
+        assert_eq!(done.state.result(), Some(&json!("opened")));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(engine.fire_timer(&rec.id).await.unwrap().is_none());
+        assert_eq!(engine.fire_due_timers().await.unwrap(), 0);
+        let after = engine.store().get(&rec.id).await.unwrap().unwrap();
+        assert_eq!(after.state.result(), Some(&json!("opened")));
+    }
 }
