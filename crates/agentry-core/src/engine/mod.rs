@@ -1,0 +1,709 @@
+//! The engine: runs executions step by step, checkpoints after every step, emits events,
+//! suspends and resumes.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::FutureExt;
+use futures::future::{BoxFuture, select_all, try_join_all};
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SystemClock};
+use crate::event::{EventKind, WorkflowEvent};
+use crate::state::{
+    Cancellation, ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError,
+    transition,
+};
+use crate::store::{
+    AttemptFailure, Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore,
+    Progress, StepRecord, StepStatus, StoreError,
+};
+use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
+
+mod crash;
+mod events;
+mod recovery;
+mod run;
+#[cfg(test)]
+mod tests;
+
+pub use crash::{CrashFn, CrashHook, CrashPoint};
+pub use events::WAKE_ALL;
+use run::{Entry, LiveRun};
+
+/// Runs an agent for an `andAgent` step. The agents layer implements it.
+#[async_trait]
+pub trait AgentRunner: Send + Sync + 'static {
+    /// Runs `agent_id` on `prompt` with the execution's context map; returns the agent's answer.
+    async fn run_agent(
+        &self,
+        agent_id: &str,
+        prompt: Value,
+        context: &Map<String, Value>,
+        cancel: CancellationToken,
+    ) -> Result<Value, String>;
+}
+
+/// Why the engine refused or failed an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("Workflow {0} not found")]
+    WorkflowNotFound(String),
+    #[error("Workflow {0} is already registered")]
+    DuplicateWorkflow(String),
+    #[error("Input validation failed: {0}")]
+    InvalidInput(String),
+    #[error("Invalid executionId: {0}")]
+    InvalidExecutionId(String),
+    /// The id is taken by an execution of another workflow, input or owner (the same ones
+    /// rejoin it instead: the idempotent start).
+    #[error("Execution {0} already exists with another workflow or input")]
+    ExecutionExists(String),
+    /// This process lost its lease on the execution: another one runs it now, and this one
+    /// wrote nothing more for it.
+    #[error("Execution {0} continues in another process")]
+    LeaseLost(String),
+    /// This process is shutting down: it checkpointed the execution and released it to another
+    /// process (or to itself, restarted), which continues it.
+    #[error("Execution {0} continues on another server: this one is shutting down")]
+    HandedOver(String),
+    #[error("Execution {execution_id} of workflow {workflow_id} not found")]
+    ExecutionNotFound {
+        workflow_id: String,
+        execution_id: String,
+    },
+    #[error("Execution {id} cannot be suspended: {reason}")]
+    NotSuspendable { id: String, reason: String },
+    #[error("Execution {id} is not suspended (status: {status})")]
+    NotSuspended { id: String, status: Status },
+    #[error("Execution {id} cannot be cancelled: it is {status}")]
+    NotCancellable { id: String, status: Status },
+    /// A timer that is not due (any more): the execution was resumed meanwhile.
+    #[error("Execution {0} has no deadline that passed")]
+    NotDue(String),
+    /// The execution was cancelled while this process ran it: it stopped, writing nothing more.
+    #[error("Execution {0} was cancelled")]
+    Cancelled(String),
+    #[error("Resume data validation failed: {0}")]
+    InvalidResumeData(String),
+    #[error("Step {step_id} not found in workflow {workflow_id}")]
+    UnknownStep {
+        workflow_id: String,
+        step_id: String,
+    },
+    #[error("Execution {0} is being changed by too many writers at once")]
+    Contention(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Options of an execute call.
+#[derive(Debug, Clone, Default)]
+pub struct ExecuteOptions {
+    pub execution_id: Option<String>,
+    pub user_id: Option<String>,
+    pub conversation_id: Option<String>,
+    /// Caller-supplied context entries (`user` among them when authenticated).
+    pub context: Map<String, Value>,
+    /// The verified user starting the execution (its owner), when authentication is on.
+    pub owner: Option<String>,
+    /// When the id is taken by the same execution (a retried start): replay only its events
+    /// after this number (a client's `Last-Event-ID`).
+    pub last_event_id: Option<i64>,
+}
+
+/// Engine settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long a suspend request waits for the execution to reach a step boundary.
+    pub suspend_wait: Duration,
+    /// This process's name in the leases it holds (`AGENTRY_NODE_ID`).
+    pub node_id: String,
+    /// How long this process may stay silent before another takes its executions over
+    /// (`AGENTRY_LEASE_TTL`); it renews its leases every third of it.
+    pub lease_ttl: Duration,
+    /// Fault injection for durability tests (`AGENTRY_CRASH_AT`); none in production.
+    pub crash_hook: Option<CrashHook>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            suspend_wait: Duration::from_secs(120),
+            node_id: "local".into(),
+            lease_ttl: Duration::from_secs(10),
+            crash_hook: None,
+        }
+    }
+}
+
+/// How many orphaned executions one recovery pass claims at most.
+const CLAIM_BATCH: u32 = 100;
+
+/// A run in progress: its events as they happen and its final record.
+pub struct RunHandle {
+    pub execution_id: String,
+    pub events: mpsc::UnboundedReceiver<WorkflowEvent>,
+    pub outcome: JoinHandle<Result<ExecutionRecord, EngineError>>,
+}
+
+impl RunHandle {
+    /// Waits for the run to stop (completed, suspended or error).
+    pub async fn finish(self) -> Result<ExecutionRecord, EngineError> {
+        match self.outcome.await {
+            Ok(r) => r,
+            Err(e) => Err(EngineError::Internal(format!("execution task failed: {e}"))),
+        }
+    }
+}
+
+/// The workflow engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    workflows: RwLock<Vec<Arc<Workflow>>>,
+    store: Arc<dyn ExecutionStore>,
+    clock: Arc<dyn Clock>,
+    agents: RwLock<Option<Arc<dyn AgentRunner>>>,
+    live: Mutex<HashMap<String, LiveRun>>,
+    all_events: broadcast::Sender<WorkflowEvent>,
+    /// The ids of executions whose log grew or whose status changed.
+    wakeups: broadcast::Sender<Arc<str>>,
+    config: EngineConfig,
+    shutdown: CancellationToken,
+    /// Set when a graceful shutdown begins: runs stop at their next step boundary.
+    draining: CancellationToken,
+}
+
+/// What wakes a suspended execution.
+enum Wake<'a> {
+    /// A resume with its data (and the step to resume from, when not the suspended one).
+    Resume(Value, Option<&'a str>),
+    /// Its suspension's deadline passed.
+    Deadline,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Execution ids are used in paths: keep them to a safe alphabet.
+fn check_execution_id(id: &str) -> Result<(), EngineError> {
+    // The rule of agent and workflow ids, and `:` (for ids such as `order:42`).
+    if crate::id::is_plain_word(id, &[':']) {
+        Ok(())
+    } else {
+        Err(EngineError::InvalidExecutionId(
+            "use 1 to 128 letters, digits, '-', '_', '.' or ':'".into(),
+        ))
+    }
+}
+
+impl Engine {
+    /// An engine over `store` with the wall clock and default settings.
+    pub fn new(store: Arc<dyn ExecutionStore>) -> Self {
+        Self::with(store, Arc::new(SystemClock), EngineConfig::default())
+    }
+
+    /// An engine that keeps executions in memory.
+    pub fn in_memory() -> Self {
+        Self::new(Arc::new(MemoryStore::new()))
+    }
+
+    pub fn with(
+        store: Arc<dyn ExecutionStore>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Self {
+        let (all_events, _) = broadcast::channel(1024);
+        let (wakeups, _) = broadcast::channel(1024);
+        Self {
+            inner: Arc::new(Inner {
+                workflows: RwLock::new(Vec::new()),
+                store,
+                clock,
+                agents: RwLock::new(None),
+                live: Mutex::new(HashMap::new()),
+                all_events,
+                wakeups,
+                config,
+                shutdown: CancellationToken::new(),
+                draining: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Registers a workflow; ids are unique.
+    pub fn register(&self, wf: Workflow) -> Result<(), EngineError> {
+        let mut wfs = self
+            .inner
+            .workflows
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        if wfs.iter().any(|w| w.id() == wf.id()) {
+            return Err(EngineError::DuplicateWorkflow(wf.id().to_owned()));
+        }
+        wfs.push(Arc::new(wf));
+        Ok(())
+    }
+
+    /// Sets what runs `andAgent` steps.
+    pub fn set_agent_runner(&self, runner: Arc<dyn AgentRunner>) {
+        *self.inner.agents.write().unwrap_or_else(|p| p.into_inner()) = Some(runner);
+    }
+
+    /// Registered workflows, in registration order.
+    pub fn workflows(&self) -> Vec<Arc<Workflow>> {
+        self.inner
+            .workflows
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
+        self.inner
+            .workflows
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|w| w.id() == id)
+            .cloned()
+    }
+
+    /// This process's node id.
+    pub fn node_id(&self) -> &str {
+        &self.inner.config.node_id
+    }
+
+    /// A lease for this process, one epoch after `previous`.
+    fn new_lease(&self, previous: i64) -> Lease {
+        Lease {
+            node: self.inner.config.node_id.clone(),
+            epoch: previous + 1,
+            ttl: self.inner.config.lease_ttl,
+        }
+    }
+
+    fn require_workflow(&self, id: &str) -> Result<Arc<Workflow>, EngineError> {
+        self.workflow(id)
+            .ok_or_else(|| EngineError::WorkflowNotFound(id.to_owned()))
+    }
+
+    pub fn store(&self) -> &Arc<dyn ExecutionStore> {
+        &self.inner.store
+    }
+
+    /// Every event of every execution (for logs and dashboards); slow receivers may lag.
+    pub fn all_events(&self) -> broadcast::Receiver<WorkflowEvent> {
+        self.inner.all_events.subscribe()
+    }
+
+    /// Starts an execution and returns at once with its live events.
+    pub async fn start(
+        &self,
+        workflow_id: &str,
+        input: Value,
+        options: ExecuteOptions,
+    ) -> Result<RunHandle, EngineError> {
+        let wf = self.require_workflow(workflow_id)?;
+        wf.validate_input(&input)
+            .map_err(EngineError::InvalidInput)?;
+        let id = match options.execution_id {
+            Some(id) => {
+                check_execution_id(&id)?;
+                id
+            }
+            None => uuid::Uuid::now_v7().to_string(),
+        };
+        let mut context = options.context;
+        let user_id = options.user_id.or_else(|| {
+            context
+                .get("user")
+                .and_then(|u| u.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        if let Some(uid) = &user_id {
+            context.insert("userId".into(), Value::String(uid.clone()));
+        }
+        if let Some(cid) = &options.conversation_id {
+            context.insert("conversationId".into(), Value::String(cid.clone()));
+        }
+        let now = self.inner.clock.now();
+        let state = transition(&ExecutionState::Idle, Transition::Start)
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        // The first step's start is written with the execution itself.
+        let mut progress = Progress::default();
+        let mut kinds = vec![EventKind::WorkflowStart {
+            input: input.clone(),
+            resumed: false,
+        }];
+        if let Some(first) = wf.steps().first() {
+            self.begin(&mut progress, first, input.clone());
+            kinds.push(Self::step_start(first, 0, input.clone()));
+        }
+        let mut record = ExecutionRecord {
+            id: id.clone(),
+            workflow_id: wf.id().to_owned(),
+            state,
+            input,
+            context,
+            user_id,
+            owner: options.owner,
+            lease: Some(self.new_lease(0)),
+            start_at: now,
+            updated_at: now,
+            progress,
+            version: 1,
+            last_event: 0,
+        };
+        let events = self.numbered(&mut record, 0, kinds);
+        match self.inner.store.insert(&record, &events).await {
+            Err(StoreError::Duplicate(_)) => {
+                return self
+                    .rejoin(&record, options.last_event_id.unwrap_or(0))
+                    .await;
+            }
+            other => other?,
+        }
+        let entry = Entry {
+            step: 0,
+            resume: None,
+            begun: true,
+            announce: events,
+            timed_out: false,
+        };
+        Ok(self.spawn_run(wf, record, entry))
+    }
+
+    /// The idempotent start: the same `executionId` again, for the same workflow with the same
+    /// input (and the same owner), rejoins that execution: its handle replays the events after
+    /// `after` and follows the rest (or gives its `workflow-result` at once when it is not
+    /// running), and `finish` answers like the first call would now. Anything else under that id
+    /// is [`EngineError::ExecutionExists`].
+    async fn rejoin(
+        &self,
+        attempt: &ExecutionRecord,
+        after: i64,
+    ) -> Result<RunHandle, EngineError> {
+        let exists = || EngineError::ExecutionExists(attempt.id.clone());
+        let found = self
+            .inner
+            .store
+            .get(&attempt.id)
+            .await?
+            .ok_or_else(exists)?;
+        let same = found.workflow_id == attempt.workflow_id
+            && found.input == attempt.input
+            && found.owner == attempt.owner;
+        if !same {
+            return Err(exists());
+        }
+        tracing::info!(execution_id = %found.id, status = %found.state.status(), "execution rejoined");
+        Ok(self.follower(&found.id, after))
+    }
+
+    /// Runs an execution to its end (completed, suspended or error).
+    pub async fn execute(
+        &self,
+        workflow_id: &str,
+        input: Value,
+        options: ExecuteOptions,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.start(workflow_id, input, options)
+            .await?
+            .finish()
+            .await
+    }
+
+    /// Reads an execution, checking it belongs to `workflow_id`.
+    pub async fn state(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.require_workflow(workflow_id)?;
+        self.load(workflow_id, execution_id).await
+    }
+
+    async fn load(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let not_found = || EngineError::ExecutionNotFound {
+            workflow_id: workflow_id.to_owned(),
+            execution_id: execution_id.to_owned(),
+        };
+        let rec = self
+            .inner
+            .store
+            .get(execution_id)
+            .await?
+            .ok_or_else(not_found)?;
+        if rec.workflow_id != workflow_id {
+            return Err(not_found());
+        }
+        Ok(rec)
+    }
+
+    /// Asks a running execution to suspend at its next step boundary and waits until it has
+    /// (or until the configured wait runs out, when the record is returned still running with
+    /// the request pending).
+    pub async fn suspend(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        reason: String,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.require_workflow(workflow_id)?;
+        let current = self.load(workflow_id, execution_id).await?;
+        let request = SuspendRequest {
+            requested_at: self.inner.clock.now(),
+            reason,
+        };
+        let id = execution_id.to_owned();
+        self.update(Some(current), &id, |r, _| {
+            let state =
+                transition(&r.state, Transition::RequestSuspend(request.clone())).map_err(|e| {
+                    EngineError::NotSuspendable {
+                        id: r.id.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            Ok(ExecutionRecord { state, ..r.clone() })
+        })
+        .await?;
+        let deadline = tokio::time::Instant::now() + self.inner.config.suspend_wait;
+        loop {
+            let rec = self.load(workflow_id, execution_id).await?;
+            match rec.state.status() {
+                Status::Suspended => return Ok(rec),
+                Status::Running if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Status::Running => return Ok(rec),
+                other => {
+                    return Err(EngineError::NotSuspendable {
+                        id: rec.id,
+                        reason: format!(
+                            "execution is {other}: it ended before reaching a step boundary"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Resumes a suspended execution from its suspended step (or from `step_id`) and returns at
+    /// once with its live events.
+    pub async fn start_resume(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        resume_data: Value,
+        step_id: Option<&str>,
+    ) -> Result<RunHandle, EngineError> {
+        self.wake_up(
+            workflow_id,
+            execution_id,
+            Wake::Resume(resume_data, step_id),
+        )
+        .await
+    }
+
+    /// Moves a suspended execution back to running and runs it from its suspended step (or the
+    /// step a resume names).
+    async fn wake_up(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        wake: Wake<'_>,
+    ) -> Result<RunHandle, EngineError> {
+        let wf = self.require_workflow(workflow_id)?;
+        let current = self.load(workflow_id, execution_id).await?;
+        let suspension = match &current.state {
+            ExecutionState::Suspended(s) => s.clone(),
+            other => {
+                return Err(EngineError::NotSuspended {
+                    id: current.id.clone(),
+                    status: other.status(),
+                });
+            }
+        };
+        let (index, resume_data) = match &wake {
+            Wake::Resume(data, step_id) => {
+                let index = match step_id {
+                    Some(sid) => wf.step_index(sid).ok_or_else(|| EngineError::UnknownStep {
+                        workflow_id: workflow_id.to_owned(),
+                        step_id: (*sid).to_owned(),
+                    })?,
+                    None => suspension.step_index,
+                };
+                wf.validate_resume(index, data)
+                    .map_err(EngineError::InvalidResumeData)?;
+                (index, Some(data.clone()))
+            }
+            Wake::Deadline => (suspension.step_index, None),
+        };
+        let now = self.inner.clock.now();
+        let (rec, events) = self
+            .commit(Some(current), execution_id, |r, events| {
+                let due = r
+                    .state
+                    .suspension()
+                    .and_then(|s| s.deadline)
+                    .is_some_and(|d| d <= now);
+                if matches!(wake, Wake::Deadline) && !due {
+                    return Err(EngineError::NotDue(r.id.clone()));
+                }
+                let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
+                    TransitionError::NotSuspended(status) => EngineError::NotSuspended {
+                        id: r.id.clone(),
+                        status,
+                    },
+                    other => EngineError::Internal(other.to_string()),
+                })?;
+                let mut next = r.clone();
+                next.state = state;
+                next.progress.next_step = index;
+                next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
+                // The step starts again with this same write: the step that suspended
+                // continues its attempt; any other starts its next one.
+                events.push(EventKind::WorkflowStart {
+                    input: r.input.clone(),
+                    resumed: true,
+                });
+                if let Some(step) = wf.steps().get(index) {
+                    let input = Self::input_for(&wf, r, index);
+                    match next.progress.steps.get_mut(&step.id) {
+                        Some(rec) if rec.status == StepStatus::Suspended => {
+                            rec.status = StepStatus::Running;
+                        }
+                        _ => self.begin(&mut next.progress, step, input.clone()),
+                    }
+                    events.push(Self::step_start(step, index, input));
+                }
+                Ok(next)
+            })
+            .await?;
+        if matches!(wake, Wake::Deadline) {
+            tracing::info!(execution_id = %execution_id, "deadline passed: resuming with the time-out marker");
+        }
+        let suspend_data = (index == suspension.step_index)
+            .then_some(suspension.data)
+            .flatten();
+        let entry = Entry {
+            step: index,
+            resume: Some((resume_data, suspend_data)),
+            begun: true,
+            announce: events,
+            timed_out: matches!(wake, Wake::Deadline),
+        };
+        Ok(self.spawn_run(wf, rec, entry))
+    }
+
+    /// A page of `workflow_id`'s executions, newest first (see [`ListQuery`]).
+    pub async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, EngineError> {
+        self.require_workflow(&query.workflow_id)?;
+        Ok(self.inner.store.list(query).await?)
+    }
+
+    /// Cancels a running or suspended execution: it ends `cancelled` at once (a
+    /// `workflow-cancelled` event ends its log), and the step running, here or on another
+    /// process, sees its cancellation signal (here at once; elsewhere at that process's next
+    /// heartbeat) and commits nothing more.
+    pub async fn cancel(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        reason: Option<String>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.require_workflow(workflow_id)?;
+        let current = self.load(workflow_id, execution_id).await?;
+        let cancellation = Cancellation {
+            cancelled_at: self.inner.clock.now(),
+            reason,
+        };
+        let cancel = Transition::Cancel(cancellation);
+        let rec = self
+            .update(Some(current), execution_id, |r, events| {
+                let state = transition(&r.state, cancel.clone()).map_err(|_| {
+                    EngineError::NotCancellable {
+                        id: r.id.clone(),
+                        status: r.state.status(),
+                    }
+                })?;
+                events.extend(Self::reported(&cancel));
+                Ok(ExecutionRecord { state, ..r.clone() })
+            })
+            .await?;
+        tracing::info!(execution_id = %execution_id, "execution cancelled");
+        self.stop_run(execution_id);
+        Ok(rec)
+    }
+
+    /// Resumes and waits for the run to stop again.
+    pub async fn resume(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+        resume_data: Value,
+        step_id: Option<&str>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.start_resume(workflow_id, execution_id, resume_data, step_id)
+            .await?
+            .finish()
+            .await
+    }
+
+    /// Graceful stop that hands the work over: every run stops at its next step boundary (after
+    /// checkpointing that step), steps still running after `grace` are cancelled (they run again
+    /// wherever the execution continues), and every lease this process holds is released, so that
+    /// another process (or this one, restarted) continues each execution at once. No execution
+    /// is suspended by a shutdown; a caller waiting on a run gets
+    /// [`EngineError::HandedOver`].
+    pub async fn shutdown(&self, grace: Duration) {
+        self.inner.draining.cancel();
+        self.wait_for_runs(grace).await;
+        self.inner.shutdown.cancel();
+        self.wait_for_runs(Duration::from_secs(2)).await;
+        match self
+            .inner
+            .store
+            .release_leases(&self.inner.config.node_id)
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(count = n, "handed executions over"),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "releasing leases failed; they expire by themselves")
+            }
+        }
+    }
+
+    /// Waits up to `limit` for this process's runs to stop.
+    async fn wait_for_runs(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while !lock(&self.inner.live).is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Number of executions running in this process.
+    pub fn running_here(&self) -> usize {
+        lock(&self.inner.live).len()
+    }
+}

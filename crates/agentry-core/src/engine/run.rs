@@ -1,0 +1,965 @@
+//! Running an execution: the step loop, its checkpoints, retries, composite steps and
+//! sub-workflows.
+
+use super::*;
+
+/// A run in this process: who gets its events, and the signal that stops its steps.
+pub(super) struct LiveRun {
+    pub(super) subscribers: Vec<mpsc::UnboundedSender<WorkflowEvent>>,
+    /// Fires when the execution is cancelled, or this process no longer holds it.
+    pub(super) stop: CancellationToken,
+}
+
+/// Where a run begins.
+pub(super) struct Entry {
+    /// The index of the first step to run.
+    pub(super) step: usize,
+    /// Resume data (none when a deadline passed), and the data that step suspended with.
+    pub(super) resume: Option<(Option<Value>, Option<Value>)>,
+    /// Whether the write that began this run recorded the first step's start (else the run
+    /// records it, with `workflow-start`: a recovery).
+    pub(super) begun: bool,
+    /// The events of the write that began this run, sent once the run's subscribers are in.
+    pub(super) announce: Vec<WorkflowEvent>,
+    /// The run follows a suspension whose deadline passed (a timer fired).
+    pub(super) timed_out: bool,
+}
+
+/// The records of a composite step's children, as they finish. With a lease, the children of
+/// `andAll` and `andRace` are stored at once (so that a re-run skips them); the rest are
+/// stored with the step's checkpoint.
+#[derive(Clone)]
+pub(super) struct Children {
+    execution_id: Arc<str>,
+    lease: Option<Lease>,
+    /// Each record, and whether it is stored already.
+    records: Arc<Mutex<Vec<(String, StepRecord, bool)>>>,
+}
+
+impl Children {
+    pub(super) fn new(execution_id: &str, lease: Option<&Lease>) -> Self {
+        Self {
+            execution_id: execution_id.into(),
+            lease: lease.cloned(),
+            records: Arc::default(),
+        }
+    }
+
+    /// Keeps a record for the step's checkpoint.
+    pub(super) fn keep(&self, id: &str, record: StepRecord) {
+        lock(&self.records).push((id.to_owned(), record, false));
+    }
+
+    /// Stores a record now; `false` when the lease is lost (the step must stop).
+    pub(super) async fn store(
+        &self,
+        store: &dyn ExecutionStore,
+        id: &str,
+        record: StepRecord,
+    ) -> Result<bool, StoreError> {
+        let stored = match &self.lease {
+            Some(lease) => {
+                store
+                    .record_step(&self.execution_id, lease, id, &record)
+                    .await?
+            }
+            None => {
+                self.keep(id, record);
+                return Ok(true);
+            }
+        };
+        if stored {
+            lock(&self.records).push((id.to_owned(), record, true));
+        }
+        Ok(stored)
+    }
+
+    /// Puts the stored records into `progress` (they are in the database already) and returns
+    /// the others, for the checkpoint to write.
+    pub(super) fn merge_into(&self, progress: &mut Progress) -> Vec<(String, StepRecord)> {
+        let mut unstored = Vec::new();
+        for (id, record, stored) in lock(&self.records).drain(..) {
+            if stored {
+                progress.steps.insert(id, record);
+            } else {
+                unstored.push((id, record));
+            }
+        }
+        unstored
+    }
+}
+
+impl Engine {
+    pub(super) fn spawn_run(
+        &self,
+        wf: Arc<Workflow>,
+        record: ExecutionRecord,
+        mut entry: Entry,
+    ) -> RunHandle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id = record.id.clone();
+        let run = LiveRun {
+            subscribers: vec![tx],
+            stop: self.inner.shutdown.child_token(),
+        };
+        lock(&self.inner.live).insert(id.clone(), run);
+        self.publish(std::mem::take(&mut entry.announce));
+        let engine = self.clone();
+        let outcome = tokio::spawn(async move { engine.run(wf, record, entry).await });
+        RunHandle {
+            execution_id: id,
+            events: rx,
+            outcome,
+        }
+    }
+
+    /// Runs, then emits the final `workflow-result` and ends the live event streams.
+    pub(super) async fn run(
+        &self,
+        wf: Arc<Workflow>,
+        record: ExecutionRecord,
+        entry: Entry,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = record.id.clone();
+        let workflow_id = record.workflow_id.clone();
+        let lease = record.lease.clone();
+        tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = entry.step, "execution started");
+        let span =
+            tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
+        let outcome = {
+            use tracing::Instrument;
+            self.drive(wf, record, entry).instrument(span).await
+        };
+        let outcome = match outcome {
+            Ok(rec) => Ok(rec),
+            // Cancelled through the API while a step ran: the cancel wrote the end.
+            Err(EngineError::Cancelled(_)) => {
+                tracing::info!(execution_id = %id, "cancelled: its run stopped");
+                match self.inner.store.get(&id).await {
+                    Ok(Some(rec)) => Ok(rec),
+                    Ok(None) => Err(EngineError::Internal(format!("execution {id} disappeared"))),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e @ (EngineError::LeaseLost(_) | EngineError::HandedOver(_))) => {
+                if matches!(e, EngineError::LeaseLost(_)) {
+                    tracing::warn!(execution_id = %id, "lease lost: another process runs this execution now; stopping here");
+                } else {
+                    tracing::info!(execution_id = %id, "handed over at a step boundary: shutting down");
+                }
+                let message = e.to_string();
+                self.emit_for(&id, &workflow_id, EventKind::WorkflowHandover { message });
+                Err(e)
+            }
+            Err(err) => {
+                tracing::error!(execution_id = %id, error = %err, "execution stopped by an engine error");
+                // Keep the store truthful: an execution the engine gave up on ends in error.
+                let message = err.to_string();
+                let fail = Transition::Fail {
+                    message: message.clone(),
+                    step_id: None,
+                    at: self.inner.clock.now(),
+                };
+                match self.apply(lease.as_ref(), None, &id, fail, None).await {
+                    Ok(rec) => Ok(rec),
+                    Err(_) => Err(err),
+                }
+            }
+        };
+        if let Ok(rec) = &outcome {
+            tracing::info!(execution_id = %id, workflow_id = %rec.workflow_id, status = %rec.state.status(), "execution finished");
+            let result = EventKind::WorkflowResult {
+                execution: Box::new(rec.clone()),
+            };
+            self.emit_for(&id, &workflow_id, result);
+        }
+        lock(&self.inner.live).remove(&id);
+        outcome
+    }
+
+    pub(super) fn input_for(wf: &Workflow, rec: &ExecutionRecord, index: usize) -> Value {
+        if index == 0 {
+            return rec.input.clone();
+        }
+        wf.steps()
+            .get(index - 1)
+            .and_then(|prev| rec.progress.steps.get(&prev.id))
+            .and_then(|r| r.output.clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Records in `progress` that `step` starts now with `input`: its next attempt. A step that
+    /// was interrupted keeps its finished children (a re-run skips them); one that finished
+    /// before and runs again (a resume from an earlier step) starts afresh, without them.
+    pub(super) fn begin(&self, progress: &mut Progress, step: &Step, input: Value) {
+        let previous = progress.steps.get(&step.id);
+        let attempt = previous.map_or(1, |r| r.attempt + 1);
+        let interrupted = previous.is_some_and(|r| r.status == StepStatus::Running);
+        // An interrupted step keeps the failures of its earlier attempts.
+        let failures = match previous {
+            Some(r) if interrupted => r.failures.clone(),
+            _ => Vec::new(),
+        };
+        if previous.is_some() && !interrupted {
+            for child in step.descendants() {
+                progress.steps.remove(child);
+            }
+        }
+        let now = self.inner.clock.now();
+        progress.steps.insert(
+            step.id.clone(),
+            StepRecord {
+                failures,
+                ..StepRecord::started(input, attempt, now)
+            },
+        );
+    }
+
+    /// The signal that stops this process's run of `execution_id` (cancelled, or no longer
+    /// held here), or the shutdown's.
+    pub(super) fn stop_signal(&self, execution_id: &str) -> CancellationToken {
+        match lock(&self.inner.live).get(execution_id) {
+            Some(run) => run.stop.child_token(),
+            None => self.inner.shutdown.child_token(),
+        }
+    }
+
+    /// Stops the steps of this process's run of `execution_id`, if any.
+    pub(super) fn stop_run(&self, execution_id: &str) {
+        if let Some(run) = lock(&self.inner.live).get(execution_id) {
+            run.stop.cancel();
+        }
+    }
+
+    /// The `step-start` event of `step`.
+    pub(super) fn step_start(step: &Step, index: usize, input: Value) -> EventKind {
+        EventKind::StepStart {
+            step_id: step.id.clone(),
+            step_index: index,
+            step_type: step.step_type(),
+            input,
+        }
+    }
+
+    /// The event a transition reports, if any.
+    pub(super) fn reported(t: &Transition) -> Option<EventKind> {
+        match t {
+            Transition::Suspend(suspension) => Some(EventKind::WorkflowSuspended {
+                suspension: suspension.clone(),
+            }),
+            Transition::Complete { result, .. } => Some(EventKind::WorkflowComplete {
+                result: result.clone(),
+            }),
+            Transition::Fail {
+                message, step_id, ..
+            } => Some(EventKind::WorkflowError {
+                error: message.clone(),
+                step_id: step_id.clone(),
+            }),
+            Transition::Cancel(cancellation) => Some(EventKind::WorkflowCancelled {
+                cancellation: cancellation.clone(),
+            }),
+            Transition::Start | Transition::RequestSuspend(_) | Transition::Resume => None,
+        }
+    }
+
+    /// Calls the crash hook, when one is installed (durability tests).
+    pub(super) fn crash_point(
+        &self,
+        point: CrashPoint,
+        workflow_id: &str,
+        step_id: &str,
+        attempt: u32,
+    ) {
+        if let Some(hook) = &self.inner.config.crash_hook {
+            (hook.0)(point, workflow_id, step_id, attempt);
+        }
+    }
+
+    pub(super) async fn drive(
+        &self,
+        wf: Arc<Workflow>,
+        mut rec: ExecutionRecord,
+        entry: Entry,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = rec.id.clone();
+        // Every write of the run is fenced by the lease it started with.
+        let lease = rec.lease.clone();
+        let lease = lease.as_ref();
+        let workflow_input = Arc::new(rec.input.clone());
+        let context = Arc::new(rec.context.clone());
+        let steps = wf.steps();
+        let mut input = Self::input_for(&wf, &rec, entry.step);
+        let mut resume = entry.resume;
+        let mut timed_out = entry.timed_out;
+        // Whether the current step's start is recorded. Every write that ends a step records
+        // the next one's start with it, so a step costs one write; a recorded start is always
+        // followed by the run, so a shutdown stops a run only where no start is recorded.
+        let mut begun = entry.begun;
+        for (index, step) in steps.iter().enumerate().skip(entry.step) {
+            if !begun {
+                if self.inner.draining.is_cancelled() {
+                    return Err(EngineError::HandedOver(id));
+                }
+                // A recovery: the run starts again here.
+                rec = self
+                    .update_held(lease, Some(rec), &id, |r, events| {
+                        let mut next = r.clone();
+                        self.begin(&mut next.progress, step, input.clone());
+                        events.push(EventKind::WorkflowStart {
+                            input: r.input.clone(),
+                            resumed: true,
+                        });
+                        events.push(Self::step_start(step, index, input.clone()));
+                        Ok(next)
+                    })
+                    .await?;
+            }
+            // A step with retries that crashes left without an attempt fails here, unrun.
+            if let Some(retry) = step.retry
+                && rec
+                    .progress
+                    .steps
+                    .get(&step.id)
+                    .is_some_and(|r| r.attempt > retry.max_attempts())
+            {
+                let message = format!(
+                    "Step {} failed: no attempt left ({} started, the last ones interrupted)",
+                    step.id,
+                    retry.max_attempts()
+                );
+                return self.fail_now(lease, rec, &step.id, message).await;
+            }
+            let mut first_run = resume.take();
+            let (result, unstored) = loop {
+                let (attempt, started_at) = rec
+                    .progress
+                    .steps
+                    .get(&step.id)
+                    .map_or((1, self.inner.clock.now()), |r| (r.attempt, r.started_at));
+                self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id, attempt);
+                let (resume_data, suspend_data) = first_run.take().unwrap_or_default();
+                let stop = self.stop_signal(&id);
+                let ctx = StepContext {
+                    execution_id: id.clone(),
+                    workflow_id: wf.id().to_owned(),
+                    step_id: step.id.clone(),
+                    step_index: index,
+                    input: input.clone(),
+                    workflow_input: workflow_input.clone(),
+                    context: context.clone(),
+                    owner: rec.owner.clone(),
+                    resume_data,
+                    suspend_data,
+                    cancel: stop.clone(),
+                    attempt,
+                    started_at,
+                    timed_out: std::mem::take(&mut timed_out),
+                    steps: Arc::new(rec.progress.steps.clone()),
+                };
+                let children = Children::new(&id, lease);
+                let run = self.run_step(step, ctx, children.clone());
+                let result = match step.timeout {
+                    Some(limit) => match tokio::time::timeout(limit, run).await {
+                        Ok(result) => result,
+                        Err(_) => {
+                            stop.cancel();
+                            Err(StepError::Failed(format!(
+                                "attempt {attempt} timed out after {} ms",
+                                limit.as_millis()
+                            )))
+                        }
+                    },
+                    None => run.await,
+                };
+                // Children already stored as they finished are part of the record in hand.
+                let unstored = children.merge_into(&mut rec.progress);
+                let (error, retry) = match (&result, step.retry) {
+                    (Err(StepError::Failed(error)), Some(retry))
+                        if attempt < retry.max_attempts()
+                            && !self.inner.draining.is_cancelled() =>
+                    {
+                        (error.clone(), retry)
+                    }
+                    _ => break (result, unstored),
+                };
+                let delay = retry.delay(attempt);
+                // The failure and the next attempt's number, written before it runs.
+                rec = self
+                    .update_held(lease, Some(rec), &id, |r, events| {
+                        let now = self.inner.clock.now();
+                        let mut next = r.clone();
+                        if let Some(record) = next.progress.steps.get_mut(&step.id) {
+                            record.failures.push(AttemptFailure {
+                                attempt,
+                                error: error.clone(),
+                                at: now,
+                            });
+                            record.attempt = attempt + 1;
+                            record.started_at = now;
+                        }
+                        events.push(EventKind::StepRetry {
+                            step_id: step.id.clone(),
+                            step_index: index,
+                            attempt,
+                            error: error.clone(),
+                            next_attempt: attempt + 1,
+                            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        });
+                        Ok(next)
+                    })
+                    .await?;
+                tracing::info!(execution_id = %id, step_id = %step.id, attempt, error = %error, "step attempt failed; retrying");
+                let cancelled = self.stop_signal(&id);
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    // A shutdown: the next attempt runs wherever the execution continues.
+                    _ = self.inner.draining.cancelled() => return Err(EngineError::HandedOver(id)),
+                    // A cancel: the next write finds it and stops.
+                    _ = cancelled.cancelled() => {}
+                }
+            };
+            match result {
+                Ok((output, ran)) => {
+                    let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
+                    self.crash_point(CrashPoint::AfterEffect, wf.id(), &step.id, attempt);
+                    let following = steps.get(index + 1);
+                    let begin_next = !self.inner.draining.is_cancelled();
+                    rec = self
+                        .update_held(lease, Some(rec), &id, |r, events| {
+                            if r.state.status() != Status::Running {
+                                return Err(EngineError::Internal(format!(
+                                    "execution became {} while its step {} ran",
+                                    r.state.status(),
+                                    step.id
+                                )));
+                            }
+                            let now = self.inner.clock.now();
+                            let mut next = r.clone();
+                            next.progress.steps.extend(unstored.iter().cloned());
+                            let done = r
+                                .progress
+                                .steps
+                                .get(&step.id)
+                                .cloned()
+                                .unwrap_or_else(|| StepRecord::started(input.clone(), 1, now))
+                                .finished(output.clone(), ran, now);
+                            next.progress.steps.insert(step.id.clone(), done);
+                            next.progress.next_step = index + 1;
+                            events.push(EventKind::StepComplete {
+                                step_id: step.id.clone(),
+                                step_index: index,
+                                step_type: step.step_type(),
+                                output: output.clone(),
+                                ran,
+                            });
+                            match (r.state.suspend_request(), following) {
+                                // A suspend asked for while the step ran: it takes effect at
+                                // this boundary, in this same write.
+                                (Some(req), Some(following)) => {
+                                    let suspension = Suspension {
+                                        suspended_at: now,
+                                        reason: req.reason.clone(),
+                                        step_index: index + 1,
+                                        step_id: following.id.clone(),
+                                        data: None,
+                                        deadline: None,
+                                    };
+                                    next.state = transition(
+                                        &r.state,
+                                        Transition::Suspend(suspension.clone()),
+                                    )
+                                    .map_err(|e| EngineError::Internal(e.to_string()))?;
+                                    events.push(EventKind::WorkflowSuspended { suspension });
+                                }
+                                (None, Some(following)) if begin_next => {
+                                    self.begin(&mut next.progress, following, output.clone());
+                                    events.push(Self::step_start(
+                                        following,
+                                        index + 1,
+                                        output.clone(),
+                                    ));
+                                }
+                                _ => {}
+                            }
+                            Ok(next)
+                        })
+                        .await?;
+                    self.crash_point(CrashPoint::AfterCheckpoint, wf.id(), &step.id, attempt);
+                    if rec.state.status() == Status::Suspended {
+                        return Ok(rec);
+                    }
+                    input = output;
+                    begun = begin_next;
+                }
+                Err(StepError::Suspend {
+                    reason,
+                    data,
+                    deadline,
+                }) => {
+                    if let Some(d) = &data
+                        && !matches!(step.kind, StepKind::Workflow { .. })
+                        && let Err(detail) = wf.validate_suspend(index, d)
+                    {
+                        let message =
+                            format!("Step {} suspended with invalid data: {detail}", step.id);
+                        return self.fail_now(lease, rec, &step.id, message).await;
+                    }
+                    let suspension = Suspension {
+                        suspended_at: self.inner.clock.now(),
+                        reason,
+                        step_index: index,
+                        step_id: step.id.clone(),
+                        // `null` suspend data is no data: stored either way, it reads back
+                        // as none, so the record in hand never differs from the stored one.
+                        data: data.filter(|d| !d.is_null()),
+                        deadline,
+                    };
+                    return self.suspend_now(lease, rec, suspension, true).await;
+                }
+                Err(StepError::Failed(message)) => {
+                    let message = format!("Step {} failed: {message}", step.id);
+                    return self.fail_now(lease, rec, &step.id, message).await;
+                }
+                Err(StepError::Cancelled) if self.inner.draining.is_cancelled() => {
+                    return Err(EngineError::HandedOver(id));
+                }
+                Err(StepError::Cancelled) => {
+                    let message = format!("Step {} was cancelled", step.id);
+                    return self.fail_now(lease, rec, &step.id, message).await;
+                }
+            }
+        }
+        let at = self.inner.clock.now();
+        let result = input;
+        let complete = Transition::Complete { result, at };
+        self.apply(lease, Some(rec), &id, complete, None).await
+    }
+
+    /// Moves the stored execution through `t` (a refused move is an internal error here: the
+    /// engine only asks for moves its own run allows), marking the step `mark` names.
+    pub(super) async fn apply(
+        &self,
+        lease: Option<&Lease>,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        t: Transition,
+        mark: Option<(&str, StepStatus)>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.update_held(lease, known, id, |r, events| {
+            let state = transition(&r.state, t.clone())
+                .map_err(|e| EngineError::Internal(e.to_string()))?;
+            events.extend(Self::reported(&t));
+            let mut next = r.clone();
+            if let ExecutionState::Suspended(s) = &state {
+                next.progress.next_step = s.step_index;
+            }
+            if let Some((step_id, status)) = mark
+                && let Some(step) = next.progress.steps.get_mut(step_id)
+            {
+                step.status = status;
+                if status == StepStatus::Failed {
+                    step.ended_at = Some(self.inner.clock.now());
+                }
+            }
+            next.state = state;
+            Ok(next)
+        })
+        .await
+    }
+
+    /// Suspends at `suspension`'s step: `by_step` when that step asked for it (it is marked
+    /// suspended, and a resume continues its attempt), else at a step boundary.
+    pub(super) async fn suspend_now(
+        &self,
+        lease: Option<&Lease>,
+        rec: ExecutionRecord,
+        suspension: Suspension,
+        by_step: bool,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = rec.id.clone();
+        let step_id = suspension.step_id.clone();
+        let deadline = suspension.deadline;
+        let suspend = Transition::Suspend(suspension);
+        let mark = by_step.then_some((step_id.as_str(), StepStatus::Suspended));
+        let rec = self.apply(lease, Some(rec), &id, suspend, mark).await?;
+        if let Some(deadline) = deadline {
+            self.schedule_timer(&id, deadline);
+        }
+        Ok(rec)
+    }
+
+    pub(super) async fn fail_now(
+        &self,
+        lease: Option<&Lease>,
+        rec: ExecutionRecord,
+        step_id: &str,
+        message: String,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let id = rec.id.clone();
+        let at = self.inner.clock.now();
+        tracing::warn!(execution_id = %id, error = %message, "execution failed");
+        let fail = Transition::Fail {
+            message: message.clone(),
+            step_id: Some(step_id.to_owned()),
+            at,
+        };
+        let mark = Some((step_id, StepStatus::Failed));
+        self.apply(lease, Some(rec), &id, fail, mark).await
+    }
+
+    /// [`Engine::update`] on behalf of the holder of `lease` (when given): if the stored
+    /// execution is held by anyone else, or by an older epoch of this node, nothing is written
+    /// and the answer is [`EngineError::LeaseLost`] (fencing).
+    pub(super) async fn update_held<F>(
+        &self,
+        lease: Option<&Lease>,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        f: F,
+    ) -> Result<ExecutionRecord, EngineError>
+    where
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
+    {
+        self.update(known, id, |r, events| {
+            if lease.is_some() && r.state.status() == Status::Cancelled {
+                return Err(EngineError::Cancelled(r.id.clone()));
+            }
+            if let Some(mine) = lease
+                && !r.lease.as_ref().is_some_and(|held| held.is(mine))
+            {
+                return Err(EngineError::LeaseLost(r.id.clone()));
+            }
+            f(r, events)
+        })
+        .await
+    }
+
+    /// Applies `f` to the stored record and writes the result with a compare-and-set on the
+    /// version, re-reading and re-applying on a conflict. `known` saves the first read. The
+    /// events `f` reports are numbered, stored with the write and, once it is committed, sent to
+    /// the subscribers.
+    pub(super) async fn update<F>(
+        &self,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        f: F,
+    ) -> Result<ExecutionRecord, EngineError>
+    where
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
+    {
+        let (rec, events) = self.commit(known, id, f).await?;
+        self.publish(events);
+        Ok(rec)
+    }
+
+    /// [`Engine::update`], handing the committed events back instead of sending them.
+    pub(super) async fn commit<F>(
+        &self,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        f: F,
+    ) -> Result<(ExecutionRecord, Vec<WorkflowEvent>), EngineError>
+    where
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
+    {
+        let mut current = known;
+        for attempt in 0..200u32 {
+            let cur = match current.take() {
+                Some(c) => c,
+                None => self.inner.store.get(id).await?.ok_or_else(|| {
+                    EngineError::Internal(format!("execution {id} disappeared from the store"))
+                })?,
+            };
+            let mut kinds = Vec::new();
+            let mut next = f(&cur, &mut kinds)?;
+            next.version = cur.version + 1;
+            next.updated_at = self.inner.clock.now();
+            let events = self.numbered(&mut next, cur.last_event, kinds);
+            let changed = next.progress.changed_since(&cur.progress);
+            let store = &self.inner.store;
+            if store
+                .compare_and_set(&next, cur.version, &changed, &events)
+                .await?
+            {
+                return Ok((next, events));
+            }
+            if attempt > 2 {
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
+            }
+        }
+        Err(EngineError::Contention(id.to_owned()))
+    }
+
+    pub(super) fn child_ctx(
+        parent: &StepContext,
+        child: &Step,
+        cancel: CancellationToken,
+    ) -> StepContext {
+        StepContext {
+            step_id: child.id.clone(),
+            cancel,
+            ..parent.clone()
+        }
+    }
+
+    /// The record of `child` of the step `parent` runs, started at `started_at`.
+    pub(super) fn child_record(
+        &self,
+        parent: &StepContext,
+        input: Value,
+        started_at: chrono::DateTime<chrono::Utc>,
+        output: Value,
+        ran: bool,
+    ) -> StepRecord {
+        StepRecord {
+            parent: Some(parent.step_id.clone()),
+            ..StepRecord::started(input, parent.attempt, started_at)
+        }
+        .finished(output, ran, self.inner.clock.now())
+    }
+
+    /// The output an earlier attempt of the parent step recorded for `child`, if it finished.
+    pub(super) fn finished_child(parent: &StepContext, child: &Step) -> Option<Value> {
+        parent
+            .step(&child.id)
+            .filter(|r| r.is_finished())
+            .map(|r| r.output.clone().unwrap_or(Value::Null))
+    }
+
+    /// Runs one child of `parent` unless an earlier attempt finished it, and returns its output
+    /// with its record (stored already when `store` and the run holds a lease).
+    pub(super) async fn run_child_step(
+        &self,
+        parent: &StepContext,
+        child: &Step,
+        cancel: CancellationToken,
+        children: &Children,
+    ) -> Result<(Value, StepRecord), StepError> {
+        let cctx = Self::child_ctx(parent, child, cancel);
+        let input = cctx.input.clone();
+        let started_at = self.inner.clock.now();
+        let (out, ran) = self.run_step(child, cctx, children.clone()).await?;
+        Ok((
+            out.clone(),
+            self.child_record(parent, input, started_at, out, ran),
+        ))
+    }
+
+    /// Stores a finished child's record now: a lost lease stops the step.
+    pub(super) async fn store_child(
+        &self,
+        children: &Children,
+        child: &Step,
+        record: StepRecord,
+    ) -> Result<(), StepError> {
+        match children
+            .store(self.inner.store.as_ref(), &child.id, record)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StepError::Cancelled),
+            Err(e) => Err(StepError::failed(format!(
+                "recording step {}: {e}",
+                child.id
+            ))),
+        }
+    }
+
+    /// Runs one step of any kind; returns its output and whether it ran (false for a skipped
+    /// `andWhen`). The records of its children go to `children`.
+    pub(super) fn run_step(
+        &self,
+        step: &Step,
+        ctx: StepContext,
+        children: Children,
+    ) -> BoxFuture<'static, Result<(Value, bool), StepError>> {
+        let step = step.clone();
+        let engine = self.clone();
+        Box::pin(async move {
+            match &step.kind {
+                StepKind::Then(f) => guarded(f(ctx)).await.map(|v| (v, true)),
+                StepKind::Tap(f) => {
+                    let input = ctx.input.clone();
+                    guarded(f(ctx)).await?;
+                    Ok((input, true))
+                }
+                StepKind::When {
+                    condition,
+                    step: child,
+                } => {
+                    let holds = AssertUnwindSafe(condition(ctx.clone()))
+                        .catch_unwind()
+                        .await
+                        .map_err(|_| StepError::failed("the condition panicked"))?;
+                    if !holds {
+                        return Ok((ctx.input, false));
+                    }
+                    let (out, record) = engine
+                        .run_child_step(&ctx, child, ctx.cancel.clone(), &children)
+                        .await?;
+                    // Stored with this step's checkpoint, which comes right after.
+                    children.keep(&child.id, record);
+                    Ok((out, true))
+                }
+                StepKind::All(list) => {
+                    // Each child is stored as it finishes; a re-run skips the finished ones.
+                    let futs = list.iter().map(|c| {
+                        let (engine, ctx, children) = (&engine, &ctx, &children);
+                        async move {
+                            if let Some(out) = Self::finished_child(ctx, c) {
+                                return Ok(out);
+                            }
+                            let (out, record) = engine
+                                .run_child_step(ctx, c, ctx.cancel.child_token(), children)
+                                .await?;
+                            engine.store_child(children, c, record).await?;
+                            Ok::<_, StepError>(out)
+                        }
+                    });
+                    let outs = try_join_all(futs).await?;
+                    Ok((Value::Array(outs), true))
+                }
+                StepKind::Race(list) => {
+                    if list.is_empty() {
+                        return Ok((ctx.input, true));
+                    }
+                    // The winner of an interrupted attempt wins again.
+                    if let Some(out) = list.iter().find_map(|c| Self::finished_child(&ctx, c)) {
+                        return Ok((out, true));
+                    }
+                    let tokens: Vec<CancellationToken> =
+                        list.iter().map(|_| ctx.cancel.child_token()).collect();
+                    let futs: Vec<_> = list
+                        .iter()
+                        .zip(&tokens)
+                        .map(|(c, t)| {
+                            let (engine, ctx, children) = (&engine, &ctx, &children);
+                            Box::pin(async move {
+                                engine.run_child_step(ctx, c, t.clone(), children).await
+                            })
+                        })
+                        .collect();
+                    let (result, winner, rest) = select_all(futs).await;
+                    for (i, t) in tokens.iter().enumerate() {
+                        if i != winner {
+                            t.cancel();
+                        }
+                    }
+                    drop(rest);
+                    let (out, record) = result?;
+                    // Only the winner is stored: one record, so a re-run finds one winner.
+                    engine.store_child(&children, &list[winner], record).await?;
+                    Ok((out, true))
+                }
+                StepKind::Agent {
+                    agent_id,
+                    prompt,
+                    output,
+                } => {
+                    let runner = engine
+                        .inner
+                        .agents
+                        .read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone()
+                        .ok_or_else(|| StepError::failed("no agent runner is configured"))?;
+                    let p = prompt(&ctx);
+                    let answer = runner
+                        .run_agent(agent_id, p, &ctx.context, ctx.cancel.clone())
+                        .await
+                        .map_err(|e| StepError::failed(format!("agent {agent_id}: {e}")))?;
+                    let out = match output {
+                        Some(map) => map(answer),
+                        None => answer,
+                    };
+                    Ok((out, true))
+                }
+                StepKind::Workflow { workflow_id, input } => {
+                    let out = engine.run_child(workflow_id, input.as_ref(), &ctx).await?;
+                    Ok((out, true))
+                }
+            }
+        })
+    }
+
+    /// Runs a sub-workflow as a child execution; a child that suspends suspends the parent
+    /// step, and resuming the parent resumes the child.
+    pub(super) async fn run_child(
+        &self,
+        workflow_id: &str,
+        input_map: Option<&crate::workflow::MapFn>,
+        ctx: &StepContext,
+    ) -> Result<Value, StepError> {
+        let child_id = ctx
+            .suspend_data
+            .as_ref()
+            .and_then(|d| d.get("childExecutionId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let outcome = match (child_id, &ctx.resume_data) {
+            (Some(child_id), Some(resume)) => {
+                self.resume(workflow_id, &child_id, resume.clone(), None)
+                    .await
+            }
+            _ => {
+                let input = input_map
+                    .map(|m| m(ctx))
+                    .unwrap_or_else(|| ctx.input.clone());
+                let mut context = (*ctx.context).clone();
+                context.insert("parentExecutionId".into(), json!(ctx.execution_id));
+                context.insert("parentStepId".into(), json!(ctx.step_id));
+                self.execute(
+                    workflow_id,
+                    input,
+                    ExecuteOptions {
+                        user_id: ctx.user_id().map(str::to_owned),
+                        context,
+                        // A sub-workflow belongs to whoever owns its parent.
+                        owner: ctx.owner.clone(),
+                        ..Default::default()
+                    },
+                )
+                .await
+            }
+        };
+        let rec = outcome.map_err(|e| match e {
+            // The child stopped for the shutdown: so does the parent, at this step.
+            EngineError::HandedOver(_) | EngineError::LeaseLost(_) => StepError::Cancelled,
+            e => StepError::failed(format!("sub-workflow {workflow_id}: {e}")),
+        })?;
+        match rec.state {
+            ExecutionState::Completed { result, .. } => Ok(result),
+            ExecutionState::Error { message, .. } => Err(StepError::failed(format!(
+                "sub-workflow {workflow_id} failed: {message}"
+            ))),
+            // The child's own deadline, if any, resumes the child, not this step.
+            ExecutionState::Suspended(s) => Err(StepError::Suspend {
+                deadline: None,
+                reason: s.reason,
+                data: Some(
+                    json!({"childExecutionId": rec.id, "childWorkflowId": workflow_id, "data": s.data}),
+                ),
+            }),
+            other => Err(StepError::failed(format!(
+                "sub-workflow {workflow_id} stopped while {}",
+                other.status()
+            ))),
+        }
+    }
+}
+
+/// Awaits a user step, turning a panic into a step failure.
+async fn guarded(fut: crate::workflow::StepFuture) -> Result<Value, StepError> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(StepError::failed(format!("the step panicked: {msg}")))
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The engine's unit tests (the black-box ones are in `tests/` and the server's).
+use super::*;
+use crate::workflow::step;
+
+fn counting() -> Workflow {
+    Workflow::new("count", "Count")
+        .and_then(step("one", |_ctx: StepContext| async move { Ok(json!(1)) }))
+        .and_then(step("two", |ctx: StepContext| async move {
+            Ok(json!(ctx.input.as_i64().unwrap_or(0) + 1))
+        }))
+        .and_then(step("three", |ctx: StepContext| async move {
+            Ok(json!(ctx.input.as_i64().unwrap_or(0) + 1))
+        }))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn null_suspend_data_is_stored_as_none() {
+    let engine = Engine::in_memory();
+    engine
+        .register(
+            Workflow::new("wait", "Wait")
+                .and_then(step("gate", |ctx: StepContext| async move {
+                    Err::<Value, _>(ctx.suspend("later", Some(Value::Null)))
+                }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let rec = engine
+        .execute("wait", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    let s = rec.state.suspension().expect("suspended");
+    assert_eq!(s.data, None);
+}
+
+/// An execution left `running` at its checkpoint after step `one`: by a dead process when
+/// `lease` is `None` (a row written before leases, or whose holder is gone), else held.
+fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
+    let then = chrono::Utc::now() - chrono::Duration::seconds(120);
+    let mut steps = std::collections::BTreeMap::new();
+    steps.insert(
+        "one".into(),
+        StepRecord::started(json!({}), 1, then).finished(json!(1), true, then),
+    );
+    ExecutionRecord {
+        id: id.into(),
+        workflow_id: "count".into(),
+        state: ExecutionState::Running {
+            suspend_request: None,
+        },
+        input: json!({}),
+        context: Map::new(),
+        user_id: None,
+        owner: None,
+        lease,
+        start_at: then,
+        updated_at: then,
+        progress: Progress {
+            next_step: 1,
+            steps,
+        },
+        version: 3,
+        last_event: 0,
+    }
+}
+
+#[tokio::test]
+async fn recovers_orphans_from_their_checkpoint_once() {
+    let engine = Engine::in_memory();
+    engine.register(counting()).unwrap();
+    engine
+        .store()
+        .insert(&orphan("old", None), &[])
+        .await
+        .unwrap();
+    engine
+        .store()
+        .insert(
+            &orphan(
+                "fresh",
+                Some(Lease {
+                    node: "other".into(),
+                    epoch: 1,
+                    ttl: Duration::from_secs(60),
+                }),
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(engine.recover().await.unwrap(), 1);
+    for _ in 0..100 {
+        let rec = engine.store().get("old").await.unwrap().unwrap();
+        if rec.state.status() == Status::Completed {
+            assert_eq!(rec.state.result(), Some(&json!(3)));
+            let fresh = engine.store().get("fresh").await.unwrap().unwrap();
+            assert_eq!(fresh.state.status(), Status::Running, "its lease is alive");
+            // Nothing is left to take over.
+            assert_eq!(engine.recover().await.unwrap(), 0);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the orphan was not recovered");
+}
+
+#[tokio::test]
+async fn a_pending_suspend_takes_effect_on_recovery() {
+    let engine = Engine::in_memory();
+    engine.register(counting()).unwrap();
+    let mut rec = orphan("o", None);
+    rec.state = ExecutionState::Running {
+        suspend_request: Some(SuspendRequest {
+            requested_at: chrono::Utc::now(),
+            reason: "server shutting down".into(),
+        }),
+    };
+    engine.store().insert(&rec, &[]).await.unwrap();
+    assert_eq!(engine.recover().await.unwrap(), 1);
+    let rec = engine.store().get("o").await.unwrap().unwrap();
+    let s = rec.state.suspension().expect("suspended");
+    assert_eq!((s.step_index, s.step_id.as_str()), (1, "two"));
+    let done = engine
+        .resume("count", "o", Value::Null, None)
+        .await
+        .unwrap();
+    assert_eq!(done.state.result(), Some(&json!(3)));
+}
+
+#[tokio::test]
+async fn concurrent_resumes_run_once() {
+    let engine = Engine::in_memory();
+    engine
+        .register(
+            Workflow::new("gate", "Gate")
+                .and_then(step("wait", |ctx: StepContext| async move {
+                    match ctx.resume_data {
+                        Some(_) => Ok(json!("opened")),
+                        None => Err(ctx.suspend("closed", None)),
+                    }
+                }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let rec = engine
+        .execute("gate", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    let attempts = (0..50).map(|_| engine.resume("gate", &rec.id, json!(1), None));
+    let results = futures::future::join_all(attempts).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1);
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .all(|e| matches!(e, EngineError::NotSuspended { .. }))
+    );
+}
+
+/// Counts the runs of each step id.
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<String, u32>>>);
+
+impl Runs {
+    fn step(&self, id: &str) -> Step {
+        let runs = self.clone();
+        let sid = id.to_owned();
+        step(id, move |ctx: StepContext| {
+            let (runs, sid) = (runs.clone(), sid.clone());
+            async move {
+                *lock(&runs.0).entry(sid.clone()).or_default() += 1;
+                Ok(json!({"id": sid, "attempt": ctx.attempt}))
+            }
+        })
+    }
+
+    fn of(&self, id: &str) -> u32 {
+        lock(&self.0).get(id).copied().unwrap_or(0)
+    }
+}
+
+/// A running execution of `workflow` left by a dead process in its first step, with
+/// `steps` recorded.
+fn interrupted(workflow: &str, steps: &[(&str, StepRecord)]) -> ExecutionRecord {
+    let mut rec = orphan(&format!("{workflow}-1"), None);
+    rec.workflow_id = workflow.into();
+    rec.progress = Progress {
+        next_step: 0,
+        steps: steps
+            .iter()
+            .map(|(id, r)| ((*id).to_owned(), r.clone()))
+            .collect(),
+    };
+    rec
+}
+
+async fn recovered(engine: &Engine, id: &str) -> ExecutionRecord {
+    assert_eq!(engine.recover().await.unwrap(), 1);
+    for _ in 0..200 {
+        let rec = engine.store().get(id).await.unwrap().unwrap();
+        if rec.state.status() != Status::Running {
+            return rec;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{id} was not recovered");
+}
+
+fn child_of(parent: &str, output: Value) -> StepRecord {
+    let at = chrono::Utc::now();
+    StepRecord {
+        parent: Some(parent.into()),
+        ..StepRecord::started(json!({}), 1, at).finished(output, true, at)
+    }
+}
+
+#[tokio::test]
+async fn an_interrupted_and_all_runs_only_its_unfinished_children() {
+    let runs = Runs::default();
+    let engine = Engine::in_memory();
+    let wf = Workflow::new("fan", "Fan")
+        .and_all("fan", vec![runs.step("a"), runs.step("b"), runs.step("c")])
+        .build()
+        .unwrap();
+    engine.register(wf).unwrap();
+    let started = StepRecord::started(json!({}), 1, chrono::Utc::now());
+    let rec = interrupted(
+        "fan",
+        &[("fan", started), ("a", child_of("fan", json!("a, before")))],
+    );
+    engine.store().insert(&rec, &[]).await.unwrap();
+    let done = recovered(&engine, &rec.id).await;
+    assert_eq!((runs.of("a"), runs.of("b"), runs.of("c")), (0, 1, 1));
+    assert_eq!(
+        done.state.result(),
+        Some(&json!(["a, before", {"id": "b", "attempt": 2}, {"id": "c", "attempt": 2}]))
+    );
+    let fan = &done.progress.steps["fan"];
+    assert_eq!((fan.status, fan.attempt), (StepStatus::Completed, 2));
+    assert_eq!(done.progress.steps["b"].parent.as_deref(), Some("fan"));
+}
+
+#[tokio::test]
+async fn an_interrupted_race_keeps_its_winner() {
+    let runs = Runs::default();
+    let engine = Engine::in_memory();
+    let wf = Workflow::new("race", "Race")
+        .and_race("race", vec![runs.step("x"), runs.step("y")])
+        .build()
+        .unwrap();
+    engine.register(wf).unwrap();
+    let started = StepRecord::started(json!({}), 1, chrono::Utc::now());
+    let rec = interrupted(
+        "race",
+        &[("race", started), ("y", child_of("race", json!("y won")))],
+    );
+    engine.store().insert(&rec, &[]).await.unwrap();
+    let done = recovered(&engine, &rec.id).await;
+    assert_eq!(done.state.result(), Some(&json!("y won")));
+    assert_eq!((runs.of("x"), runs.of("y")), (0, 0));
+}
+
+#[tokio::test]
+async fn children_of_and_all_are_stored_as_they_finish() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let engine = Engine::in_memory();
+    let wait = gate.clone();
+    let slow = step("slow", move |_ctx: StepContext| {
+        let wait = wait.clone();
+        async move {
+            wait.notified().await;
+            Ok(json!("slow"))
+        }
+    });
+    let fast = step("fast", |_ctx: StepContext| async move { Ok(json!("fast")) });
+    let wf = Workflow::new("both", "Both")
+        .and_all("both", vec![fast, slow])
+        .build()
+        .unwrap();
+    engine.register(wf).unwrap();
+    let run = engine
+        .start("both", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    let id = run.execution_id.clone();
+    let mut stored = None;
+    for _ in 0..200 {
+        let rec = engine.store().get(&id).await.unwrap().unwrap();
+        if let Some(fast) = rec.progress.steps.get("fast") {
+            stored = Some(fast.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let fast = stored.expect("the fast child was stored while the slow one ran");
+    assert_eq!(fast.output, Some(json!("fast")));
+    gate.notify_one();
+    let done = run.finish().await.unwrap();
+    assert_eq!(done.state.result(), Some(&json!(["fast", "slow"])));
+}
+
+#[tokio::test]
+async fn a_resumed_step_continues_its_attempt() {
+    let engine = Engine::in_memory();
+    engine
+        .register(
+            Workflow::new("gate", "Gate")
+                .and_then(step("wait", |ctx: StepContext| async move {
+                    match ctx.resume_data {
+                        Some(_) => Ok(json!({"attempt": ctx.attempt})),
+                        None => Err(ctx.suspend("closed", None)),
+                    }
+                }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let rec = engine
+        .execute("gate", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    let wait = &rec.progress.steps["wait"];
+    assert_eq!((wait.status, wait.attempt), (StepStatus::Suspended, 1));
+    let done = engine
+        .resume("gate", &rec.id, json!(1), None)
+        .await
+        .unwrap();
+    assert_eq!(done.state.result(), Some(&json!({"attempt": 1})));
+}
+
+/// A durable sleep is a suspension with a deadline: a new engine on the same store (a
+/// restart: the first one's in-memory timer is gone) wakes it once it is due, and the step
+/// sees that its timer fired.
+#[tokio::test]
+async fn a_durable_sleep_survives_a_restart() {
+    let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
+    let nap = || {
+        Workflow::new("nap", "Nap")
+            .and_then(step("nap", |ctx: StepContext| async move {
+                ctx.sleep_until(ctx.started_at + chrono::Duration::milliseconds(200))?;
+                Ok(json!({"woke": ctx.timed_out}))
+            }))
+            .build()
+            .unwrap()
+    };
+    let first = Engine::new(store.clone());
+    first.register(nap()).unwrap();
+    let rec = first
+        .execute("nap", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    let s = rec.state.suspension().expect("asleep");
+    assert!(s.reason.starts_with("Sleeping until"), "{}", s.reason);
+    assert!(s.deadline.is_some());
+    first.shutdown(Duration::ZERO).await;
+
+    let second = Engine::new(store.clone());
+    second.register(nap()).unwrap();
+    assert_eq!(second.fire_due_timers().await.unwrap(), 0, "not due yet");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(second.fire_due_timers().await.unwrap(), 1);
+    for _ in 0..200 {
+        let rec = store.get(&rec.id).await.unwrap().unwrap();
+        if rec.state.status() == Status::Completed {
+            assert_eq!(rec.state.result(), Some(&json!({"woke": true})));
+            assert_eq!(rec.progress.steps["nap"].attempt, 1, "a wake is no re-run");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("never woke");
+}
+
+/// A timer of a suspension that was resumed in time fires nothing: the resume won.
+#[tokio::test]
+async fn a_timer_after_a_resume_does_nothing() {
+    let engine = Engine::in_memory();
+    engine
+        .register(
+            Workflow::new("gate", "Gate")
+                .and_then(step("wait", |ctx: StepContext| async move {
+                    if ctx.timed_out {
+                        return Ok(json!("expired"));
+                    }
+                    match ctx.resume_data {
+                        Some(_) => Ok(json!("opened")),
+                        None => Err(ctx.suspend_until(
+                            "closed",
+                            None,
+                            chrono::Utc::now() + chrono::Duration::milliseconds(50),
+                        )),
+                    }
+                }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let rec = engine
+        .execute("gate", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    let done = engine
+        .resume("gate", &rec.id, json!(1), None)
+        .await
+        .unwrap();
+    assert_eq!(done.state.result(), Some(&json!("opened")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(engine.fire_timer(&rec.id).await.unwrap().is_none());
+    assert_eq!(engine.fire_due_timers().await.unwrap(), 0);
+    let after = engine.store().get(&rec.id).await.unwrap().unwrap();
+    assert_eq!(after.state.result(), Some(&json!("opened")));
+}
