@@ -92,10 +92,10 @@ async fn state(r: &Replica, id: &str) -> Value {
     state_if_any(r, id).await.expect("the execution exists")
 }
 
-/// The state of `id`, `None` while it does not exist (yet).
-async fn state_if_any(r: &Replica, id: &str) -> Option<Value> {
+/// The state of `id` (of `workflow`) on `r`, `None` while it does not exist (yet).
+async fn state_of(r: &Replica, workflow: &str, id: &str) -> Option<Value> {
     let resp = client()
-        .get(r.url(&format!("/workflows/countdown/executions/{id}/state")))
+        .get(r.url(&format!("/workflows/{workflow}/executions/{id}/state")))
         .send()
         .await
         .expect("state");
@@ -107,11 +107,28 @@ async fn state_if_any(r: &Replica, id: &str) -> Option<Value> {
     Some(body["data"].clone())
 }
 
-/// Polls `r`'s state of `id` until `done` holds; fails after [`PATIENCE`].
+/// The state of the `countdown` execution `id`, `None` while it does not exist (yet).
+async fn state_if_any(r: &Replica, id: &str) -> Option<Value> {
+    state_of(r, "countdown", id).await
+}
+
+/// Polls `r`'s state of the `countdown` execution `id` until `done` holds; fails after
+/// [`PATIENCE`].
 async fn wait_for(r: &Replica, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    wait_for_in(r, "countdown", id, what, done).await
+}
+
+/// [`wait_for`] for an execution of `workflow`.
+async fn wait_for_in(
+    r: &Replica,
+    workflow: &str,
+    id: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let started = Instant::now();
     loop {
-        let s = state_if_any(r, id).await.unwrap_or(Value::Null);
+        let s = state_of(r, workflow, id).await.unwrap_or(Value::Null);
         if done(&s) {
             return s;
         }
@@ -203,6 +220,26 @@ impl PgDatabase {
             let _ = conn.close().await;
         }
     }
+}
+
+/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: `$sqlite` on a fresh
+/// SQLite file and `$postgres` on a fresh PostgreSQL database.
+macro_rules! on_both_databases {
+    ($body:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let (url, path) = sqlite_url();
+            $body(&url).await;
+            let _ = std::fs::remove_file(&path);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let db = PgDatabase::create().await;
+            $body(&db.url).await;
+            db.drop_now().await;
+        }
+    };
 }
 
 fn step_done(s: &Value, step: &str) -> bool {
@@ -315,19 +352,11 @@ async fn crash_points(database_url: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_points_on_sqlite() {
-    let (url, path) = sqlite_url();
-    crash_points(&url).await;
-    let _ = std::fs::remove_file(&path);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_points_on_postgres() {
-    let db = PgDatabase::create().await;
-    crash_points(&db.url).await;
-    db.drop_now().await;
-}
+on_both_databases!(
+    crash_points,
+    crash_points_on_sqlite,
+    crash_points_on_postgres
+);
 
 /// kill -9 mid-run, restart with the same node id on the same SQLite file: the new process
 /// continues its own interrupted execution at once (no waiting out the lease), from the step
@@ -875,19 +904,11 @@ async fn prune_deletes_finished_executions(database_url: &str) {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a finished status"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prune_on_sqlite() {
-    let (url, path) = sqlite_url();
-    prune_deletes_finished_executions(&url).await;
-    let _ = std::fs::remove_file(&path);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prune_on_postgres() {
-    let db = PgDatabase::create().await;
-    prune_deletes_finished_executions(&db.url).await;
-    db.drop_now().await;
-}
+on_both_databases!(
+    prune_deletes_finished_executions,
+    prune_on_sqlite,
+    prune_on_postgres
+);
 
 /// With `AGENTRY_RETENTION`, finished executions past it are deleted in the background.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -924,20 +945,6 @@ async fn retention_prunes_in_the_background() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// The state of `id` (of `workflow`) on `r`, `None` while unknown.
-async fn state_of(r: &Replica, workflow: &str, id: &str) -> Option<Value> {
-    let resp = client()
-        .get(r.url(&format!("/workflows/{workflow}/executions/{id}/state")))
-        .send()
-        .await
-        .expect("state");
-    if resp.status() == 404 {
-        return None;
-    }
-    let body: Value = resp.json().await.expect("json");
-    Some(body["data"].clone())
-}
-
 /// An approval whose deadline passes while no server runs: the first server to start resumes it
 /// with the time-out marker, and it expires.
 async fn a_deadline_passes_while_every_server_is_down(database_url: &str) {
@@ -961,17 +968,10 @@ async fn a_deadline_passes_while_every_server_is_down(database_url: &str) {
     );
 
     let second = Replica::start(database_url, "n2", &[]);
-    let started = Instant::now();
-    let done = loop {
-        let s = state_of(&second, "approval-deadline", &id)
-            .await
-            .unwrap_or_default();
-        if s["status"] == "completed" {
-            break s;
-        }
-        assert!(started.elapsed() < PATIENCE, "never expired: {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let done = wait_for_in(&second, "approval-deadline", &id, "the expiry", |s| {
+        s["status"] == "completed"
+    })
+    .await;
     assert_eq!(
         done["result"],
         json!({"requestId": "r-9", "status": "expired"})
@@ -986,19 +986,11 @@ async fn a_deadline_passes_while_every_server_is_down(database_url: &str) {
     drop(second);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deadline_passes_while_down_on_sqlite() {
-    let (url, path) = sqlite_url();
-    a_deadline_passes_while_every_server_is_down(&url).await;
-    let _ = std::fs::remove_file(&path);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deadline_passes_while_down_on_postgres() {
-    let db = PgDatabase::create().await;
-    a_deadline_passes_while_every_server_is_down(&db.url).await;
-    db.drop_now().await;
-}
+on_both_databases!(
+    a_deadline_passes_while_every_server_is_down,
+    a_deadline_passes_while_down_on_sqlite,
+    a_deadline_passes_while_down_on_postgres
+);
 
 /// `flaky-step` with failTimes 4 (every attempt fails) and a crash before its second attempt:
 /// the restarted process does not get that attempt back: attempts 3 and 4 run, and the
@@ -1023,17 +1015,10 @@ async fn a_crash_between_attempts_grants_no_extra_attempt() {
     drop(crashing);
 
     let restarted = Replica::start(&url, "n1", &[]);
-    let started = Instant::now();
-    let done = loop {
-        let s = state_of(&restarted, "flaky-step", &id)
-            .await
-            .unwrap_or_default();
-        if s["status"] == "error" || s["status"] == "completed" {
-            break s;
-        }
-        assert!(started.elapsed() < PATIENCE, "never ended: {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let done = wait_for_in(&restarted, "flaky-step", &id, "the end", |s| {
+        s["status"] == "error" || s["status"] == "completed"
+    })
+    .await;
     assert_eq!(done["status"], "error", "{done}");
     assert_eq!(
         done["error"],
