@@ -21,7 +21,7 @@ use agentry_http::access::BUILTIN_ROUTES;
 use agentry_http::authn::Access;
 use agentry_tests::{Backend, TestServer, new_id};
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::CONTENT_TYPE;
 use serde_json::{Value, json};
 
 agentry_tests::backend_tests!(responses_match_the_documented_schemas);
@@ -699,30 +699,28 @@ async fn ui_serves_swagger_ui_from_the_binary() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
-    let resp = no_redirects
-        .get(server.url("/ui"))
-        .send()
-        .await
-        .expect("GET /ui");
-    assert!(resp.status().is_redirection(), "{}", resp.status());
-    assert_eq!(resp.headers()[LOCATION], "/ui/");
-
-    // Following the redirect: the page, which loads its files from /ui/ and the document from /doc.
-    let resp = server
-        .client
-        .get(server.url("/ui"))
-        .send()
-        .await
-        .expect("GET /ui");
-    assert_eq!(resp.status(), 200);
-    assert!(
-        resp.headers()[CONTENT_TYPE]
-            .to_str()
-            .unwrap()
-            .starts_with("text/html")
-    );
-    let page = resp.text().await.unwrap();
+    // `/ui` is the page itself (no redirect: a client that does not follow them sees it too),
+    // and so is `/ui/`; it loads its files from /ui/ and the document from /doc.
+    let mut pages = Vec::new();
+    for path in ["/ui", "/ui/"] {
+        let resp = no_redirects
+            .get(server.url(path))
+            .send()
+            .await
+            .expect("GET /ui");
+        assert_eq!(resp.status(), 200, "{path}");
+        assert!(
+            resp.headers()[CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html")
+        );
+        pages.push(resp.text().await.unwrap());
+    }
+    assert_eq!(pages[0], pages[1]);
+    let page = &pages[0];
     assert!(page.contains("swagger-ui"), "{page}");
+    assert!(page.contains("<base href=\"/ui/\">"), "{page}");
     for file in [
         "swagger-ui.css",
         "swagger-ui-bundle.js",

@@ -110,7 +110,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     sensitive("GET", "/api/logs"),
     sensitive("GET", "/ws/logs"),
     sensitive("GET", "/ws/executions/{execution_id}"),
-    // The OpenAPI document and the API explorer: Swagger UI's page (`/ui` redirects to `/ui/`)
+    // The OpenAPI document and the API explorer: Swagger UI's page (`/ui`, and `/ui/`)
     // and its files.
     public("GET", "/doc"),
     public("GET", "/ui"),

@@ -281,16 +281,33 @@ pub async fn openapi_document() -> HttpResponse {
     tag = "documentation",
     operation_id = "apiExplorer",
     summary = "The API explorer (Swagger UI)",
-    description = "Redirects to `/ui/`, where Swagger UI shows this document and can send requests.",
+    description = "Swagger UI's page: it shows this document and can send requests. Its files \
+        load from `/ui/` (the page names them under `<base href=\"/ui/\">`), so `/ui` and \
+        `/ui/` answer the same page, with no redirect.",
     responses(
-        (status = 308, description = "Redirect to `/ui/`.", headers(("Location" = String, description = "`/ui/`"))),
+        (status = 200, description = "The page.", content_type = "text/html"),
     ),
 )]
 #[get("/ui")]
 pub async fn api_explorer() -> HttpResponse {
-    HttpResponse::PermanentRedirect()
-        .insert_header((header::LOCATION, "/ui/"))
-        .finish()
+    explorer_file("")
+}
+
+/// A file of Swagger UI; its page (`""` or `index.html`) with a `<base href="/ui/">` so that
+/// its relative links resolve under `/ui/` whether it was asked for as `/ui` or `/ui/`.
+fn explorer_file(tail: &str) -> HttpResponse {
+    match utoipa_swagger_ui::serve(tail, swagger_config()) {
+        Ok(Some(file)) if file.content_type.starts_with("text/html") => {
+            let page = String::from_utf8_lossy(&file.bytes)
+                .replacen("<head>", "<head>\n    <base href=\"/ui/\">", 1);
+            HttpResponse::Ok().content_type(file.content_type).body(page)
+        }
+        Ok(Some(file)) => HttpResponse::Ok()
+            .content_type(file.content_type)
+            .body(file.bytes.into_owned()),
+        Ok(None) => ApiError::not_found(format!("No file {tail} in /ui/")).error_response(),
+        Err(e) => ApiError::internal(format!("Swagger UI: {e}")).error_response(),
+    }
 }
 
 #[utoipa::path(
@@ -308,13 +325,7 @@ pub async fn api_explorer() -> HttpResponse {
 )]
 #[get("/ui/{tail:.*}")]
 pub async fn api_explorer_file(tail: web::Path<String>) -> HttpResponse {
-    match utoipa_swagger_ui::serve(&tail, swagger_config()) {
-        Ok(Some(file)) => HttpResponse::Ok()
-            .content_type(file.content_type)
-            .body(file.bytes.into_owned()),
-        Ok(None) => ApiError::not_found(format!("No file {tail} in /ui/")).error_response(),
-        Err(e) => ApiError::internal(format!("Swagger UI: {e}")).error_response(),
-    }
+    explorer_file(&tail)
 }
 
 /// Registers `/doc` and `/ui`.
