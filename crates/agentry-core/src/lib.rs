@@ -21,5 +21,5 @@ pub mod workflow;
 pub use engine::{AgentRunner, Engine, EngineConfig, EngineError, ExecuteOptions, RunHandle};
 pub use event::{EventKind, WorkflowEvent};
 pub use state::{ExecutionState, Status, Suspension};
-pub use store::{ExecutionRecord, ExecutionStore, MemoryStore};
+pub use store::{ExecutionRecord, ExecutionStore, InMemoryExecutionStore};
 pub use workflow::{Step, StepContext, StepError, StepType, Workflow, step};

@@ -331,7 +331,7 @@ fn now_ms() -> i64 {
 /// A store that keeps everything in process memory: for tests, examples and tools that need no
 /// database.
 #[derive(Debug, Default)]
-pub struct MemoryStore {
+pub struct InMemoryExecutionStore {
     rows: Mutex<HashMap<String, (ExecutionRecord, Option<i64>)>>,
     events: Mutex<HashMap<String, Vec<WorkflowEvent>>>,
 }
@@ -344,7 +344,7 @@ fn expiry(r: &ExecutionRecord) -> Option<i64> {
     }
 }
 
-impl MemoryStore {
+impl InMemoryExecutionStore {
     pub fn new() -> Self {
         Self::default()
     }
@@ -381,7 +381,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl ExecutionStore for MemoryStore {
+impl ExecutionStore for InMemoryExecutionStore {
     async fn insert(
         &self,
         record: &ExecutionRecord,

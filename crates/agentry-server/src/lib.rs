@@ -178,7 +178,7 @@ fn build(
     config: EngineConfig,
 ) -> anyhow::Result<(Engine, AgentHub)> {
     let engine = Engine::with(db.execution_store(), Arc::new(SystemClock), config);
-    let agents = AgentHub::new(default_model(), Some(db.memory_store()));
+    let agents = AgentHub::new(default_model(), Some(db.conversation_store()));
     if examples {
         examples::register_agents(&agents).context("registering the example agents")?;
         examples::register_workflows(&engine).context("registering the example workflows")?;

@@ -12,10 +12,10 @@ mod sqlite;
 
 use std::sync::Arc;
 
-use agentry_core::agent::MemoryStore;
+use agentry_core::agent::ConversationStore;
 use agentry_core::store::ExecutionStore;
 
-pub use memory::SqlMemory;
+pub use memory::SqlConversationStore;
 pub use postgres::PgStore;
 pub use sql::{Dialect, SqlStore};
 pub use sqlite::SqliteStore;
@@ -86,10 +86,10 @@ impl Database {
     }
 
     /// Agent conversation memory on this database.
-    pub fn memory_store(&self) -> Arc<dyn MemoryStore> {
+    pub fn conversation_store(&self) -> Arc<dyn ConversationStore> {
         match self {
-            Database::Sqlite(pool) => Arc::new(SqlMemory::Sqlite(pool.clone())),
-            Database::Postgres(pool) => Arc::new(SqlMemory::Postgres(pool.clone())),
+            Database::Sqlite(pool) => Arc::new(SqlConversationStore::Sqlite(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlConversationStore::Postgres(pool.clone())),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Agent conversation memory on SQLite and PostgreSQL.
 
-use agentry_core::agent::{ConversationKey, MemoryStore, Message};
+use agentry_core::agent::{ConversationKey, ConversationStore, Message};
 use agentry_core::store::StoreError;
 use async_trait::async_trait;
 use chrono::Utc;
@@ -9,7 +9,7 @@ use crate::row::db_err;
 
 /// Conversation memory in the connected database.
 #[derive(Debug, Clone)]
-pub enum SqlMemory {
+pub enum SqlConversationStore {
     Sqlite(sqlx::SqlitePool),
     Postgres(sqlx::PgPool),
 }
@@ -29,11 +29,11 @@ fn decode(rows: Vec<String>) -> Result<Vec<Message>, StoreError> {
 }
 
 #[async_trait]
-impl MemoryStore for SqlMemory {
+impl ConversationStore for SqlConversationStore {
     async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<String> = match self {
-            SqlMemory::Sqlite(pool) => sqlx::query_scalar(
+            SqlConversationStore::Sqlite(pool) => sqlx::query_scalar(
                 "SELECT message FROM agent_messages WHERE agent_id = ? AND user_id = ? \
                  AND conversation_id = ? ORDER BY id DESC LIMIT ?",
             )
@@ -44,7 +44,7 @@ impl MemoryStore for SqlMemory {
             .fetch_all(pool)
             .await
             .map_err(db_err)?,
-            SqlMemory::Postgres(pool) => sqlx::query_scalar(
+            SqlConversationStore::Postgres(pool) => sqlx::query_scalar(
                 "SELECT message::text FROM agent_messages WHERE agent_id = $1 AND user_id = $2 \
                  AND conversation_id = $3 ORDER BY id DESC LIMIT $4",
             )
@@ -64,7 +64,7 @@ impl MemoryStore for SqlMemory {
         for m in messages {
             let json = serde_json::to_string(m).unwrap_or_else(|_| "{}".into());
             match self {
-                SqlMemory::Sqlite(pool) => sqlx::query(
+                SqlConversationStore::Sqlite(pool) => sqlx::query(
                     "INSERT INTO agent_messages (agent_id, user_id, conversation_id, message, \
                      created_at) VALUES (?, ?, ?, ?, ?)",
                 )
@@ -77,7 +77,7 @@ impl MemoryStore for SqlMemory {
                 .await
                 .map(|_| ())
                 .map_err(db_err)?,
-                SqlMemory::Postgres(pool) => sqlx::query(
+                SqlConversationStore::Postgres(pool) => sqlx::query(
                     "INSERT INTO agent_messages (agent_id, user_id, conversation_id, message, \
                      created_at) VALUES ($1, $2, $3, $4::json, $5)",
                 )
@@ -97,8 +97,8 @@ impl MemoryStore for SqlMemory {
 
     fn storage(&self) -> &str {
         match self {
-            SqlMemory::Sqlite(_) => "sqlite",
-            SqlMemory::Postgres(_) => "postgres",
+            SqlConversationStore::Sqlite(_) => "sqlite",
+            SqlConversationStore::Postgres(_) => "postgres",
         }
     }
 }

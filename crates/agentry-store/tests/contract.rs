@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore, Progress, StepRecord,
+    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, InMemoryExecutionStore, Progress, StepRecord,
     StoreError,
 };
 use agentry_core::{EventKind, WorkflowEvent};
@@ -26,7 +26,7 @@ macro_rules! contract {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name(&super::MemoryStore::new()).await;
+                    super::$name(&super::InMemoryExecutionStore::new()).await;
                 }
             )*
         }

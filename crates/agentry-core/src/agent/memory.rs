@@ -17,7 +17,7 @@ pub struct ConversationKey {
 }
 
 #[async_trait]
-pub trait MemoryStore: Send + Sync + 'static {
+pub trait ConversationStore: Send + Sync + 'static {
     /// The last `limit` messages of the conversation, oldest first.
     async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError>;
     /// Appends messages to the conversation.
@@ -28,12 +28,12 @@ pub trait MemoryStore: Send + Sync + 'static {
 
 /// Memory kept in process.
 #[derive(Debug, Default)]
-pub struct InMemoryMemory {
+pub struct InMemoryConversationStore {
     rows: Mutex<HashMap<ConversationKey, Vec<Message>>>,
 }
 
 #[async_trait]
-impl MemoryStore for InMemoryMemory {
+impl ConversationStore for InMemoryConversationStore {
     async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError> {
         let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
         let all = rows.get(key).cloned().unwrap_or_default();

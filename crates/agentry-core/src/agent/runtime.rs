@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::definition::{Agent, InstructionContext, OperationContext};
-use super::memory::{ConversationKey, MemoryStore};
+use super::memory::{ConversationKey, ConversationStore};
 use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
 use super::model::{GenerationSettings, Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
 use super::partial::parse_partial;
@@ -145,7 +145,7 @@ pub enum AgentError {
 struct Inner {
     agents: RwLock<Vec<Arc<Agent>>>,
     default_model: RwLock<Arc<dyn Model>>,
-    memory: Option<Arc<dyn MemoryStore>>,
+    memory: Option<Arc<dyn ConversationStore>>,
 }
 
 /// The registry of agents and their generation loop. Cheap to clone.
@@ -165,7 +165,7 @@ async fn emit(sink: Sink<'_>, ev: AgentEvent) -> Result<(), AgentError> {
 }
 
 impl AgentHub {
-    pub fn new(default_model: Arc<dyn Model>, memory: Option<Arc<dyn MemoryStore>>) -> Self {
+    pub fn new(default_model: Arc<dyn Model>, memory: Option<Arc<dyn ConversationStore>>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 agents: RwLock::new(Vec::new()),
@@ -852,14 +852,14 @@ impl AgentRunner for AgentHub {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::memory::InMemoryMemory;
+    use crate::agent::memory::InMemoryConversationStore;
     use crate::agent::offline::OfflineModel;
     use crate::agent::tool::FnTool;
 
     fn hub() -> AgentHub {
         let hub = AgentHub::new(
             Arc::new(OfflineModel),
-            Some(Arc::new(InMemoryMemory::default())),
+            Some(Arc::new(InMemoryConversationStore::default())),
         );
         let weather = FnTool::new(
             "get_weather",

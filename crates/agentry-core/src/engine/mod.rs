@@ -21,7 +21,7 @@ use crate::state::{
     transition,
 };
 use crate::store::{
-    AttemptFailure, Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, MemoryStore,
+    AttemptFailure, Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, InMemoryExecutionStore,
     Progress, StepRecord, StepStatus, StoreError,
 };
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
@@ -218,7 +218,7 @@ impl Engine {
 
     /// An engine that keeps executions in memory.
     pub fn in_memory() -> Self {
-        Self::new(Arc::new(MemoryStore::new()))
+        Self::new(Arc::new(InMemoryExecutionStore::new()))
     }
 
     pub fn with(

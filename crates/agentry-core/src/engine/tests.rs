@@ -338,7 +338,7 @@ async fn a_resumed_step_continues_its_attempt() {
 /// sees that its timer fired.
 #[tokio::test]
 async fn a_durable_sleep_survives_a_restart() {
-    let store: Arc<dyn ExecutionStore> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn ExecutionStore> = Arc::new(InMemoryExecutionStore::new());
     let nap = || {
         Workflow::new("nap", "Nap")
             .and_then(step("nap", |ctx: StepContext| async move {
