@@ -827,10 +827,12 @@ async fn idle_sockets_are_pinged() {
         }
     });
     let state = format!("/workflows/countdown/executions/{id}/state");
-    for _ in 0..100 {
-        if s.get_json(&state).await.0.as_u16() == 200 {
-            break;
-        }
+    let started = Instant::now();
+    while s.get_json(&state).await.0.as_u16() != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the execution never appeared"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for path in [

@@ -1000,8 +1000,8 @@ async fn countdown_suspends_while_running_and_resumes(backend: Backend) {
 }
 
 /// Starts a countdown (300 ms a tick) with a caller-chosen id in a task and asks it to suspend
-/// ~450 ms in (tick-5 done, tick-4 under way). Returns the id, the suspend answer's `data` and
-/// the execute answer's `data`; `None` when the run completed before the suspend landed.
+/// once tick-5 is checkpointed (tick-4 under way). Returns the id, the suspend answer's `data`
+/// and the execute answer's `data`; `None` when the run completed before the suspend landed.
 async fn suspend_a_running_countdown(s: &Arc<TestServer>) -> Option<(String, Value, Value)> {
     let id = new_id();
     let started = Instant::now();
@@ -1010,23 +1010,25 @@ async fn suspend_a_running_countdown(s: &Arc<TestServer>) -> Option<(String, Val
         let body = json!({"input": {"stepDelayMs": 300}, "options": {"executionId": id}});
         tokio::spawn(async move { s.post_json("/workflows/countdown/execute", &body).await })
     };
-    // Wait until the execution exists, then until ~450 ms after the start.
+    // The gate: tick-5 is checkpointed (or the run is over).
     let state = exec_path("countdown", &id, "state");
     loop {
         let (status, body) = s.get_json(&state).await;
         if status == 200 {
-            let st = &body["data"]["status"];
-            assert!(st == "running" || st == "completed", "{body}");
-            break;
+            let st = &body["data"];
+            assert!(st["status"] == "running" || st["status"] == "completed", "{body}");
+            if st["steps"]["tick-5"]["status"] == "completed" || st["status"] == "completed" {
+                break;
+            }
+        } else {
+            assert_failure(status, &body, 404);
         }
-        assert_failure(status, &body, 404);
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "the execution never appeared"
+            "tick-5 never ended"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tokio::time::sleep(Duration::from_millis(450).saturating_sub(started.elapsed())).await;
 
     let (status, body) = s
         .post_json(
