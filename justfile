@@ -6,6 +6,7 @@ run:
 
 # The whole test suite (PostgreSQL tests use $AGENTRY_TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/postgres; each test makes its own database).
 test:
+    bash scripts/install-test-deps.sh
     cargo test --workspace
 
 # Latency of word-count and of a suspend+resume cycle over HTTP (release build, SQLite).

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the API explorer tests need beyond the Rust toolchain, each only if missing:
+# Installs what the tests need beyond the Rust toolchain, each only if missing (the README's
+# set-up and CI run it; `cargo test` itself never installs anything):
 #   - Debian's `chromium` (tests/openapi.rs loads /ui in headless Chromium; docs/ui-screenshot.md)
+#   - Node.js and the `ai` npm package in tests/node (tests/chat_ai_sdk.rs)
 #   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
 # Safe to run again: a second run installs nothing. Needs root for apt-get (CI and the dev machines
 # run as root).
@@ -15,6 +17,22 @@ else
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
   /usr/bin/chromium --version
+fi
+
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  echo "node: present ($(node --version))"
+else
+  echo "node: installing Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  node --version
+fi
+if [ -f tests/node/node_modules/ai/package.json ]; then
+  echo "ai (npm): present"
+else
+  echo "ai (npm): installing into tests/node"
+  (cd tests/node && npm install --no-audit --no-fund --loglevel=error)
 fi
 
 VENV=.venv-tools

@@ -1,6 +1,6 @@
 //! `/chat` consumed by the real `ai` npm package: its `DefaultChatTransport` (what `useChat`
-//! uses) posts to the running server and `readUIMessageStream` assembles the reply. The test
-//! installs the package from the npm registry into `tests/node` on first run.
+//! uses) posts to the running server and `readUIMessageStream` assembles the reply. The package
+//! is installed into `tests/node` by `scripts/install-test-deps.sh` (the README's set-up).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,20 +12,13 @@ fn node_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("node")
 }
 
+/// Fails, naming the set-up script, when the `ai` package is not installed.
 fn install() {
-    let dir = node_dir();
-    if dir.join("node_modules/ai/package.json").exists() {
-        return;
-    }
-    let out = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(&dir)
-        .output()
-        .expect("npm is needed for this test (Node.js and npm are on the machine)");
+    let package = node_dir().join("node_modules/ai/package.json");
     assert!(
-        out.status.success(),
-        "npm install failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        package.exists(),
+        "{} is missing: run scripts/install-test-deps.sh (the README's set-up) first",
+        package.display()
     );
 }
 

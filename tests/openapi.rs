@@ -9,8 +9,8 @@
 //! - Real answers, on both databases, are valid against the schemas it documents (envelopes,
 //!   failures, and each Server-Sent Event of the four streams).
 //! - `/ui` serves Swagger UI from the binary, and headless Chromium renders it listing every
-//!   route (Debian's `chromium`, installed by `scripts/install-test-deps.sh`; the test fails
-//!   without it when `CI` or `AGENTRY_REQUIRE_BROWSER=1` is set, else it says so and returns).
+//!   route (Debian's `chromium`, installed by `scripts/install-test-deps.sh`: without it the test
+//!   fails, naming the script).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -752,34 +752,12 @@ async fn ui_serves_swagger_ui_from_the_binary() {
     server.stop().await;
 }
 
-/// Whether a missing browser fails the test (CI) or only skips it (a developer's machine).
-fn browser_required() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
-        || std::env::var("AGENTRY_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ui_renders_every_route_in_headless_chromium() {
-    if !Path::new(CHROMIUM).exists() {
-        // The test set-up installs it, as chat_ai_sdk.rs installs the `ai` package: the README's
-        // `cargo test --workspace` is the whole set-up on a fresh machine.
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../scripts/install-test-deps.sh"
-        );
-        let status = std::process::Command::new("bash").arg(script).status();
-        let installed = status.as_ref().is_ok_and(|s| s.success()) && Path::new(CHROMIUM).exists();
-        if !installed {
-            assert!(
-                !browser_required(),
-                "{CHROMIUM} is missing and {script} could not install it ({status:?})"
-            );
-            eprintln!(
-                "NOTICE: {CHROMIUM} is missing and could not be installed: /ui is not rendered"
-            );
-            return;
-        }
-    }
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run scripts/install-test-deps.sh (the README's set-up) first"
+    );
     let server = TestServer::start(Backend::Sqlite).await;
     let url = server.url("/ui/");
     let profile = std::env::temp_dir().join(format!("agentry-chromium-{}", new_id()));
