@@ -1016,7 +1016,10 @@ async fn suspend_a_running_countdown(s: &Arc<TestServer>) -> Option<(String, Val
         let (status, body) = s.get_json(&state).await;
         if status == 200 {
             let st = &body["data"];
-            assert!(st["status"] == "running" || st["status"] == "completed", "{body}");
+            assert!(
+                st["status"] == "running" || st["status"] == "completed",
+                "{body}"
+            );
             if st["steps"]["tick-5"]["status"] == "completed" || st["status"] == "completed" {
                 break;
             }

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use actix_web::http::header::{self, ContentType};
+use actix_web::http::header::ContentType;
 use actix_web::{HttpResponse, ResponseError, get, web};
 use agentry_auth::Access;
 use chrono::{DateTime, Utc};
@@ -298,9 +298,14 @@ pub async fn api_explorer() -> HttpResponse {
 fn explorer_file(tail: &str) -> HttpResponse {
     match utoipa_swagger_ui::serve(tail, swagger_config()) {
         Ok(Some(file)) if file.content_type.starts_with("text/html") => {
-            let page = String::from_utf8_lossy(&file.bytes)
-                .replacen("<head>", "<head>\n    <base href=\"/ui/\">", 1);
-            HttpResponse::Ok().content_type(file.content_type).body(page)
+            let page = String::from_utf8_lossy(&file.bytes).replacen(
+                "<head>",
+                "<head>\n    <base href=\"/ui/\">",
+                1,
+            );
+            HttpResponse::Ok()
+                .content_type(file.content_type)
+                .body(page)
         }
         Ok(Some(file)) => HttpResponse::Ok()
             .content_type(file.content_type)

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, InMemoryExecutionStore, Progress, StepRecord,
-    StoreError,
+    Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease, ListQuery, Progress,
+    StepRecord, StoreError,
 };
 use agentry_core::{EventKind, WorkflowEvent};
 use agentry_store::Database;

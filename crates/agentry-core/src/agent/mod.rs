@@ -21,7 +21,7 @@ pub mod runtime;
 pub use definition::{
     Agent, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
 };
-pub use memory::{ConversationKey, InMemoryConversationStore, ConversationStore};
+pub use memory::{ConversationKey, ConversationStore, InMemoryConversationStore};
 pub use runtime::{
     AgentError, AgentEvent, AgentHub, Caller, GenerateOptions, MAX_CONTEXT_LIMIT,
     MAX_HISTORY_BYTES, MAX_MESSAGE_CHARS, ObjectResult, TextResult,

@@ -21,8 +21,8 @@ use crate::state::{
     transition,
 };
 use crate::store::{
-    AttemptFailure, Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, InMemoryExecutionStore,
-    Progress, StepRecord, StepStatus, StoreError,
+    AttemptFailure, Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease,
+    ListQuery, Progress, StepRecord, StepStatus, StoreError,
 };
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
