@@ -175,9 +175,14 @@ async fn assert_401(resp: reqwest::Response, message: &str, what: &str) {
         "{what}: WWW-Authenticate"
     );
     let body: Value = resp.json().await.unwrap();
+    let code = match message {
+        "Authentication required" => "authentication_required",
+        "Token expired" => "token_expired",
+        _ => "invalid_token",
+    };
     assert_eq!(
         body,
-        json!({"success": false, "error": message}),
+        json!({"success": false, "error": message, "code": code}),
         "{what}: body"
     );
 }
@@ -681,7 +686,7 @@ async fn host_groups_wildcards_and_error_handler() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(
         body,
-        json!({"success": false, "error": "Agent nope not found"})
+        json!({"success": false, "error": "Agent nope not found", "code": "agent_not_found"})
     );
     server.stop().await;
 }

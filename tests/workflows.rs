@@ -282,7 +282,7 @@ async fn unknown_workflow_is_404(backend: Backend) {
     let (status, body) = s.get_json("/workflows/nope").await;
     assert_eq!(
         body,
-        json!({"success": false, "error": "Workflow nope not found"})
+        json!({"success": false, "error": "Workflow nope not found", "code": "workflow_not_found"})
     );
     assert_eq!(status, 404);
 

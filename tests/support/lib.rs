@@ -454,9 +454,18 @@ pub fn assert_failure(status: StatusCode, body: &Value, expected: u16) -> String
     assert_eq!(obj.get("success"), Some(&Value::Bool(false)), "{body}");
     assert_eq!(
         obj.len(),
-        2,
-        "failure has exactly success and error: {body}"
+        3,
+        "failure has exactly success, error and code: {body}"
     );
+    let code = obj
+        .get("code")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("code is not a string: {body}"));
+    let row = agentry_http::error::Code::ALL
+        .iter()
+        .find(|c| c.as_str() == code)
+        .unwrap_or_else(|| panic!("code {code} is not in the error table: {body}"));
+    assert_eq!(row.status().as_u16(), expected, "{code} has another status: {body}");
     let msg = obj
         .get("error")
         .and_then(Value::as_str)

@@ -16,34 +16,31 @@ use crate::AppState;
 use crate::agent_wire::{self, parse_input, parse_options};
 use crate::auth::{AuthenticatedUser, inject_user};
 use crate::envelope;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::openapi::{
     AgentListResponse, AgentRequest, AgentResponse, Failure, ObjectRequest, ObjectResultResponse,
     TextResultResponse,
 };
 use crate::ui_stream::{self, UiMessageStream};
 
-/// Agent errors as statuses: unknown agent 404, bad request 400, an object the model could not
-/// make valid against the request's schema 422 (the client's schema may be unsatisfiable: not a
-/// server error), everything else the model or the server failed at 500 with the cause named.
+/// The row of each agent error: an object the model could not make valid against the request's
+/// schema is the client's (its schema may be unsatisfiable), everything else the model or the
+/// server failed at is a generation failure with the cause named.
 pub fn agent_error(err: AgentError) -> ApiError {
     match &err {
-        AgentError::NotFound(_) => ApiError::not_found(err.to_string()),
+        AgentError::NotFound(_) => ApiError::new(Code::AgentNotFound, err.to_string()),
         AgentError::InvalidRequest(_) => ApiError::bad_request(err.to_string()),
         AgentError::InvalidObject(_) => {
             tracing::warn!(error = %err, "no object valid against the schema");
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, err.to_string())
+            ApiError::new(Code::UnsatisfiableSchema, err.to_string())
         }
-        AgentError::Cancelled => ApiError::new(
-            StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
-            err.to_string(),
-        ),
+        AgentError::Cancelled => ApiError::new(Code::ClientClosedRequest, err.to_string()),
         AgentError::Duplicate(_)
         | AgentError::InvalidId(_)
         | AgentError::Model(_)
         | AgentError::Memory(_) => {
             tracing::error!(error = %err, "generation failed");
-            ApiError::internal(format!("Failed to generate: {err}"))
+            ApiError::new(Code::GenerationFailed, format!("Failed to generate: {err}"))
         }
     }
 }
@@ -51,7 +48,7 @@ pub fn agent_error(err: AgentError) -> ApiError {
 fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
     app.agents
         .as_ref()
-        .ok_or_else(|| ApiError::not_found("No agents are registered"))
+        .ok_or_else(|| ApiError::new(Code::AgentNotFound, "No agents are registered"))
 }
 
 /// GET /agents

@@ -14,7 +14,7 @@ use agentry_core::ExecutionRecord;
 use agentry_core::agent::Caller;
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// Who may act on an execution in strict mode: given the verified user and the execution.
 pub type ExecutionPolicy = Arc<dyn Fn(&User, &ExecutionRecord) -> bool + Send + Sync>;
@@ -81,7 +81,7 @@ impl AuthGate {
             Ok(())
         } else {
             Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+                Code::Forbidden,
                 "Forbidden: execution belongs to another user",
             ))
         }
@@ -117,7 +117,7 @@ impl AuthGate {
             Ok(())
         } else {
             Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+                Code::Forbidden,
                 "Forbidden: the logs need the admin role",
             ))
         }
@@ -157,7 +157,12 @@ pub fn authenticated_user(req: &HttpRequest) -> Option<User> {
 }
 
 fn unauthorized(e: &AuthError) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, e.to_string())
+    let code = match e {
+        AuthError::Missing => Code::AuthenticationRequired,
+        AuthError::Invalid(_) => Code::InvalidToken,
+        AuthError::Expired => Code::TokenExpired,
+    };
+    ApiError::new(code, e.to_string())
 }
 
 /// Context injection: `user` into the context map and the user's id as `userId`. The

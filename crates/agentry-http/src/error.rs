@@ -1,36 +1,150 @@
-//! The failure envelope and the table of errors: every failure leaves as
-//! `{success: false, error: <message>}` with its status.
+//! The error table: every failure the API answers is a row here, declared once, with a stable
+//! snake_case code and its HTTP status. Handlers never pick a status: they name a [`Code`], and
+//! domain errors (engine, agents, auth, input) convert into one. Every failure leaves as
+//! `{success: false, error: <message>, code: <code>}`. The table is published in `/doc` (the
+//! `ErrorCode` schema) and in `docs/ERRORS.md` (checked against this table by a test).
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use agentry_core::EngineError;
 use serde_json::json;
 
+/// Declares [`Code`]: one line per row, `Variant => STATUS, "code", "when";`.
+macro_rules! error_table {
+    ($($variant:ident => $status:ident, $code:literal, $when:literal;)*) => {
+        /// A failure the API can answer: its stable code and status.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+        #[schema(as = ErrorCode)]
+        pub enum Code {
+            $(
+                #[doc = $when]
+                #[serde(rename = $code)]
+                $variant,
+            )*
+        }
+
+        impl Code {
+            /// Every row, in the table's order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The stable snake_case code clients match on.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $code,)*
+                }
+            }
+
+            /// The HTTP status it is answered with.
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(Code::$variant => StatusCode::$status,)*
+                }
+            }
+
+            /// When it is answered.
+            pub fn when(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $when,)*
+                }
+            }
+        }
+    };
+}
+
+error_table! {
+    InvalidRequest => BAD_REQUEST, "invalid_request", "The body, path, query or options are malformed or out of range (`Invalid ...`).";
+    InvalidInput => BAD_REQUEST, "invalid_input", "A workflow's input fails its input schema (`Input validation failed: ...`).";
+    InvalidResumeData => BAD_REQUEST, "invalid_resume_data", "Resume data fails the resume schema (`Resume data validation failed: ...`).";
+    InvalidExecutionId => BAD_REQUEST, "invalid_execution_id", "A caller-chosen execution id outside the allowed alphabet.";
+    UnknownStep => BAD_REQUEST, "unknown_step", "A resume from a step the workflow does not have.";
+    NotSuspendable => BAD_REQUEST, "not_suspendable", "Suspend of an execution that is not running (completed, failed, cancelled or already suspended).";
+    NotCancellable => BAD_REQUEST, "not_cancellable", "Cancel of an execution that is completed, failed or cancelled.";
+    AuthenticationRequired => UNAUTHORIZED, "authentication_required", "A protected route without a token (`Authentication required`).";
+    InvalidToken => UNAUTHORIZED, "invalid_token", "A token that is malformed, badly signed, or for another audience or issuer (`Invalid token: ...`).";
+    TokenExpired => UNAUTHORIZED, "token_expired", "An expired token (`Token expired`).";
+    Forbidden => FORBIDDEN, "forbidden", "Strict mode: another user's execution, the logs without the admin role; a cross-site browser request (`Forbidden: ...`).";
+    RouteNotFound => NOT_FOUND, "route_not_found", "No route has this path (`Route <METHOD> <path> not found`), or no such explorer file.";
+    WorkflowNotFound => NOT_FOUND, "workflow_not_found", "An unknown workflow (`Workflow <id> not found`).";
+    AgentNotFound => NOT_FOUND, "agent_not_found", "An unknown agent (`Agent <id> not found`).";
+    ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`).";
+    ExecutionNotSuspended => NOT_FOUND, "execution_not_suspended", "Resume of an execution that is not suspended (`Execution <id> is not suspended (status: ...)`).";
+    MethodNotAllowed => METHOD_NOT_ALLOWED, "method_not_allowed", "A known path with a method it does not serve (header `Allow`).";
+    RequestTimeout => REQUEST_TIMEOUT, "request_timeout", "The request's body came too slowly.";
+    ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
+    Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
+    PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
+    UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
+    UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
+    ClientClosedRequest => BAD_REQUEST, "client_closed_request", "The client went away before the answer (logged; nobody reads it).";
+    ExecutionFailed => INTERNAL_SERVER_ERROR, "execution_failed", "The execution ended in error (`Failed to execute workflow`; header `X-Execution-Id`; its state has the reason).";
+    GenerationFailed => INTERNAL_SERVER_ERROR, "generation_failed", "The model or a tool failed (`Failed to generate: ...`).";
+    Internal => INTERNAL_SERVER_ERROR, "internal", "A failure of the server itself (logged with its cause).";
+    ExecutionContinuesElsewhere => SERVICE_UNAVAILABLE, "execution_continues_elsewhere", "This server stopped (or lost) the execution mid-run: it continues on another; retry with the same executionId and input.";
+}
+
+/// The table as Markdown: `docs/ERRORS.md` and the `ErrorCode` schema of `/doc` show it.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| code | status | when |\n|---|---|---|\n");
+    for code in Code::ALL {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            code.as_str(),
+            code.status().as_u16(),
+            code.when()
+        ));
+    }
+    out
+}
+
 /// An error answered with the failure envelope.
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub status: StatusCode,
+    pub code: Code,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
-            status,
+            code,
             message: message.into(),
         }
     }
 
+    /// A malformed or out-of-range request ([`Code::InvalidRequest`]).
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
+        Self::new(Code::InvalidRequest, message)
     }
 
-    pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, message)
-    }
-
+    /// A failure of the server itself ([`Code::Internal`]); log its cause first.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+        Self::new(Code::Internal, message)
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+}
+
+/// The failure envelope's JSON.
+pub fn failure_body(code: Code, message: &str) -> serde_json::Value {
+    json!({"success": false, "error": message, "code": code.as_str()})
+}
+
+/// The row of a status answered by something that is not a handler (actix itself).
+pub fn code_for_status(status: StatusCode) -> Code {
+    match status.as_u16() {
+        401 => Code::AuthenticationRequired,
+        403 => Code::Forbidden,
+        404 => Code::RouteNotFound,
+        405 => Code::MethodNotAllowed,
+        408 => Code::RequestTimeout,
+        409 => Code::Conflict,
+        413 => Code::PayloadTooLarge,
+        415 => Code::UnsupportedMediaType,
+        400..=499 => Code::InvalidRequest,
+        503 => Code::ExecutionContinuesElsewhere,
+        _ => Code::Internal,
     }
 }
 
@@ -42,39 +156,40 @@ impl std::fmt::Display for ApiError {
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        self.status
+        self.status()
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status).json(json!({"success": false, "error": self.message}))
+        HttpResponse::build(self.status()).json(failure_body(self.code, &self.message))
     }
 }
 
-/// The status each engine error is answered with. Server-side failures (store, internal) are
-/// logged with their cause and answered with `server_message`.
+/// The row of each engine error. Server-side failures (store, internal) are logged with their
+/// cause and answered with `server_message`.
 pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
     use EngineError as E;
-    let status = match &err {
-        E::WorkflowNotFound(_) | E::ExecutionNotFound { .. } | E::NotSuspended { .. } => {
-            StatusCode::NOT_FOUND
-        }
-        E::InvalidInput(_)
-        | E::InvalidExecutionId(_)
-        | E::NotSuspendable { .. }
-        | E::NotCancellable { .. }
-        | E::InvalidResumeData(_)
-        | E::UnknownStep { .. } => StatusCode::BAD_REQUEST,
-        E::ExecutionExists(_) | E::Contention(_) => StatusCode::CONFLICT,
+    let code = match &err {
+        E::WorkflowNotFound(_) => Code::WorkflowNotFound,
+        E::ExecutionNotFound { .. } => Code::ExecutionNotFound,
+        E::NotSuspended { .. } => Code::ExecutionNotSuspended,
+        E::InvalidInput(_) => Code::InvalidInput,
+        E::InvalidExecutionId(_) => Code::InvalidExecutionId,
+        E::NotSuspendable { .. } => Code::NotSuspendable,
+        E::NotCancellable { .. } => Code::NotCancellable,
+        E::InvalidResumeData(_) => Code::InvalidResumeData,
+        E::UnknownStep { .. } => Code::UnknownStep,
+        E::ExecutionExists(_) => Code::ExecutionExists,
+        // Only inside a run (a cancel while a step ran, a timer a resume beat), which answers
+        // with the record instead.
+        E::Contention(_) | E::Cancelled(_) | E::NotDue(_) => Code::Conflict,
         // The execution is not lost: another process (or this one, restarted) continues it.
-        E::LeaseLost(_) | E::HandedOver(_) => StatusCode::SERVICE_UNAVAILABLE,
-        // Only inside a run (a cancel while a step ran), which answers with the record.
-        E::Cancelled(_) | E::NotDue(_) => StatusCode::CONFLICT,
+        E::LeaseLost(_) | E::HandedOver(_) => Code::ExecutionContinuesElsewhere,
         E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) => {
             tracing::error!(error = %err, "{server_message}");
             return ApiError::internal(server_message);
         }
     };
-    ApiError::new(status, err.to_string())
+    ApiError::new(code, err.to_string())
 }
 
 /// Turns actix's JSON extractor failures into failure envelopes (400; 413 for a body over the
@@ -84,11 +199,11 @@ pub fn json_error(err: actix_web::error::JsonPayloadError, _req: &HttpRequest) -
     use actix_web::error::JsonPayloadError as J;
     let api = match &err {
         J::OverflowKnownLength { length, limit } => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            Code::PayloadTooLarge,
             format!("Request body is {length} bytes, over the limit of {limit} bytes"),
         ),
         J::Overflow { limit } => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            Code::PayloadTooLarge,
             format!("Request body is over the limit of {limit} bytes"),
         ),
         J::ContentType => crate::intake::unsupported_media_type(),
@@ -117,7 +232,11 @@ pub fn query_error(
 /// Unknown routes.
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
     let method = crate::intake::arrived_method(&req);
-    ApiError::not_found(format!("Route {method} {} not found", req.path())).error_response()
+    ApiError::new(
+        Code::RouteNotFound,
+        format!("Route {method} {} not found", req.path()),
+    )
+    .error_response()
 }
 
 /// A known path asked with a method it does not serve: 405 with `Allow` (the methods of the
@@ -130,7 +249,7 @@ pub fn method_not_allowed(req: &HttpRequest) -> Option<HttpResponse> {
     let allow = crate::access::allowed_methods(req.path());
     let method = crate::intake::arrived_method(req);
     let mut resp = ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
+        Code::MethodNotAllowed,
         format!("Method {method} not allowed on {}", req.path()),
     )
     .error_response();
@@ -140,4 +259,39 @@ pub fn method_not_allowed(req: &HttpRequest) -> Option<HttpResponse> {
         resp.headers_mut().insert(actix_web::http::header::ALLOW, v);
     }
     Some(resp)
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_snake_case_and_errors_have_error_statuses() {
+        let mut seen = std::collections::HashSet::new();
+        for code in Code::ALL {
+            let name = code.as_str();
+            assert!(seen.insert(name), "{name} twice");
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{name} is not snake_case"
+            );
+            assert!(code.status().as_u16() >= 400, "{name}");
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::json!(name)
+            );
+        }
+    }
+
+    /// `docs/ERRORS.md` shows exactly this table (paste `markdown_table()`'s output there when
+    /// a row changes).
+    #[test]
+    fn the_published_table_is_this_one() {
+        let doc = include_str!("../../../docs/ERRORS.md");
+        let table = markdown_table();
+        assert!(
+            doc.contains(&table),
+            "docs/ERRORS.md is out of date; its table should be:\n{table}"
+        );
+    }
 }

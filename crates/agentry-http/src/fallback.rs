@@ -6,7 +6,6 @@
 use actix_web::dev::ServiceResponse;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::{ErrorHandlerResponse, ErrorHandlers};
-use serde_json::json;
 
 fn is_json_or_stream(res: &ServiceResponse<impl actix_web::body::MessageBody>) -> bool {
     res.headers()
@@ -33,7 +32,7 @@ fn envelope<B: actix_web::body::MessageBody + 'static>(
         .map(|e| e.to_string())
         .filter(|m| !m.is_empty())
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("Error").to_owned());
-    let body = json!({"success": false, "error": message}).to_string();
+    let body = crate::error::failure_body(crate::error::code_for_status(status), &message).to_string();
     let (req, mut resp) = res.into_parts();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -14,7 +14,7 @@ use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpRequest, web};
 use futures::StreamExt;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// The method a request arrived with, when intake changed it (`HEAD` is routed as `GET`).
 #[derive(Debug, Clone)]
@@ -99,11 +99,11 @@ fn deadline(payload: Payload, limit: Duration) -> BodyStream {
 pub fn payload_error(e: &PayloadError) -> ApiError {
     match e {
         PayloadError::Io(io) if io.kind() == io::ErrorKind::TimedOut => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
+            Code::RequestTimeout,
             format!("Request timeout: {io}"),
         ),
         PayloadError::Overflow => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
+            Code::PayloadTooLarge,
             "Request body is over the limit",
         ),
         other => ApiError::bad_request(format!("Invalid request body: {other}")),
@@ -113,7 +113,7 @@ pub fn payload_error(e: &PayloadError) -> ApiError {
 /// The answer to a body that is not JSON.
 pub fn unsupported_media_type() -> ApiError {
     ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Code::UnsupportedMediaType,
         "Unsupported media type: Content-Type must be application/json",
     )
 }
@@ -151,7 +151,7 @@ pub async fn optional_json<T: serde::de::DeserializeOwned>(
         }
         Err(_) => {
             return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+                Code::PayloadTooLarge,
                 format!("Request body is over the limit of {limit} bytes"),
             ));
         }

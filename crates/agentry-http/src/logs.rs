@@ -1190,7 +1190,7 @@ mod tests {
             ("since", "yesterday"),
         ] {
             let err = LogQuery::from_params(params(&[(name, bad)])).unwrap_err();
-            assert_eq!(err.status, actix_web::http::StatusCode::BAD_REQUEST);
+            assert_eq!(err.status(), actix_web::http::StatusCode::BAD_REQUEST);
             assert!(
                 err.message.contains(name) && err.message.contains(bad),
                 "{name}={bad}: {}",

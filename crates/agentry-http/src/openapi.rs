@@ -34,7 +34,7 @@ use utoipa_actix_web::AppExt;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::access::BUILTIN_ROUTES;
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 use crate::wire;
 
 /// The name of the security scheme of the protected routes.
@@ -92,7 +92,22 @@ fn build() -> OpenApi {
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     apply_access(&mut api);
     add_body_failures(&mut api);
+    describe_error_codes(&mut api);
     api
+}
+
+/// The `ErrorCode` schema's description is the whole error table: each code, its status and
+/// when it is answered.
+fn describe_error_codes(api: &mut OpenApi) {
+    use utoipa::openapi::schema::Schema;
+    if let Some(components) = api.components.as_mut()
+        && let Some(RefOr::T(Schema::Object(schema))) = components.schemas.get_mut("ErrorCode")
+    {
+        schema.description = Some(format!(
+            "A row of the error table: its code, the status it is answered with, and when.\n\n{}",
+            crate::error::markdown_table()
+        ));
+    }
 }
 
 /// The OpenAPI path of an actix route pattern: `{tail:.*}` becomes `{tail}`.
@@ -310,7 +325,9 @@ fn explorer_file(tail: &str) -> HttpResponse {
         Ok(Some(file)) => HttpResponse::Ok()
             .content_type(file.content_type)
             .body(file.bytes.into_owned()),
-        Ok(None) => ApiError::not_found(format!("No file {tail} in /ui/")).error_response(),
+        Ok(None) => {
+            ApiError::new(Code::RouteNotFound, format!("No file {tail} in /ui/")).error_response()
+        }
         Err(e) => ApiError::internal(format!("Swagger UI: {e}")).error_response(),
     }
 }
@@ -364,6 +381,8 @@ pub struct Failure {
     pub success: bool,
     /// What went wrong, for a person.
     pub error: String,
+    /// What went wrong, for a program: a row of the error table (stable).
+    pub code: crate::error::Code,
 }
 
 /// A success envelope `{success: true, data}` named `$name` around `$data`.

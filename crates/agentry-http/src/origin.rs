@@ -16,7 +16,7 @@ use actix_web::dev::{RequestHead, ServiceRequest, ServiceResponse};
 use actix_web::http::{Method, StatusCode, header};
 use actix_web::middleware::Next;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Code};
 
 /// The browser origins allowed besides the server's own: `scheme://host[:port]`, compared
 /// exactly (case-insensitively).
@@ -91,7 +91,7 @@ impl AllowedOrigins {
 }
 
 fn forbidden(what: &str) -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, format!("Forbidden: {what}"))
+    ApiError::new(Code::Forbidden, format!("Forbidden: {what}"))
 }
 
 /// Whether `origin` (`scheme://host:port`) names the host the request was sent to.
@@ -200,7 +200,7 @@ mod tests {
             ("host", "127.0.0.1:3141"),
         ];
         let e = none.check(&head(&evil)).unwrap_err();
-        assert_eq!(e.status, StatusCode::FORBIDDEN);
+        assert_eq!(e.status(), StatusCode::FORBIDDEN);
         assert_eq!(
             e.message,
             "Forbidden: origin https://evil.example is not allowed"

@@ -5,13 +5,13 @@ use std::time::Duration;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use actix_web_lab::sse;
-use agentry_core::{ExecuteOptions, ExecutionRecord, Status};
+use agentry_core::{EngineError, ExecuteOptions, ExecutionRecord, Status};
 use futures::StreamExt;
 
 use crate::AppState;
 use crate::auth::{AuthenticatedUser, inject_user};
 use crate::envelope;
-use crate::error::{ApiError, engine_error};
+use crate::error::{ApiError, Code, engine_error};
 use crate::openapi::{
     ExecutionResultResponse, ExecutionStateResponse, Failure, SuspendResultResponse,
     WorkflowListResponse, WorkflowResponse,
@@ -57,7 +57,7 @@ pub async fn detail(
     let wf = app
         .engine
         .workflow(&id)
-        .ok_or_else(|| ApiError::not_found(format!("Workflow {id} not found")))?;
+        .ok_or_else(|| engine_error(EngineError::WorkflowNotFound(id.to_string()), ""))?;
     Ok(envelope::ok(wire::WorkflowDetail::from(wf.as_ref())))
 }
 
@@ -101,7 +101,7 @@ async fn check_owner(
 fn finished(rec: ExecutionRecord) -> HttpResponse {
     if rec.state.status() == Status::Error {
         tracing::warn!(execution_id = %rec.id, error = ?rec.state.error(), "{EXECUTE_FAILED}");
-        return ApiError::internal(EXECUTE_FAILED).error_response_with_id(&rec.id);
+        return ApiError::new(Code::ExecutionFailed, EXECUTE_FAILED).error_response_with_id(&rec.id);
     }
     envelope::ok(wire::execution_result(&rec))
 }
