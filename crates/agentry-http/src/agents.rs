@@ -3,7 +3,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use agentry_core::agent::{AgentError, AgentEvent, AgentHub, GenerateOptions, Message};

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
-use actix_web::http::StatusCode;
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use agentry_auth::{Access, AuthError, AuthProvider, AuthRequest, RouteRules, User};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use actix_web::body::BoxBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::PayloadError;
-use actix_web::http::{Method, StatusCode};
+use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, HttpRequest, web};
 use futures::StreamExt;
@@ -98,14 +98,12 @@ fn deadline(payload: Payload, limit: Duration) -> BodyStream {
 /// it was too large, else 400.
 pub fn payload_error(e: &PayloadError) -> ApiError {
     match e {
-        PayloadError::Io(io) if io.kind() == io::ErrorKind::TimedOut => ApiError::new(
-            Code::RequestTimeout,
-            format!("Request timeout: {io}"),
-        ),
-        PayloadError::Overflow => ApiError::new(
-            Code::PayloadTooLarge,
-            "Request body is over the limit",
-        ),
+        PayloadError::Io(io) if io.kind() == io::ErrorKind::TimedOut => {
+            ApiError::new(Code::RequestTimeout, format!("Request timeout: {io}"))
+        }
+        PayloadError::Overflow => {
+            ApiError::new(Code::PayloadTooLarge, "Request body is over the limit")
+        }
         other => ApiError::bad_request(format!("Invalid request body: {other}")),
     }
 }

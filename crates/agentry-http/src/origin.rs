@@ -13,7 +13,7 @@
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{RequestHead, ServiceRequest, ServiceResponse};
-use actix_web::http::{Method, StatusCode, header};
+use actix_web::http::{Method, header};
 use actix_web::middleware::Next;
 
 use crate::error::{ApiError, Code};
@@ -200,7 +200,7 @@ mod tests {
             ("host", "127.0.0.1:3141"),
         ];
         let e = none.check(&head(&evil)).unwrap_err();
-        assert_eq!(e.status(), StatusCode::FORBIDDEN);
+        assert_eq!(e.status(), actix_web::http::StatusCode::FORBIDDEN);
         assert_eq!(
             e.message,
             "Forbidden: origin https://evil.example is not allowed"

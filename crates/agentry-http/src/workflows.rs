@@ -101,7 +101,8 @@ async fn check_owner(
 fn finished(rec: ExecutionRecord) -> HttpResponse {
     if rec.state.status() == Status::Error {
         tracing::warn!(execution_id = %rec.id, error = ?rec.state.error(), "{EXECUTE_FAILED}");
-        return ApiError::new(Code::ExecutionFailed, EXECUTE_FAILED).error_response_with_id(&rec.id);
+        return ApiError::new(Code::ExecutionFailed, EXECUTE_FAILED)
+            .error_response_with_id(&rec.id);
     }
     envelope::ok(wire::execution_result(&rec))
 }

@@ -222,14 +222,14 @@ proptest! {
                 prop_assert_eq!(messages.len(), expected_len);
             }
             Err(e) => {
-                prop_assert_eq!(e.status.as_u16(), 400);
+                prop_assert_eq!(e.status().as_u16(), 400);
                 prop_assert!(e.message.contains("input"), "{}", e.message);
             }
         }
         match parse_options(Some(&v)) {
             Ok(_) => prop_assert!(v.is_object() || v.is_null(), "{} was read as options", v),
             Err(e) => {
-                prop_assert_eq!(e.status.as_u16(), 400);
+                prop_assert_eq!(e.status().as_u16(), 400);
                 prop_assert!(e.message.starts_with("options"), "{}", e.message);
             }
         }
@@ -269,7 +269,7 @@ proptest! {
         }
         o.insert(name.to_owned(), value.clone());
         let e = parse_options(Some(&Value::Object(o))).unwrap_err();
-        prop_assert_eq!(e.status.as_u16(), 400);
+        prop_assert_eq!(e.status().as_u16(), 400);
         let field = format!("options.{name}");
         prop_assert!(e.message.contains(&field), "{} for {} = {}", e.message, name, value);
     }
