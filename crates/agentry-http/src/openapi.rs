@@ -93,7 +93,31 @@ fn build() -> OpenApi {
     apply_access(&mut api);
     add_body_failures(&mut api);
     describe_error_codes(&mut api);
+    list_failure_codes(&mut api);
     api
+}
+
+/// Every failure response of every operation names the codes of the error table its status may
+/// carry, so a client knows what to match on.
+fn list_failure_codes(api: &mut OpenApi) {
+    for item in api.paths.paths.values_mut() {
+        for (_, op) in operations_mut(item) {
+            for (status, response) in op.responses.responses.iter_mut() {
+                let (Ok(status), RefOr::T(response)) = (status.parse::<u16>(), response) else {
+                    continue;
+                };
+                let codes: Vec<String> = crate::error::Code::ALL
+                    .iter()
+                    .filter(|c| c.status().as_u16() == status)
+                    .map(|c| format!("`{}`", c.as_str()))
+                    .collect();
+                if status >= 400 && !codes.is_empty() {
+                    response.description =
+                        format!("{} Codes: {}.", response.description, codes.join(", "));
+                }
+            }
+        }
+    }
 }
 
 /// The `ErrorCode` schema's description is the whole error table: each code, its status and
