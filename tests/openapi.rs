@@ -388,6 +388,43 @@ async fn doc_is_valid_openapi() {
     server.stop().await;
 }
 
+/// The error table is published: the `ErrorCode` schema enumerates every code (and describes
+/// each with its status), the failure envelope requires `code`, and every failure response of
+/// every operation names the codes its status may carry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doc_publishes_the_error_table() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let doc = fetch_doc(&server).await;
+    let codes = &doc["components"]["schemas"]["ErrorCode"];
+    let listed: Vec<&str> = codes["enum"]
+        .as_array()
+        .expect("ErrorCode is an enum")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let table: Vec<&str> = agentry_http::error::Code::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(listed, table);
+    let description = codes["description"].as_str().unwrap_or_default();
+    for code in agentry_http::error::Code::ALL {
+        let row = format!("| `{}` | {} |", code.as_str(), code.status().as_u16());
+        assert!(description.contains(&row), "{row} is not described");
+    }
+    let required = &doc["components"]["schemas"]["Failure"]["required"];
+    assert!(required.as_array().is_some_and(|r| r.contains(&json!("code"))), "{required}");
+    for (method, path, op) in operations(&doc) {
+        for (status, response) in op["responses"].as_object().expect("responses") {
+            if status.parse::<u16>().is_ok_and(|s| s >= 400) {
+                let text = response["description"].as_str().unwrap_or_default();
+                assert!(text.contains("Codes: `"), "{method} {path} {status}: {text}");
+            }
+        }
+    }
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doc_documents_exactly_the_builtin_routes_and_their_access() {
     let server = TestServer::start(Backend::Sqlite).await;
