@@ -413,12 +413,20 @@ async fn doc_publishes_the_error_table() {
         assert!(description.contains(&row), "{row} is not described");
     }
     let required = &doc["components"]["schemas"]["Failure"]["required"];
-    assert!(required.as_array().is_some_and(|r| r.contains(&json!("code"))), "{required}");
+    assert!(
+        required
+            .as_array()
+            .is_some_and(|r| r.contains(&json!("code"))),
+        "{required}"
+    );
     for (method, path, op) in operations(&doc) {
         for (status, response) in op["responses"].as_object().expect("responses") {
             if status.parse::<u16>().is_ok_and(|s| s >= 400) {
                 let text = response["description"].as_str().unwrap_or_default();
-                assert!(text.contains("Codes: `"), "{method} {path} {status}: {text}");
+                assert!(
+                    text.contains("Codes: `"),
+                    "{method} {path} {status}: {text}"
+                );
             }
         }
     }
