@@ -140,7 +140,7 @@ async fn stream_relays_the_endpoints_deltas_and_its_failures() {
     assert_eq!(last["type"], "finish");
     assert_eq!(last["finishReason"], "stop");
 
-    // The endpoint refusing the key is a 500 naming the cause.
+    // The endpoint refusing the key: 502, naming the provider, never echoing the key.
     mock.reset().await;
     Mock::given(method("POST"))
         .and(path(COMPLETIONS))
@@ -152,8 +152,82 @@ async fn stream_relays_the_endpoints_deltas_and_its_failures() {
     let (status, body) = server
         .post_json("/agents/mock-gpt/text", &json!({"input": "hi"}))
         .await;
-    assert_eq!(status.as_u16(), 500, "{body}");
+    assert_eq!(status.as_u16(), 502, "{body}");
+    assert_eq!(body["code"], "model_unauthorized", "{body}");
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("Incorrect API key"), "{error}");
+    assert!(error.contains("refused the credentials"), "{error}");
+    assert!(!error.contains("sk-test"), "{error}");
+    server.stop().await;
+}
+
+/// Each kind of provider failure answers its own status and code, on `/text` and as the
+/// `error` event of `/stream`: throttled 503, refused 502 with the provider's reason, down 502,
+/// silent past the read time-out 504.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_failures_keep_their_kind() {
+    for (upstream, status, code, reason) in [
+        (429, 503, "model_rate_limited", "Rate limit reached"),
+        (400, 502, "model_refused", "maximum context length"),
+        (500, 502, "model_unavailable", "The server had an error"),
+    ] {
+        let mock = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path(COMPLETIONS))
+            .respond_with(
+                ResponseTemplate::new(upstream).set_body_json(json!({"error": {
+                "message": reason, "type": "some_error", "param": null, "code": null}})),
+            )
+            .mount(&mock)
+            .await;
+        let server = server_with_mock_agent(&mock).await;
+        let (got, body) = server
+            .post_json("/agents/mock-gpt/text", &json!({"input": "hi"}))
+            .await;
+        assert_eq!(got.as_u16(), status, "{upstream}: {body}");
+        assert_eq!(body["code"], code, "{upstream}: {body}");
+        assert!(
+            body["error"].as_str().unwrap_or("").contains(reason),
+            "{body}"
+        );
+        let events = server
+            .sse_events("/agents/mock-gpt/stream", &json!({"input": "hi"}))
+            .await;
+        let last = events.last().cloned().unwrap_or_default();
+        assert_eq!(last["type"], "error", "{events:?}");
+        assert_eq!(last["code"], code, "{upstream}: {last}");
+        server.stop().await;
+    }
+
+    // Silence past the read time-out.
+    let mock = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(COMPLETIONS))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(std::time::Duration::from_secs(3))
+                .set_body_json(completion(
+                    json!({"role": "assistant", "content": "late"}),
+                    "stop",
+                    json!(null),
+                )),
+        )
+        .mount(&mock)
+        .await;
+    let server = TestServer::start(Backend::Sqlite).await;
+    let model = OpenAiModel::new(OpenAiSettings {
+        api_key: Some("sk-test".into()),
+        base_url: Some(format!("{}/v1", mock.uri())),
+        model: "gpt-4o-mini".into(),
+    })
+    .with_read_timeout(std::time::Duration::from_millis(300));
+    server
+        .agents
+        .register(Agent::new("slow-gpt", "Slow GPT").model(Arc::new(model)))
+        .unwrap();
+    let (got, body) = server
+        .post_json("/agents/slow-gpt/text", &json!({"input": "hi"}))
+        .await;
+    assert_eq!(got.as_u16(), 504, "{body}");
+    assert_eq!(body["code"], "model_timed_out", "{body}");
     server.stop().await;
 }

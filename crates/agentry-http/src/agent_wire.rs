@@ -262,6 +262,10 @@ pub fn full_stream_json(ev: &AgentEvent) -> Value {
             "usage": usage_json(usage),
             "text": text,
         }),
-        AgentEvent::Error(e) => json!({"type": "error", "error": e}),
+        AgentEvent::Error(e) => json!({
+            "type": "error",
+            "error": e.to_string(),
+            "code": crate::agents::agent_error_code(e).as_str(),
+        }),
     }
 }

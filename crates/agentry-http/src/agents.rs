@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
-use agentry_core::agent::{AgentError, AgentEvent, AgentHub, GenerateOptions, Message};
+use agentry_core::agent::{
+    AgentError, AgentEvent, AgentHub, GenerateOptions, Message, ModelErrorKind,
+};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -23,23 +25,43 @@ use crate::openapi::{
 use crate::ui_stream::{self, UiMessageStream};
 
 /// The row of each agent error: an object the model could not make valid against the request's
-/// schema is the client's (its schema may be unsatisfiable), everything else the model or the
-/// server failed at is a generation failure with the cause named.
-pub fn agent_error(err: AgentError) -> ApiError {
-    match &err {
-        AgentError::NotFound(_) => ApiError::new(Code::AgentNotFound, err.to_string()),
-        AgentError::InvalidRequest(_) => ApiError::bad_request(err.to_string()),
-        AgentError::InvalidObject(_) => {
-            tracing::warn!(error = %err, "no object valid against the schema");
-            ApiError::new(Code::UnsatisfiableSchema, err.to_string())
+/// schema is the client's (its schema may be unsatisfiable); a provider's failure keeps its kind
+/// (throttled, unauthorized, timed out, refused, down); anything else the model or the server
+/// failed at is a generation failure with the cause named.
+pub fn agent_error_code(err: &AgentError) -> Code {
+    match err {
+        AgentError::NotFound(_) => Code::AgentNotFound,
+        AgentError::InvalidRequest(_) => Code::InvalidRequest,
+        AgentError::InvalidObject(_) => Code::UnsatisfiableSchema,
+        AgentError::Cancelled => Code::ClientClosedRequest,
+        AgentError::Model(e) => match e.kind {
+            ModelErrorKind::RateLimited => Code::ModelRateLimited,
+            ModelErrorKind::Unauthorized => Code::ModelUnauthorized,
+            ModelErrorKind::TimedOut => Code::ModelTimedOut,
+            ModelErrorKind::Refused => Code::ModelRefused,
+            ModelErrorKind::Unavailable => Code::ModelUnavailable,
+            ModelErrorKind::Failed => Code::GenerationFailed,
+        },
+        AgentError::Duplicate(_) | AgentError::InvalidId(_) | AgentError::Memory(_) => {
+            Code::GenerationFailed
         }
-        AgentError::Cancelled => ApiError::new(Code::ClientClosedRequest, err.to_string()),
-        AgentError::Duplicate(_)
-        | AgentError::InvalidId(_)
-        | AgentError::Model(_)
-        | AgentError::Memory(_) => {
-            tracing::error!(error = %err, "generation failed");
-            ApiError::new(Code::GenerationFailed, format!("Failed to generate: {err}"))
+    }
+}
+
+/// [`agent_error_code`] as the answer, logged as it deserves.
+pub fn agent_error(err: AgentError) -> ApiError {
+    let code = agent_error_code(&err);
+    match code {
+        Code::AgentNotFound | Code::InvalidRequest | Code::ClientClosedRequest => {
+            ApiError::new(code, err.to_string())
+        }
+        Code::UnsatisfiableSchema => {
+            tracing::warn!(error = %err, "no object valid against the schema");
+            ApiError::new(code, err.to_string())
+        }
+        _ => {
+            tracing::error!(error = %err, code = code.as_str(), "generation failed");
+            ApiError::new(code, format!("Failed to generate: {err}"))
         }
     }
 }
@@ -187,7 +209,10 @@ fn cancel_on_drop() -> (CancellationToken, DropGuard) {
         (status = 200, description = "The generated text.", body = TextResultResponse),
         (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
-        (status = 500, description = "`Failed to generate: <cause>` (the model failed).", body = Failure),
+        (status = 500, description = "`Failed to generate: <cause>` (the model or the server failed).", body = Failure),
+        (status = 502, description = "`Failed to generate: ...`: the model provider refused the request or the credentials, or is down.", body = Failure),
+        (status = 503, description = "`Failed to generate: ...`: the model provider throttled the request; try again later.", body = Failure),
+        (status = 504, description = "`Failed to generate: ...`: the model provider stayed silent past the read time-out.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/text")]
@@ -220,7 +245,10 @@ pub async fn generate_text(
         (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema` (not a JSON Schema, or asking for more than the generation limits: the message names the limit).", body = Failure),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
         (status = 422, description = "The model could not produce an object valid against the schema: `The model's object does not match the schema: <detail>`.", body = Failure),
-        (status = 500, description = "`Failed to generate: <cause>` (the model failed).", body = Failure),
+        (status = 500, description = "`Failed to generate: <cause>` (the model or the server failed).", body = Failure),
+        (status = 502, description = "`Failed to generate: ...`: the model provider refused the request or the credentials, or is down.", body = Failure),
+        (status = 503, description = "`Failed to generate: ...`: the model provider throttled the request; try again later.", body = Failure),
+        (status = 504, description = "`Failed to generate: ...`: the model provider stayed silent past the read time-out.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/object")]
@@ -383,7 +411,11 @@ pub async fn stream_object_route(
                 json!({"type": "object", "object": object}),
                 json!({"type": "finish", "finishReason": finish_reason.as_str(), "usage": usage}),
             ],
-            AgentEvent::Error(e) => vec![json!({"type": "error", "error": e})],
+            AgentEvent::Error(e) => vec![json!({
+                "type": "error",
+                "error": e.to_string(),
+                "code": agent_error_code(&e).as_str(),
+            })],
             _ => Vec::new(),
         };
         futures::stream::iter(out)

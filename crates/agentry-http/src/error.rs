@@ -78,7 +78,12 @@ error_table! {
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
     ClientClosedRequest => BAD_REQUEST, "client_closed_request", "The client went away before the answer (logged; nobody reads it).";
     ExecutionFailed => INTERNAL_SERVER_ERROR, "execution_failed", "The execution ended in error (`Failed to execute workflow`; header `X-Execution-Id`; its state has the reason).";
-    GenerationFailed => INTERNAL_SERVER_ERROR, "generation_failed", "The model or a tool failed (`Failed to generate: ...`).";
+    GenerationFailed => INTERNAL_SERVER_ERROR, "generation_failed", "The model or the server failed otherwise (`Failed to generate: ...`).";
+    ModelRefused => BAD_GATEWAY, "model_refused", "The model provider refused the request (HTTP 400, 404, 422, ...), with its reason.";
+    ModelUnauthorized => BAD_GATEWAY, "model_unauthorized", "The model provider refused agentry's credentials (HTTP 401 or 403); the provider is named, the key never echoed.";
+    ModelUnavailable => BAD_GATEWAY, "model_unavailable", "The model provider is down or unreachable (HTTP 5xx, a failed connection).";
+    ModelRateLimited => SERVICE_UNAVAILABLE, "model_rate_limited", "The model provider throttled the request (HTTP 429): try again later.";
+    ModelTimedOut => GATEWAY_TIMEOUT, "model_timed_out", "The model provider stayed silent past the read time-out (60 s by default).";
     Internal => INTERNAL_SERVER_ERROR, "internal", "A failure of the server itself (logged with its cause).";
     ExecutionContinuesElsewhere => SERVICE_UNAVAILABLE, "execution_continues_elsewhere", "This server stopped (or lost) the execution mid-run: it continues on another; retry with the same executionId and input.";
 }
@@ -144,7 +149,9 @@ pub fn code_for_status(status: StatusCode) -> Code {
         413 => Code::PayloadTooLarge,
         415 => Code::UnsupportedMediaType,
         400..=499 => Code::InvalidRequest,
+        502 => Code::ModelUnavailable,
         503 => Code::ExecutionContinuesElsewhere,
+        504 => Code::ModelTimedOut,
         _ => Code::Internal,
     }
 }

@@ -1268,6 +1268,9 @@ pub struct AgentEvent {
     /// error: what went wrong.
     #[schema(nullable = false)]
     pub error: Option<String>,
+    /// error: the row of the error table (a provider's failure keeps its kind).
+    #[schema(nullable = false)]
+    pub code: Option<crate::error::Code>,
 }
 
 /// The kind of an object stream event.
@@ -1294,6 +1297,9 @@ pub struct ObjectEvent {
     pub usage: Option<Usage>,
     #[schema(nullable = false)]
     pub error: Option<String>,
+    /// error: the row of the error table.
+    #[schema(nullable = false)]
+    pub code: Option<crate::error::Code>,
 }
 
 /// The kind of a UI message stream chunk.

@@ -129,7 +129,7 @@ impl UiMessageStream {
             }
             AgentEvent::Error(e) => {
                 self.close_text(&mut out);
-                out.push(json!({"type": "error", "errorText": e}));
+                out.push(json!({"type": "error", "errorText": e.to_string()}));
             }
         }
         out

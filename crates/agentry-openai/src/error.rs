@@ -2,7 +2,7 @@
 
 use std::error::Error as _;
 
-use agentry_core::agent::ModelError;
+use agentry_core::agent::{ModelError, ModelErrorKind};
 use async_openai::error::{OpenAIError, StreamError, WrappedError};
 
 /// How much of an unexpected response body goes into an error message.
@@ -20,10 +20,32 @@ fn truncate(text: &str) -> String {
     format!("{}...", &text[..end])
 }
 
+/// The kind of a provider's HTTP error status.
+fn kind_of_status(status: u16) -> ModelErrorKind {
+    match status {
+        429 => ModelErrorKind::RateLimited,
+        401 | 403 => ModelErrorKind::Unauthorized,
+        408 | 504 => ModelErrorKind::TimedOut,
+        500..=599 => ModelErrorKind::Unavailable,
+        _ => ModelErrorKind::Refused,
+    }
+}
+
 pub(crate) fn model_error(base_url: &str, e: OpenAIError) -> ModelError {
-    let message = match e {
+    match e {
         OpenAIError::ApiError(r) => {
             let status = r.status_code;
+            let kind = kind_of_status(status.as_u16());
+            if kind == ModelErrorKind::Unauthorized {
+                // The provider's text may quote the key: name the provider, never echo it.
+                return ModelError::of(
+                    kind,
+                    format!(
+                        "the OpenAI-compatible endpoint at {base_url} refused the credentials \
+                         (HTTP {status}): check OPENAI_API_KEY"
+                    ),
+                );
+            }
             let api = r.api_error;
             // async-openai keeps a 5xx body as raw text; it is often still an OpenAI error object.
             let detail = if api.r#type.is_none() && api.code.is_none() && api.param.is_none() {
@@ -34,30 +56,40 @@ pub(crate) fn model_error(base_url: &str, e: OpenAIError) -> ModelError {
             } else {
                 api.to_string()
             };
-            if detail.is_empty() {
+            let message = if detail.is_empty() {
                 format!("the OpenAI-compatible endpoint answered HTTP {status}")
             } else {
                 format!("the OpenAI-compatible endpoint answered HTTP {status}: {detail}")
-            }
+            };
+            ModelError::of(kind, message)
         }
         OpenAIError::Reqwest(e) => {
+            let kind = if e.is_timeout() {
+                ModelErrorKind::TimedOut
+            } else if e.is_connect() || e.is_request() {
+                ModelErrorKind::Unavailable
+            } else {
+                ModelErrorKind::Failed
+            };
             let mut text = format!("request to {base_url} failed: {e}");
             let mut source = e.source();
             while let Some(s) = source {
                 text.push_str(&format!(": {s}"));
                 source = s.source();
             }
-            text
+            ModelError::of(kind, text)
         }
-        OpenAIError::JSONDeserialize(e, body) => format!(
+        OpenAIError::JSONDeserialize(e, body) => ModelError::new(format!(
             "could not read the endpoint's response ({e}); body: {}",
             truncate(&body)
+        )),
+        OpenAIError::StreamError(e) => ModelError::of(
+            ModelErrorKind::Unavailable,
+            match *e {
+                StreamError::EventStream(msg) => format!("the response stream failed: {msg}"),
+                other => format!("the response stream failed: {other}"),
+            },
         ),
-        OpenAIError::StreamError(e) => match *e {
-            StreamError::EventStream(msg) => format!("the response stream failed: {msg}"),
-            other => format!("the response stream failed: {other}"),
-        },
-        other => other.to_string(),
-    };
-    ModelError::new(message)
+        other => ModelError::new(other.to_string()),
+    }
 }

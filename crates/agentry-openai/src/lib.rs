@@ -59,6 +59,7 @@ mod response;
 mod stream;
 
 use std::fmt;
+use std::time::Duration;
 
 use agentry_core::agent::{ChunkStream, Model, ModelError, ModelRequest, ModelResponse};
 use async_openai::Client;
@@ -119,12 +120,35 @@ impl fmt::Debug for OpenAiSettings {
     }
 }
 
+/// How long the endpoint may stay silent (no byte of an answer or of a stream) before the call
+/// fails as timed out.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long connecting to the endpoint may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A model served by an OpenAI-compatible chat completions endpoint.
 #[derive(Clone)]
 pub struct OpenAiModel {
     client: Client<OpenAIConfig>,
     model: String,
     base_url: String,
+}
+
+/// The async-openai client of `config`, whose calls time out when the endpoint stays silent
+/// for `read_timeout` (a hung provider fails as timed out instead of holding the request).
+fn client(config: OpenAIConfig, read_timeout: Duration) -> Client<OpenAIConfig> {
+    let http = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(read_timeout)
+        .build();
+    match http {
+        Ok(http) => Client::with_config(config).with_http_client(http),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot build the HTTP client with time-outs; using the default one");
+            Client::with_config(config)
+        }
+    }
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -150,10 +174,17 @@ impl OpenAiModel {
             .with_api_base(base_url.clone())
             .with_api_key(settings.api_key.unwrap_or_default());
         Self {
-            client: Client::with_config(config),
+            client: client(config, DEFAULT_READ_TIMEOUT),
             model: settings.model,
             base_url,
         }
+    }
+
+    /// This model with another read time-out ([`DEFAULT_READ_TIMEOUT`] by default).
+    pub fn with_read_timeout(mut self, read_timeout: Duration) -> Self {
+        let config = self.client.config().clone();
+        self.client = client(config, read_timeout);
+        self
     }
 
     /// [`OpenAiModel::new`] with [`OpenAiSettings::from_env`]; `None` when no endpoint is set.

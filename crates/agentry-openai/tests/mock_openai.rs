@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use agentry_core::agent::{
-    FinishReason, GenerationSettings, Message, Model, ModelChunk, ModelRequest, ToolCall,
-    ToolResult, ToolSpec, Usage,
+    FinishReason, GenerationSettings, Message, Model, ModelChunk, ModelErrorKind, ModelRequest,
+    ToolCall, ToolResult, ToolSpec, Usage,
 };
 use agentry_openai::{OpenAiModel, OpenAiSettings};
 use futures::StreamExt;
@@ -521,8 +521,10 @@ async fn settings_and_provider_options_are_mapped_into_the_body() {
     assert_eq!(body["stream"], true);
 }
 
+/// A 401 is `Unauthorized`, naming the endpoint and never echoing the provider's text (which
+/// may quote the key), on a call and on a stream alike.
 #[tokio::test]
-async fn unauthorized_becomes_a_model_error_naming_it() {
+async fn unauthorized_is_typed_and_does_not_echo_the_key() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path(COMPLETIONS))
@@ -540,22 +542,84 @@ async fn unauthorized_becomes_a_model_error_naming_it() {
     let model = model_for(&server);
     let req = request(vec![Message::user("hi")]);
     let error = model.generate(&req).await.unwrap_err();
-    assert!(error.message.contains("401"), "{}", error.message);
-    assert!(
-        error.message.contains("Incorrect API key provided"),
-        "{}",
-        error.message
-    );
-    let error = match model.stream(&req).await {
+    let stream_error = match model.stream(&req).await {
         Err(e) => e,
         Ok(_) => panic!("a 401 must not open a stream"),
     };
-    assert!(error.message.contains("401"), "{}", error.message);
-    assert!(
-        error.message.contains("invalid_api_key"),
-        "{}",
-        error.message
-    );
+    for error in [error, stream_error] {
+        assert_eq!(
+            error.kind,
+            ModelErrorKind::Unauthorized,
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains("401"), "{}", error.message);
+        assert!(error.message.contains(&server.uri()), "{}", error.message);
+        assert!(!error.message.contains("sk-test"), "{}", error.message);
+    }
+}
+
+/// Each upstream failure keeps its kind: 429 throttled, 400 refused (with the provider's
+/// reason), 503 down, and silence past the read time-out timed out.
+#[tokio::test]
+async fn upstream_failures_keep_their_kind() {
+    for (status, kind, reason) in [
+        (
+            429,
+            ModelErrorKind::RateLimited,
+            "Rate limit reached for requests",
+        ),
+        (
+            400,
+            ModelErrorKind::Refused,
+            "maximum context length is 128000 tokens",
+        ),
+        (
+            503,
+            ModelErrorKind::Unavailable,
+            "The engine is currently overloaded",
+        ),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path(COMPLETIONS))
+            .respond_with(ResponseTemplate::new(status).set_body_json(json!({
+                "error": {"message": reason, "type": "some_error", "param": null, "code": null}
+            })))
+            .mount(&server)
+            .await;
+        let error = model_for(&server)
+            .generate(&request(vec![Message::user("hi")]))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, kind, "{status}: {}", error.message);
+        assert!(
+            error.message.contains(reason),
+            "{status}: {}",
+            error.message
+        );
+    }
+
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(COMPLETIONS))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_delay(std::time::Duration::from_secs(3))
+                .set_body_json(completion(
+                    json!({"role": "assistant", "content": "late"}),
+                    "stop",
+                    json!(null),
+                )),
+        )
+        .mount(&server)
+        .await;
+    let error = model_for(&server)
+        .with_read_timeout(std::time::Duration::from_millis(300))
+        .generate(&request(vec![Message::user("hi")]))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ModelErrorKind::TimedOut, "{}", error.message);
 }
 
 #[tokio::test]
@@ -579,6 +643,7 @@ async fn server_error_becomes_a_model_error_naming_it() {
         .await
         .unwrap_err();
     assert!(error.message.contains("500"), "{}", error.message);
+    assert_eq!(error.kind, ModelErrorKind::Unavailable);
     assert!(
         error.message.contains("The server had an error"),
         "{}",
@@ -608,6 +673,7 @@ async fn unreachable_endpoint_is_a_model_error() {
         "{}",
         error.message
     );
+    assert_eq!(error.kind, ModelErrorKind::Unavailable, "{}", error.message);
 }
 
 /// Dropping the stream closes the upstream connection even while the server is still sending.

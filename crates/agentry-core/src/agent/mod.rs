@@ -7,8 +7,8 @@ pub mod tool;
 
 pub use message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
 pub use model::{
-    ChunkStream, GenerationSettings, Model, ModelChunk, ModelError, ModelRequest, ModelResponse,
-    ToolSpec,
+    ChunkStream, GenerationSettings, Model, ModelChunk, ModelError, ModelErrorKind, ModelRequest,
+    ModelResponse, ToolSpec,
 };
 pub use offline::OfflineModel;
 pub use tool::{FnTool, Tool, ToolContext};

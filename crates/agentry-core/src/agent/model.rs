@@ -76,16 +76,43 @@ pub enum ModelChunk {
     },
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
+/// Why a model (provider) call failed: a client answers each kind differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelErrorKind {
+    /// The provider throttled the request (HTTP 429): try again later.
+    RateLimited,
+    /// The provider refused the credentials (HTTP 401 or 403).
+    Unauthorized,
+    /// The provider did not answer in time.
+    TimedOut,
+    /// The provider refused the request itself (HTTP 400, 404, 422, ...), with its reason.
+    Refused,
+    /// The provider is down or unreachable (HTTP 5xx, a connection that failed).
+    Unavailable,
+    /// Anything else (an unreadable answer, a request that could not be built, ...).
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct ModelError {
+    pub kind: ModelErrorKind,
     pub message: String,
+    /// How long the provider asked to wait (a rate limit's `Retry-After`), when it said.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ModelError {
+    /// A failure of no particular kind ([`ModelErrorKind::Failed`]).
     pub fn new(message: impl Into<String>) -> Self {
+        Self::of(ModelErrorKind::Failed, message)
+    }
+
+    pub fn of(kind: ModelErrorKind, message: impl Into<String>) -> Self {
         Self {
+            kind,
             message: message.into(),
+            retry_after: None,
         }
     }
 }

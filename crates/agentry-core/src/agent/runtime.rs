@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::definition::{Agent, InstructionContext, OperationContext};
 use super::memory::{ConversationKey, ConversationStore};
 use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
-use super::model::{GenerationSettings, Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
+use super::model::{
+    GenerationSettings, Model, ModelChunk, ModelError, ModelRequest, ModelResponse, ToolSpec,
+};
 use super::partial::parse_partial;
 use super::tool::{Tool, ToolContext};
 use crate::engine::AgentRunner;
@@ -119,10 +121,11 @@ pub enum AgentEvent {
         /// The validated object (stream-object only).
         object: Option<Value>,
     },
-    Error(String),
+    /// The generation failed; the last event.
+    Error(AgentError),
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AgentError {
     #[error("Agent {0} not found")]
     NotFound(String),
@@ -133,7 +136,7 @@ pub enum AgentError {
     #[error("Invalid request: {0}")]
     InvalidRequest(String),
     #[error("Model error: {0}")]
-    Model(String),
+    Model(ModelError),
     #[error("The model's object does not match the schema: {0}")]
     InvalidObject(String),
     #[error("Memory error: {0}")]
@@ -321,14 +324,11 @@ impl AgentHub {
     ) -> Result<ModelResponse, AgentError> {
         let Some(tx) = sink else {
             return tokio::select! {
-                r = model.generate(req) => r.map_err(|e| AgentError::Model(e.message)),
+                r = model.generate(req) => r.map_err(AgentError::Model),
                 _ = cancel.cancelled() => Err(AgentError::Cancelled),
             };
         };
-        let mut stream = model
-            .stream(req)
-            .await
-            .map_err(|e| AgentError::Model(e.message))?;
+        let mut stream = model.stream(req).await.map_err(AgentError::Model)?;
         let mut text = String::new();
         let mut calls = Vec::new();
         let mut finish = (FinishReason::Stop, Usage::default());
@@ -341,7 +341,7 @@ impl AgentHub {
                 _ = cancel.cancelled() => return Err(AgentError::Cancelled),
             };
             let Some(chunk) = chunk else { break };
-            match chunk.map_err(|e| AgentError::Model(e.message))? {
+            match chunk.map_err(AgentError::Model)? {
                 ModelChunk::TextDelta(d) => {
                     text.push_str(&d);
                     if object_mode {
@@ -554,7 +554,7 @@ impl AgentHub {
                     tracing::info!(agent_id = %agent.id, "generation cancelled");
                     return;
                 }
-                Err(e) => AgentEvent::Error(e.to_string()),
+                Err(e) => AgentEvent::Error(e),
             };
             let _ = tx.send(last).await;
         });
@@ -660,7 +660,7 @@ impl AgentHub {
                     object: Some(r.object),
                 },
                 Err(AgentError::Cancelled) => return,
-                Err(e) => AgentEvent::Error(e.to_string()),
+                Err(e) => AgentEvent::Error(e),
             };
             let _ = tx.send(last).await;
         });
