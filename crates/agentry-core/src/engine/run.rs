@@ -10,6 +10,39 @@ pub(super) struct LiveRun {
     pub(super) stop: CancellationToken,
 }
 
+/// What every step of one run shares.
+struct RunScope<'a> {
+    wf: &'a Workflow,
+    id: String,
+    /// The lease the run started with: every write of the run is fenced by it.
+    lease: Option<&'a Lease>,
+    workflow_input: Arc<Value>,
+    context: Arc<Map<String, Value>>,
+}
+
+/// The step a run is at.
+struct StepAt<'a> {
+    step: &'a Step,
+    index: usize,
+}
+
+/// What only the first step of a run sees: the resume that began it, or its timer.
+struct FirstRun {
+    resume: Option<(Option<Value>, Option<Value>)>,
+    timed_out: bool,
+}
+
+/// How an attempt ended: its output (and whether it ran: not a skipped `andWhen`), or why not.
+type StepOutcome = Result<(Value, bool), StepError>;
+
+/// The last attempt of a step: how it ended, its children's records still to store, and the
+/// record in hand.
+struct Attempted {
+    outcome: StepOutcome,
+    unstored: Vec<(String, StepRecord)>,
+    rec: ExecutionRecord,
+}
+
 /// Where a run begins.
 pub(super) struct Entry {
     /// The index of the first step to run.
@@ -282,258 +315,352 @@ impl Engine {
         mut rec: ExecutionRecord,
         entry: Entry,
     ) -> Result<ExecutionRecord, EngineError> {
-        let id = rec.id.clone();
         // Every write of the run is fenced by the lease it started with.
         let lease = rec.lease.clone();
-        let lease = lease.as_ref();
-        let workflow_input = Arc::new(rec.input.clone());
-        let context = Arc::new(rec.context.clone());
-        let steps = wf.steps();
+        let run = RunScope {
+            wf: &wf,
+            id: rec.id.clone(),
+            lease: lease.as_ref(),
+            workflow_input: Arc::new(rec.input.clone()),
+            context: Arc::new(rec.context.clone()),
+        };
         let mut input = Self::input_for(&wf, &rec, entry.step);
-        let mut resume = entry.resume;
-        let mut timed_out = entry.timed_out;
+        let mut first = FirstRun {
+            resume: entry.resume,
+            timed_out: entry.timed_out,
+        };
         // Whether the current step's start is recorded. Every write that ends a step records
         // the next one's start with it, so a step costs one write; a recorded start is always
         // followed by the run, so a shutdown stops a run only where no start is recorded.
         let mut begun = entry.begun;
-        for (index, step) in steps.iter().enumerate().skip(entry.step) {
+        for (index, step) in wf.steps().iter().enumerate().skip(entry.step) {
+            let at = StepAt { step, index };
             if !begun {
                 if self.inner.draining.is_cancelled() {
-                    return Err(EngineError::HandedOver(id));
+                    return Err(EngineError::HandedOver(run.id.clone()));
                 }
-                // A recovery: the run starts again here.
-                rec = self
-                    .update_held(lease, Some(rec), &id, |r, events| {
-                        let mut next = r.clone();
-                        self.begin(&mut next.progress, step, input.clone());
-                        events.push(EventKind::WorkflowStart {
-                            input: r.input.clone(),
-                            resumed: true,
-                        });
-                        events.push(Self::step_start(step, index, input.clone()));
-                        Ok(next)
-                    })
-                    .await?;
+                rec = self.restart_at(&run, rec, &at, &input).await?;
             }
-            // A step with retries that crashes left without an attempt fails here, unrun.
-            if let Some(retry) = step.retry
-                && rec
-                    .progress
-                    .steps
-                    .get(&step.id)
-                    .is_some_and(|r| r.attempt > retry.max_attempts())
-            {
-                let message = format!(
-                    "Step {} failed: no attempt left ({} started, the last ones interrupted)",
-                    step.id,
-                    retry.max_attempts()
-                );
-                return self.fail_now(lease, rec, &step.id, message).await;
+            if let Some(message) = Self::attempts_spent(&at, &rec) {
+                return self.fail_now(run.lease, rec, &step.id, message).await;
             }
-            let mut first_run = resume.take();
-            let (result, unstored) = loop {
-                let (attempt, started_at) = rec
-                    .progress
-                    .steps
-                    .get(&step.id)
-                    .map_or((1, self.inner.clock.now()), |r| (r.attempt, r.started_at));
-                self.crash_point(CrashPoint::BeforeStep, wf.id(), &step.id, attempt);
-                let (resume_data, suspend_data) = first_run.take().unwrap_or_default();
-                let stop = self.stop_signal(&id);
-                let ctx = StepContext {
-                    execution_id: id.clone(),
-                    workflow_id: wf.id().to_owned(),
-                    step_id: step.id.clone(),
-                    step_index: index,
-                    input: input.clone(),
-                    workflow_input: workflow_input.clone(),
-                    context: context.clone(),
-                    owner: rec.owner.clone(),
-                    resume_data,
-                    suspend_data,
-                    cancel: stop.clone(),
-                    attempt,
-                    started_at,
-                    timed_out: std::mem::take(&mut timed_out),
-                    steps: Arc::new(rec.progress.steps.clone()),
-                };
-                let children = Children::new(&id, lease);
-                let run = self.run_step(step, ctx, children.clone());
-                let result = match step.timeout {
-                    Some(limit) => match tokio::time::timeout(limit, run).await {
-                        Ok(result) => result,
-                        Err(_) => {
-                            stop.cancel();
-                            Err(StepError::Failed(format!(
-                                "attempt {attempt} timed out after {} ms",
-                                limit.as_millis()
-                            )))
-                        }
-                    },
-                    None => run.await,
-                };
-                // Children already stored as they finished are part of the record in hand.
-                let unstored = children.merge_into(&mut rec.progress);
-                let (error, retry) = match (&result, step.retry) {
-                    (Err(StepError::Failed(error)), Some(retry))
-                        if attempt < retry.max_attempts()
-                            && !self.inner.draining.is_cancelled() =>
-                    {
-                        (error.clone(), retry)
-                    }
-                    _ => break (result, unstored),
-                };
-                let delay = retry.delay(attempt);
-                // The failure and the next attempt's number, written before it runs.
-                rec = self
-                    .update_held(lease, Some(rec), &id, |r, events| {
-                        let now = self.inner.clock.now();
-                        let mut next = r.clone();
-                        if let Some(record) = next.progress.steps.get_mut(&step.id) {
-                            record.failures.push(AttemptFailure {
-                                attempt,
-                                error: error.clone(),
-                                at: now,
-                            });
-                            record.attempt = attempt + 1;
-                            record.started_at = now;
-                        }
-                        events.push(EventKind::StepRetry {
-                            step_id: step.id.clone(),
-                            step_index: index,
-                            attempt,
-                            error: error.clone(),
-                            next_attempt: attempt + 1,
-                            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        });
-                        Ok(next)
-                    })
-                    .await?;
-                tracing::info!(execution_id = %id, step_id = %step.id, attempt, error = %error, "step attempt failed; retrying");
-                let cancelled = self.stop_signal(&id);
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    // A shutdown: the next attempt runs wherever the execution continues.
-                    _ = self.inner.draining.cancelled() => return Err(EngineError::HandedOver(id)),
-                    // A cancel: the next write finds it and stops.
-                    _ = cancelled.cancelled() => {}
-                }
-            };
-            match result {
+            let attempted = self
+                .run_attempts(&run, rec, &at, &input, &mut first)
+                .await?;
+            rec = attempted.rec;
+            let unstored = attempted.unstored;
+            match attempted.outcome {
                 Ok((output, ran)) => {
-                    let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
-                    self.crash_point(CrashPoint::AfterEffect, wf.id(), &step.id, attempt);
-                    let following = steps.get(index + 1);
-                    let begin_next = !self.inner.draining.is_cancelled();
-                    rec = self
-                        .update_held(lease, Some(rec), &id, |r, events| {
-                            if r.state.status() != Status::Running {
-                                return Err(EngineError::Internal(format!(
-                                    "execution became {} while its step {} ran",
-                                    r.state.status(),
-                                    step.id
-                                )));
-                            }
-                            let now = self.inner.clock.now();
-                            let mut next = r.clone();
-                            next.progress.steps.extend(unstored.iter().cloned());
-                            let done = r
-                                .progress
-                                .steps
-                                .get(&step.id)
-                                .cloned()
-                                .unwrap_or_else(|| StepRecord::started(input.clone(), 1, now))
-                                .finished(output.clone(), ran, now);
-                            next.progress.steps.insert(step.id.clone(), done);
-                            next.progress.next_step = index + 1;
-                            events.push(EventKind::StepComplete {
-                                step_id: step.id.clone(),
-                                step_index: index,
-                                step_type: step.step_type(),
-                                output: output.clone(),
-                                ran,
-                            });
-                            match (r.state.suspend_request(), following) {
-                                // A suspend asked for while the step ran: it takes effect at
-                                // this boundary, in this same write.
-                                (Some(req), Some(following)) => {
-                                    let suspension = Suspension {
-                                        suspended_at: now,
-                                        reason: req.reason.clone(),
-                                        step_index: index + 1,
-                                        step_id: following.id.clone(),
-                                        data: None,
-                                        deadline: None,
-                                    };
-                                    next.state = transition(
-                                        &r.state,
-                                        Transition::Suspend(suspension.clone()),
-                                    )
-                                    .map_err(|e| EngineError::Internal(e.to_string()))?;
-                                    events.push(EventKind::WorkflowSuspended { suspension });
-                                }
-                                (None, Some(following)) if begin_next => {
-                                    self.begin(&mut next.progress, following, output.clone());
-                                    events.push(Self::step_start(
-                                        following,
-                                        index + 1,
-                                        output.clone(),
-                                    ));
-                                }
-                                _ => {}
-                            }
-                            Ok(next)
-                        })
+                    let (next, begun_next) = self
+                        .checkpoint_step(&run, rec, &at, &input, (output.clone(), ran), unstored)
                         .await?;
-                    self.crash_point(CrashPoint::AfterCheckpoint, wf.id(), &step.id, attempt);
+                    rec = next;
                     if rec.state.status() == Status::Suspended {
                         return Ok(rec);
                     }
                     input = output;
-                    begun = begin_next;
+                    begun = begun_next;
                 }
-                Err(StepError::Suspend {
-                    reason,
-                    data,
-                    deadline,
-                }) => {
-                    if let Some(d) = &data
-                        && !matches!(step.kind, StepKind::Workflow { .. })
-                        && let Err(detail) = wf.validate_suspend(index, d)
-                    {
-                        let message =
-                            format!("Step {} suspended with invalid data: {detail}", step.id);
-                        return self.fail_now(lease, rec, &step.id, message).await;
+                Err(error) => return self.stop_at_step(&run, rec, &at, error).await,
+            }
+        }
+        let complete = Transition::Complete {
+            result: input,
+            at: self.inner.clock.now(),
+        };
+        self.apply(run.lease, Some(rec), &run.id, complete, None)
+            .await
+    }
+
+    /// A recovery: records that the run starts again at `at` (its next attempt) with
+    /// `workflow-start`.
+    async fn restart_at(
+        &self,
+        run: &RunScope<'_>,
+        rec: ExecutionRecord,
+        at: &StepAt<'_>,
+        input: &Value,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.update_held(run.lease, Some(rec), &run.id, |r, events| {
+            let mut next = r.clone();
+            self.begin(&mut next.progress, at.step, input.clone());
+            events.push(EventKind::WorkflowStart {
+                input: r.input.clone(),
+                resumed: true,
+            });
+            events.push(Self::step_start(at.step, at.index, input.clone()));
+            Ok(next)
+        })
+        .await
+    }
+
+    /// Why a step with retries may not run again: crashes used up its attempts.
+    fn attempts_spent(at: &StepAt<'_>, rec: &ExecutionRecord) -> Option<String> {
+        let retry = at.step.retry?;
+        let record = rec.progress.steps.get(&at.step.id)?;
+        (record.attempt > retry.max_attempts()).then(|| {
+            format!(
+                "Step {} failed: no attempt left ({} started, the last ones interrupted)",
+                at.step.id,
+                retry.max_attempts()
+            )
+        })
+    }
+
+    /// Runs the step at `at` until an attempt succeeds, suspends or fails for good (a step with
+    /// retries runs again after each failed attempt, its failure recorded first).
+    async fn run_attempts(
+        &self,
+        run: &RunScope<'_>,
+        mut rec: ExecutionRecord,
+        at: &StepAt<'_>,
+        input: &Value,
+        first: &mut FirstRun,
+    ) -> Result<Attempted, EngineError> {
+        loop {
+            let children = Children::new(&run.id, run.lease);
+            let (attempt, result) = self
+                .run_attempt(run, &rec, at, input, first, children.clone())
+                .await;
+            // Children already stored as they finished are part of the record in hand.
+            let unstored = children.merge_into(&mut rec.progress);
+            let (error, retry) = match (&result, at.step.retry) {
+                (Err(StepError::Failed(error)), Some(retry))
+                    if attempt < retry.max_attempts() && !self.inner.draining.is_cancelled() =>
+                {
+                    (error.clone(), retry)
+                }
+                _ => {
+                    return Ok(Attempted {
+                        outcome: result,
+                        unstored,
+                        rec,
+                    });
+                }
+            };
+            let delay = retry.delay(attempt);
+            rec = self
+                .record_retry(run, rec, at, attempt, &error, delay)
+                .await?;
+            tracing::info!(execution_id = %run.id, step_id = %at.step.id, attempt, error = %error, "step attempt failed; retrying");
+            let cancelled = self.stop_signal(&run.id);
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                // A shutdown: the next attempt runs wherever the execution continues.
+                _ = self.inner.draining.cancelled() => {
+                    return Err(EngineError::HandedOver(run.id.clone()));
+                }
+                // A cancel: the next write finds it and stops.
+                _ = cancelled.cancelled() => {}
+            }
+        }
+    }
+
+    /// One attempt of the step at `at`, within its time-out; returns its number and outcome.
+    async fn run_attempt(
+        &self,
+        run: &RunScope<'_>,
+        rec: &ExecutionRecord,
+        at: &StepAt<'_>,
+        input: &Value,
+        first: &mut FirstRun,
+        children: Children,
+    ) -> (u32, StepOutcome) {
+        let step = at.step;
+        let (attempt, started_at) = rec
+            .progress
+            .steps
+            .get(&step.id)
+            .map_or((1, self.inner.clock.now()), |r| (r.attempt, r.started_at));
+        self.crash_point(CrashPoint::BeforeStep, run.wf.id(), &step.id, attempt);
+        let (resume_data, suspend_data) = first.resume.take().unwrap_or_default();
+        let stop = self.stop_signal(&run.id);
+        let ctx = StepContext {
+            execution_id: run.id.clone(),
+            workflow_id: run.wf.id().to_owned(),
+            step_id: step.id.clone(),
+            step_index: at.index,
+            input: input.clone(),
+            workflow_input: run.workflow_input.clone(),
+            context: run.context.clone(),
+            owner: rec.owner.clone(),
+            resume_data,
+            suspend_data,
+            cancel: stop.clone(),
+            attempt,
+            started_at,
+            timed_out: std::mem::take(&mut first.timed_out),
+            steps: Arc::new(rec.progress.steps.clone()),
+        };
+        let running = self.run_step(step, ctx, children);
+        let result = match step.timeout {
+            Some(limit) => match tokio::time::timeout(limit, running).await {
+                Ok(result) => result,
+                Err(_) => {
+                    stop.cancel();
+                    Err(StepError::Failed(format!(
+                        "attempt {attempt} timed out after {} ms",
+                        limit.as_millis()
+                    )))
+                }
+            },
+            None => running.await,
+        };
+        (attempt, result)
+    }
+
+    /// Records a failed attempt and the next attempt's number, before it runs.
+    async fn record_retry(
+        &self,
+        run: &RunScope<'_>,
+        rec: ExecutionRecord,
+        at: &StepAt<'_>,
+        attempt: u32,
+        error: &str,
+        delay: Duration,
+    ) -> Result<ExecutionRecord, EngineError> {
+        self.update_held(run.lease, Some(rec), &run.id, |r, events| {
+            let now = self.inner.clock.now();
+            let mut next = r.clone();
+            if let Some(record) = next.progress.steps.get_mut(&at.step.id) {
+                record.failures.push(AttemptFailure {
+                    attempt,
+                    error: error.to_owned(),
+                    at: now,
+                });
+                record.attempt = attempt + 1;
+                record.started_at = now;
+            }
+            events.push(EventKind::StepRetry {
+                step_id: at.step.id.clone(),
+                step_index: at.index,
+                attempt,
+                error: error.to_owned(),
+                next_attempt: attempt + 1,
+                delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            });
+            Ok(next)
+        })
+        .await
+    }
+
+    /// The checkpoint of a step that ended with `output`: its record, the next step's start
+    /// (or the suspension a request asked for meanwhile), in one write. Returns the record and
+    /// whether the next step's start is recorded.
+    async fn checkpoint_step(
+        &self,
+        run: &RunScope<'_>,
+        rec: ExecutionRecord,
+        at: &StepAt<'_>,
+        input: &Value,
+        (output, ran): (Value, bool),
+        unstored: Vec<(String, StepRecord)>,
+    ) -> Result<(ExecutionRecord, bool), EngineError> {
+        let step = at.step;
+        let index = at.index;
+        let attempt = rec.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
+        self.crash_point(CrashPoint::AfterEffect, run.wf.id(), &step.id, attempt);
+        let following = run.wf.steps().get(index + 1);
+        let begin_next = !self.inner.draining.is_cancelled();
+        let rec = self
+            .update_held(run.lease, Some(rec), &run.id, |r, events| {
+                if r.state.status() != Status::Running {
+                    return Err(EngineError::Internal(format!(
+                        "execution became {} while its step {} ran",
+                        r.state.status(),
+                        step.id
+                    )));
+                }
+                let now = self.inner.clock.now();
+                let mut next = r.clone();
+                next.progress.steps.extend(unstored.iter().cloned());
+                let done = r
+                    .progress
+                    .steps
+                    .get(&step.id)
+                    .cloned()
+                    .unwrap_or_else(|| StepRecord::started(input.clone(), 1, now))
+                    .finished(output.clone(), ran, now);
+                next.progress.steps.insert(step.id.clone(), done);
+                next.progress.next_step = index + 1;
+                events.push(EventKind::StepComplete {
+                    step_id: step.id.clone(),
+                    step_index: index,
+                    step_type: step.step_type(),
+                    output: output.clone(),
+                    ran,
+                });
+                match (r.state.suspend_request(), following) {
+                    // A suspend asked for while the step ran: it takes effect at this boundary,
+                    // in this same write.
+                    (Some(req), Some(following)) => {
+                        let suspension = Suspension {
+                            suspended_at: now,
+                            reason: req.reason.clone(),
+                            step_index: index + 1,
+                            step_id: following.id.clone(),
+                            data: None,
+                            deadline: None,
+                        };
+                        next.state = transition(&r.state, Transition::Suspend(suspension.clone()))
+                            .map_err(|e| EngineError::Internal(e.to_string()))?;
+                        events.push(EventKind::WorkflowSuspended { suspension });
                     }
+                    (None, Some(following)) if begin_next => {
+                        self.begin(&mut next.progress, following, output.clone());
+                        events.push(Self::step_start(following, index + 1, output.clone()));
+                    }
+                    _ => {}
+                }
+                Ok(next)
+            })
+            .await?;
+        self.crash_point(CrashPoint::AfterCheckpoint, run.wf.id(), &step.id, attempt);
+        Ok((rec, begin_next))
+    }
+
+    /// Ends the run at a step that did not produce an output: it suspended, failed, or was
+    /// cancelled (by a shutdown: handed over; else the execution fails).
+    async fn stop_at_step(
+        &self,
+        run: &RunScope<'_>,
+        rec: ExecutionRecord,
+        at: &StepAt<'_>,
+        error: StepError,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let step = at.step;
+        let message = match error {
+            StepError::Suspend {
+                reason,
+                data,
+                deadline,
+            } => {
+                if let Some(d) = &data
+                    && !matches!(step.kind, StepKind::Workflow { .. })
+                    && let Err(detail) = run.wf.validate_suspend(at.index, d)
+                {
+                    format!("Step {} suspended with invalid data: {detail}", step.id)
+                } else {
                     let suspension = Suspension {
                         suspended_at: self.inner.clock.now(),
                         reason,
-                        step_index: index,
+                        step_index: at.index,
                         step_id: step.id.clone(),
-                        // `null` suspend data is no data: stored either way, it reads back
-                        // as none, so the record in hand never differs from the stored one.
+                        // `null` suspend data is no data: stored either way, it reads back as
+                        // none, so the record in hand never differs from the stored one.
                         data: data.filter(|d| !d.is_null()),
                         deadline,
                     };
-                    return self.suspend_now(lease, rec, suspension, true).await;
-                }
-                Err(StepError::Failed(message)) => {
-                    let message = format!("Step {} failed: {message}", step.id);
-                    return self.fail_now(lease, rec, &step.id, message).await;
-                }
-                Err(StepError::Cancelled) if self.inner.draining.is_cancelled() => {
-                    return Err(EngineError::HandedOver(id));
-                }
-                Err(StepError::Cancelled) => {
-                    let message = format!("Step {} was cancelled", step.id);
-                    return self.fail_now(lease, rec, &step.id, message).await;
+                    return self.suspend_now(run.lease, rec, suspension, true).await;
                 }
             }
-        }
-        let at = self.inner.clock.now();
-        let result = input;
-        let complete = Transition::Complete { result, at };
-        self.apply(lease, Some(rec), &id, complete, None).await
+            StepError::Failed(message) => format!("Step {} failed: {message}", step.id),
+            StepError::Cancelled if self.inner.draining.is_cancelled() => {
+                return Err(EngineError::HandedOver(run.id.clone()));
+            }
+            StepError::Cancelled => format!("Step {} was cancelled", step.id),
+        };
+        self.fail_now(run.lease, rec, &step.id, message).await
     }
 
     /// Moves the stored execution through `t` (a refused move is an internal error here: the
