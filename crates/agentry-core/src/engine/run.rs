@@ -900,7 +900,7 @@ impl Engine {
         step: &Step,
         ctx: StepContext,
         children: Children,
-    ) -> BoxFuture<'static, Result<(Value, bool), StepError>> {
+    ) -> BoxFuture<'static, StepOutcome> {
         let step = step.clone();
         let engine = self.clone();
         Box::pin(async move {
@@ -914,93 +914,17 @@ impl Engine {
                 StepKind::When {
                     condition,
                     step: child,
-                } => {
-                    let holds = AssertUnwindSafe(condition(ctx.clone()))
-                        .catch_unwind()
-                        .await
-                        .map_err(|_| StepError::failed("the condition panicked"))?;
-                    if !holds {
-                        return Ok((ctx.input, false));
-                    }
-                    let (out, record) = engine
-                        .run_child_step(&ctx, child, ctx.cancel.clone(), &children)
-                        .await?;
-                    // Stored with this step's checkpoint, which comes right after.
-                    children.keep(&child.id, record);
-                    Ok((out, true))
-                }
-                StepKind::All(list) => {
-                    // Each child is stored as it finishes; a re-run skips the finished ones.
-                    let futs = list.iter().map(|c| {
-                        let (engine, ctx, children) = (&engine, &ctx, &children);
-                        async move {
-                            if let Some(out) = Self::finished_child(ctx, c) {
-                                return Ok(out);
-                            }
-                            let (out, record) = engine
-                                .run_child_step(ctx, c, ctx.cancel.child_token(), children)
-                                .await?;
-                            engine.store_child(children, c, record).await?;
-                            Ok::<_, StepError>(out)
-                        }
-                    });
-                    let outs = try_join_all(futs).await?;
-                    Ok((Value::Array(outs), true))
-                }
-                StepKind::Race(list) => {
-                    if list.is_empty() {
-                        return Ok((ctx.input, true));
-                    }
-                    // The winner of an interrupted attempt wins again.
-                    if let Some(out) = list.iter().find_map(|c| Self::finished_child(&ctx, c)) {
-                        return Ok((out, true));
-                    }
-                    let tokens: Vec<CancellationToken> =
-                        list.iter().map(|_| ctx.cancel.child_token()).collect();
-                    let futs: Vec<_> = list
-                        .iter()
-                        .zip(&tokens)
-                        .map(|(c, t)| {
-                            let (engine, ctx, children) = (&engine, &ctx, &children);
-                            Box::pin(async move {
-                                engine.run_child_step(ctx, c, t.clone(), children).await
-                            })
-                        })
-                        .collect();
-                    let (result, winner, rest) = select_all(futs).await;
-                    for (i, t) in tokens.iter().enumerate() {
-                        if i != winner {
-                            t.cancel();
-                        }
-                    }
-                    drop(rest);
-                    let (out, record) = result?;
-                    // Only the winner is stored: one record, so a re-run finds one winner.
-                    engine.store_child(&children, &list[winner], record).await?;
-                    Ok((out, true))
-                }
+                } => engine.run_when(condition, child, ctx, &children).await,
+                StepKind::All(list) => engine.run_all(list, &ctx, &children).await,
+                StepKind::Race(list) => engine.run_race(list, ctx, &children).await,
                 StepKind::Agent {
                     agent_id,
                     prompt,
                     output,
                 } => {
-                    let runner = engine
-                        .inner
-                        .agents
-                        .read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .clone()
-                        .ok_or_else(|| StepError::failed("no agent runner is configured"))?;
-                    let p = prompt(&ctx);
-                    let answer = runner
-                        .run_agent(agent_id, p, &ctx.context, ctx.cancel.clone())
+                    engine
+                        .run_agent_step(agent_id, prompt, output.as_ref(), &ctx)
                         .await
-                        .map_err(|e| StepError::failed(format!("agent {agent_id}: {e}")))?;
-                    let out = match output {
-                        Some(map) => map(answer),
-                        None => answer,
-                    };
-                    Ok((out, true))
                 }
                 StepKind::Workflow { workflow_id, input } => {
                     let out = engine.run_child(workflow_id, input.as_ref(), &ctx).await?;
@@ -1008,6 +932,105 @@ impl Engine {
                 }
             }
         })
+    }
+
+    /// `andWhen`: its child when the condition holds (recorded with this step's checkpoint,
+    /// which comes right after), else the input passes through, the step skipped.
+    async fn run_when(
+        &self,
+        condition: &crate::workflow::ConditionFn,
+        child: &Step,
+        ctx: StepContext,
+        children: &Children,
+    ) -> StepOutcome {
+        let holds = AssertUnwindSafe(condition(ctx.clone()))
+            .catch_unwind()
+            .await
+            .map_err(|_| StepError::failed("the condition panicked"))?;
+        if !holds {
+            return Ok((ctx.input, false));
+        }
+        let (out, record) = self
+            .run_child_step(&ctx, child, ctx.cancel.clone(), children)
+            .await?;
+        children.keep(&child.id, record);
+        Ok((out, true))
+    }
+
+    /// `andAll`: every child at once, each stored as it finishes; a re-run skips the finished
+    /// ones. The outputs in the children's order.
+    async fn run_all(&self, list: &[Step], ctx: &StepContext, children: &Children) -> StepOutcome {
+        let futs = list.iter().map(|c| async move {
+            if let Some(out) = Self::finished_child(ctx, c) {
+                return Ok(out);
+            }
+            let (out, record) = self
+                .run_child_step(ctx, c, ctx.cancel.child_token(), children)
+                .await?;
+            self.store_child(children, c, record).await?;
+            Ok::<_, StepError>(out)
+        });
+        let outs = try_join_all(futs).await?;
+        Ok((Value::Array(outs), true))
+    }
+
+    /// `andRace`: every child at once; the first to finish wins (and is stored: one record, so
+    /// a re-run finds one winner), the others are cancelled.
+    async fn run_race(&self, list: &[Step], ctx: StepContext, children: &Children) -> StepOutcome {
+        if list.is_empty() {
+            return Ok((ctx.input, true));
+        }
+        // The winner of an interrupted attempt wins again.
+        if let Some(out) = list.iter().find_map(|c| Self::finished_child(&ctx, c)) {
+            return Ok((out, true));
+        }
+        let tokens: Vec<CancellationToken> =
+            list.iter().map(|_| ctx.cancel.child_token()).collect();
+        let futs: Vec<_> = list
+            .iter()
+            .zip(&tokens)
+            .map(|(c, t)| {
+                let ctx = &ctx;
+                Box::pin(async move { self.run_child_step(ctx, c, t.clone(), children).await })
+            })
+            .collect();
+        let (result, winner, rest) = select_all(futs).await;
+        for (i, t) in tokens.iter().enumerate() {
+            if i != winner {
+                t.cancel();
+            }
+        }
+        drop(rest);
+        let (out, record) = result?;
+        self.store_child(children, &list[winner], record).await?;
+        Ok((out, true))
+    }
+
+    /// `andAgent`: the registered agent on the prompt the step builds, its answer shaped by
+    /// `output` when given.
+    async fn run_agent_step(
+        &self,
+        agent_id: &str,
+        prompt: &crate::workflow::MapFn,
+        output: Option<&Arc<dyn Fn(Value) -> Value + Send + Sync>>,
+        ctx: &StepContext,
+    ) -> StepOutcome {
+        let runner = self
+            .inner
+            .agents
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| StepError::failed("no agent runner is configured"))?;
+        let answer = runner
+            .run_agent(agent_id, prompt(ctx), &ctx.context, ctx.cancel.clone())
+            .await
+            .map_err(|e| StepError::failed(format!("agent {agent_id}: {e}")))?;
+        let out = match output {
+            Some(map) => map(answer),
+            None => answer,
+        };
+        Ok((out, true))
     }
 
     /// Runs a sub-workflow as a child execution; a child that suspends suspends the parent
