@@ -5,7 +5,6 @@
 //! directly (except to create the PostgreSQL test database before the server starts).
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
@@ -18,13 +17,8 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
-use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
 
-/// Environment variable naming the PostgreSQL URL of the tests.
-pub const POSTGRES_URL_VAR: &str = "AGENTRY_TEST_POSTGRES_URL";
-/// The PostgreSQL server used when [`POSTGRES_URL_VAR`] is not set.
-pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+pub use agentry_testdb::{DEFAULT_POSTGRES_URL, POSTGRES_URL_VAR, PgDatabase, postgres_url};
 
 /// How long one request (or one whole SSE stream) may take before the test fails.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,77 +54,6 @@ pub enum Backend {
     Sqlite,
     /// A fresh PostgreSQL database per server, dropped when the server goes.
     Postgres,
-}
-
-/// The PostgreSQL server of the tests: a URL whose database names the server's admin
-/// database to connect to (the tests create their own next to it).
-pub fn postgres_url() -> String {
-    std::env::var(POSTGRES_URL_VAR)
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_owned())
-}
-
-/// A PostgreSQL database of its own for one test server: created on the tests' PostgreSQL
-/// server, dropped with the server (even when the test fails).
-pub struct PgDatabase {
-    admin: PgConnectOptions,
-    name: String,
-    /// The URL of this database.
-    pub url: String,
-}
-
-impl PgDatabase {
-    pub async fn create() -> Result<PgDatabase, String> {
-        let base = postgres_url();
-        let options =
-            PgConnectOptions::from_str(&base).map_err(|e| format!("bad URL {base}: {e}"))?;
-        let admin = options.database("postgres");
-        let name = format!("agentry_t_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = PgConnection::connect_with(&admin).await.map_err(|e| {
-            format!(
-                "PostgreSQL is unreachable at {} (set {POSTGRES_URL_VAR}): {e}",
-                agentry_server::redact(&base)
-            )
-        })?;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .map_err(|e| format!("creating database {name}: {e}"))?;
-        let _ = conn.close().await;
-        let (prefix, _) = base
-            .split_once('?')
-            .map_or(base.as_str(), |(p, _)| p)
-            .rsplit_once('/')
-            .ok_or_else(|| format!("{base} names no database"))?;
-        let url = format!("{prefix}/{name}");
-        Ok(PgDatabase { admin, name, url })
-    }
-
-    /// Drops the database (and any connection still on it).
-    pub async fn drop_now(&self) {
-        if let Ok(mut conn) = PgConnection::connect_with(&self.admin).await {
-            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&mut conn)
-                .await;
-            let _ = conn.close().await;
-        }
-    }
-
-    /// [`PgDatabase::drop_now`] from synchronous code (a `Drop` while a test unwinds).
-    fn drop_blocking(&self) {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    rt.block_on(self.drop_now());
-                }
-            });
-        });
-    }
 }
 
 /// Installs the process's tracing subscriber once: the log capture layer behind `/api/logs` and
@@ -201,7 +124,9 @@ impl TestServer {
                 (format!("sqlite://{}", path.display()), Some(path), None)
             }
             Backend::Postgres => {
-                let db = PgDatabase::create().await.unwrap_or_else(|e| panic!("{e}"));
+                let db = PgDatabase::create("agentry_t")
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
                 (db.url.clone(), None, Some(db))
             }
         };
@@ -390,9 +315,8 @@ impl Drop for TestServer {
             drop(self.handle.stop(false));
         }
         self.remove_files();
-        if let Some(db) = self.postgres.take() {
-            db.drop_blocking();
-        }
+        // A PostgreSQL database still here drops itself.
+        drop(self.postgres.take());
     }
 }
 

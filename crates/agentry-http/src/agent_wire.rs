@@ -262,10 +262,15 @@ pub fn full_stream_json(ev: &AgentEvent) -> Value {
             "usage": usage_json(usage),
             "text": text,
         }),
-        AgentEvent::Error(e) => json!({
-            "type": "error",
-            "error": e.to_string(),
-            "code": crate::agents::agent_error_code(e).as_str(),
-        }),
+        AgentEvent::Error(e) => error_event(e),
     }
+}
+
+/// The last event of an agent stream whose generation failed: the message and its code.
+pub fn error_event(e: &agentry_core::agent::AgentError) -> Value {
+    json!({
+        "type": "error",
+        "error": e.to_string(),
+        "code": crate::agents::agent_error_code(e).as_str(),
+    })
 }

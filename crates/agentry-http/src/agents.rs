@@ -411,11 +411,7 @@ pub async fn stream_object_route(
                 json!({"type": "object", "object": object}),
                 json!({"type": "finish", "finishReason": finish_reason.as_str(), "usage": usage}),
             ],
-            AgentEvent::Error(e) => vec![json!({
-                "type": "error",
-                "error": e.to_string(),
-                "code": agent_error_code(&e).as_str(),
-            })],
+            AgentEvent::Error(e) => vec![agent_wire::error_event(&e)],
             _ => Vec::new(),
         };
         futures::stream::iter(out)

@@ -5,12 +5,9 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 /// How long any wait here may take before the test fails (never a timing claim by itself).
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -183,41 +180,20 @@ fn sqlite_url() -> (String, PathBuf) {
 }
 
 /// A fresh PostgreSQL database for one test, dropped when it ends.
-struct PgDatabase {
-    admin: PgConnectOptions,
-    name: String,
-    url: String,
+struct PgDatabase(agentry_testdb::PgDatabase);
+
+impl std::ops::Deref for PgDatabase {
+    type Target = agentry_testdb::PgDatabase;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl PgDatabase {
     async fn create() -> PgDatabase {
-        let base = std::env::var("AGENTRY_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let options = PgConnectOptions::from_str(&base).expect("postgres URL");
-        let admin = options.clone().database("postgres");
-        let name = format!("agentry_dur_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = PgConnection::connect_with(&admin)
-            .await
-            .expect("PostgreSQL is unreachable (set AGENTRY_TEST_POSTGRES_URL)");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create database");
-        let _ = conn.close().await;
-        let (prefix, _) = base.rsplit_once('/').expect("a URL with a database");
-        let url = format!("{prefix}/{name}");
-        PgDatabase { admin, name, url }
-    }
-
-    async fn drop_now(self) {
-        if let Ok(mut conn) = PgConnection::connect_with(&self.admin).await {
-            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&mut conn)
-                .await;
-            let _ = conn.close().await;
+        match agentry_testdb::PgDatabase::create("agentry_dur").await {
+            Ok(db) => PgDatabase(db),
+            Err(e) => panic!("{e}"),
         }
     }
 }

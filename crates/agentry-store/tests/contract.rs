@@ -3,7 +3,6 @@
 //! dropped here). The engine relies on exactly these behaviours.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,8 +15,6 @@ use agentry_core::{EventKind, WorkflowEvent};
 use agentry_store::Database;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::{Map, json};
-use sqlx::Connection;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 /// Instantiates each named `async fn(&dyn ExecutionStore)` once per store.
 macro_rules! contract {
@@ -79,10 +76,7 @@ struct TestDb {
 
 enum Cleanup {
     File(std::path::PathBuf),
-    Postgres {
-        admin: Box<PgConnectOptions>,
-        name: String,
-    },
+    Postgres(Box<agentry_testdb::PgDatabase>),
 }
 
 impl TestDb {
@@ -95,26 +89,11 @@ impl TestDb {
     }
 
     async fn postgres() -> TestDb {
-        let base = std::env::var("AGENTRY_TEST_POSTGRES_URL")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let admin = PgConnectOptions::from_str(&base)
-            .expect("postgres URL")
-            .database("postgres");
-        let name = format!("agentry_contract_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = PgConnection::connect_with(&admin)
+        let db = agentry_testdb::PgDatabase::create("agentry_contract")
             .await
-            .expect("PostgreSQL is unreachable (set AGENTRY_TEST_POSTGRES_URL)");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create database");
-        let _ = conn.close().await;
-        let (prefix, _) = base.rsplit_once('/').expect("a URL with a database");
-        let url = format!("{prefix}/{name}");
-        let admin = Box::new(admin);
-        Self::open(&url, Cleanup::Postgres { admin, name }).await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = db.url.clone();
+        Self::open(&url, Cleanup::Postgres(Box::new(db))).await
     }
 
     async fn open(url: &str, cleanup: Cleanup) -> TestDb {
@@ -136,14 +115,7 @@ impl TestDb {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                 }
             }
-            Cleanup::Postgres { admin, name } => {
-                if let Ok(mut conn) = PgConnection::connect_with(&admin).await {
-                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                        .execute(&mut conn)
-                        .await;
-                }
-            }
+            Cleanup::Postgres(db) => db.drop_now().await,
         }
     }
 }
