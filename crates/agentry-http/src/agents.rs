@@ -9,20 +9,19 @@ use agentry_core::agent::{
     AgentError, AgentEvent, AgentHub, GenerateOptions, Message, ModelErrorKind,
 };
 use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::AppState;
-use crate::agent_wire::{self, parse_input, parse_options};
+use crate::agent_input::{parse_input, parse_options};
 use crate::auth::{AuthenticatedUser, inject_user};
-use crate::envelope;
-use crate::error::{ApiError, Code};
-use crate::openapi::{
-    AgentListResponse, AgentRequest, AgentResponse, Failure, ObjectRequest, ObjectResultResponse,
-    TextResultResponse,
-};
+use crate::envelope::{self, Success};
+use crate::error::{ApiError, Code, Failure};
 use crate::ui_stream::{self, UiMessageStream};
+use crate::wire::agents::{
+    AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest, TextResult,
+};
 
 /// The row of each agent error: an object the model could not make valid against the request's
 /// schema is the client's (its schema may be unsatisfiable); a provider's failure keeps its kind
@@ -77,16 +76,12 @@ fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
     tag = "agents",
     operation_id = "listAgents",
     summary = "List the agents",
-    responses((status = 200, description = "The registered agents.", body = AgentListResponse)),
+    responses((status = 200, description = "The registered agents.", body = Success<Vec<AgentSummary>>)),
 )]
 #[get("/agents")]
 pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
-    let items: Vec<Value> = match &app.agents {
-        Some(h) => h
-            .agents()
-            .iter()
-            .map(|a| agent_wire::agent_summary(h, a))
-            .collect(),
+    let items: Vec<AgentSummary> = match &app.agents {
+        Some(h) => h.agents().iter().map(|a| AgentSummary::new(h, a)).collect(),
         None => Vec::new(),
     };
     envelope::ok(items)
@@ -99,7 +94,7 @@ pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
     summary = "An agent",
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     responses(
-        (status = 200, description = "The agent.", body = AgentResponse),
+        (status = 200, description = "The agent.", body = Success<AgentSummary>),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
     ),
 )]
@@ -110,7 +105,7 @@ pub async fn get_agent(
 ) -> Result<HttpResponse, ApiError> {
     let h = hub(&app)?;
     let a = h.require(&id).map_err(agent_error)?;
-    Ok(envelope::ok(agent_wire::agent_summary(h, &a)))
+    Ok(envelope::ok(AgentSummary::new(h, &a)))
 }
 
 /// A validated generation request.
@@ -206,7 +201,7 @@ fn cancel_on_drop() -> (CancellationToken, DropGuard) {
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     request_body = AgentRequest,
     responses(
-        (status = 200, description = "The generated text.", body = TextResultResponse),
+        (status = 200, description = "The generated text.", body = Success<TextResult>),
         (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
         (status = 500, description = "`Failed to generate: <cause>` (the model or the server failed).", body = Failure),
@@ -228,7 +223,7 @@ pub async fn generate_text(
         .generate_text(&id, req.input, req.options, cancel)
         .await
         .map_err(agent_error)?;
-    Ok(envelope::ok(agent_wire::text_result_json(&r)))
+    Ok(envelope::ok(TextResult::from(&r)))
 }
 
 /// POST /agents/{id}/object
@@ -241,7 +236,7 @@ pub async fn generate_text(
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     request_body = ObjectRequest,
     responses(
-        (status = 200, description = "The generated object.", body = ObjectResultResponse),
+        (status = 200, description = "The generated object.", body = Success<Value>),
         (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema` (not a JSON Schema, or asking for more than the generation limits: the message names the limit).", body = Failure),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
         (status = 422, description = "The model could not produce an object valid against the schema: `The model's object does not match the schema: <detail>`.", body = Failure),
@@ -273,15 +268,17 @@ pub async fn generate_object(
     Ok(envelope::ok(r.object))
 }
 
-fn data(v: &Value) -> Result<sse::Event, Infallible> {
-    Ok(sse::Event::Data(sse::Data::new(v.to_string())))
+/// One event as an SSE `data:` line.
+fn data<T: serde::Serialize>(event: &T) -> Result<sse::Event, Infallible> {
+    let json = serde_json::to_string(event).expect("a stream event serializes");
+    Ok(sse::Event::Data(sse::Data::new(json)))
 }
 
 fn receiver_stream(rx: mpsc::Receiver<AgentEvent>) -> impl Stream<Item = AgentEvent> {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
 }
 
-fn sse_of(events: impl Stream<Item = Value> + 'static) -> impl Responder {
+fn sse_of<T: serde::Serialize>(events: impl Stream<Item = T> + 'static) -> impl Responder {
     sse::Sse::from_stream(events.map(|v| data(&v))).with_keep_alive(Duration::from_secs(15))
 }
 
@@ -313,9 +310,7 @@ pub async fn stream_text(
     let rx = h
         .stream_text(&id, req.input, req.options, CancellationToken::new())
         .map_err(agent_error)?;
-    Ok(sse_of(
-        receiver_stream(rx).map(|ev| agent_wire::full_stream_json(&ev)),
-    ))
+    Ok(sse_of(receiver_stream(rx).map(|ev| WireEvent::from(&ev))))
 }
 
 /// POST /agents/{id}/chat: the UI message stream protocol.
@@ -354,7 +349,10 @@ pub async fn chat_stream(
     let body_events = receiver_stream(rx).flat_map(move |ev| futures::stream::iter(ui.on(&ev)));
     let lines = head
         .chain(body_events)
-        .map(|v| Ok::<_, Infallible>(web::Bytes::from(format!("data: {v}\n\n"))))
+        .map(|chunk| {
+            let json = serde_json::to_string(&chunk).expect("a chunk serializes");
+            Ok::<_, Infallible>(web::Bytes::from(format!("data: {json}\n\n")))
+        })
         .chain(futures::stream::once(async {
             Ok(web::Bytes::from_static(b"data: [DONE]\n\n"))
         }));
@@ -399,23 +397,7 @@ pub async fn stream_object_route(
             CancellationToken::new(),
         )
         .map_err(agent_error)?;
-    let events = receiver_stream(rx).flat_map(|ev| {
-        let out = match ev {
-            AgentEvent::PartialObject(o) => vec![json!({"type": "partial-object", "object": o})],
-            AgentEvent::Finish {
-                finish_reason,
-                usage,
-                object,
-                ..
-            } => vec![
-                json!({"type": "object", "object": object}),
-                json!({"type": "finish", "finishReason": finish_reason.as_str(), "usage": usage}),
-            ],
-            AgentEvent::Error(e) => vec![agent_wire::error_event(&e)],
-            _ => Vec::new(),
-        };
-        futures::stream::iter(out)
-    });
+    let events = receiver_stream(rx).flat_map(|ev| futures::stream::iter(ObjectEvent::of(&ev)));
     Ok(sse_of(events))
 }
 

@@ -7,7 +7,6 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use agentry_core::EngineError;
-use serde_json::json;
 
 /// Declares [`Code`]: one line per row, `Variant => STATUS, "code", "when";` (the code is the
 /// variant in snake_case, as serde writes it: a test checks they agree).
@@ -132,9 +131,24 @@ impl ApiError {
     }
 }
 
-/// The failure envelope's JSON.
-pub fn failure_body(code: Code, message: &str) -> serde_json::Value {
-    json!({"success": false, "error": message, "code": code.as_str()})
+/// The failure envelope: every error, of every route.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Failure {
+    #[schema(schema_with = crate::envelope::always_false)]
+    pub success: bool,
+    /// What went wrong, for a person.
+    pub error: String,
+    /// What went wrong, for a program: a row of the error table (stable).
+    pub code: Code,
+}
+
+/// The failure envelope of `code` with `message`.
+pub fn failure_body(code: Code, message: &str) -> Failure {
+    Failure {
+        success: false,
+        error: message.to_owned(),
+        code,
+    }
 }
 
 /// The row of a status answered by something that is not a handler (actix itself).

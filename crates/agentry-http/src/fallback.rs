@@ -32,8 +32,8 @@ fn envelope<B: actix_web::body::MessageBody + 'static>(
         .map(|e| e.to_string())
         .filter(|m| !m.is_empty())
         .unwrap_or_else(|| status.canonical_reason().unwrap_or("Error").to_owned());
-    let body =
-        crate::error::failure_body(crate::error::code_for_status(status), &message).to_string();
+    let failure = crate::error::failure_body(crate::error::code_for_status(status), &message);
+    let body = serde_json::to_string(&failure).expect("a failure serializes");
     let (req, mut resp) = res.into_parts();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

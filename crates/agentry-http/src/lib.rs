@@ -4,7 +4,7 @@
 //! engine underneath is `agentry-core`.
 
 pub mod access;
-pub mod agent_wire;
+pub mod agent_input;
 pub mod agents;
 pub mod auth;
 pub mod envelope;

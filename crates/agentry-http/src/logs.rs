@@ -27,7 +27,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use actix_web::{HttpResponse, get, web};
 use chrono::{DateTime, SubsecRound, Utc};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 use tracing::field::{Field, Visit};
@@ -42,6 +42,7 @@ use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
+use utoipa::ToSchema;
 
 use crate::envelope;
 use crate::error::ApiError;
@@ -212,7 +213,8 @@ fn bound(r: &mut LogRecord) {
 }
 
 /// Severity of a record, least severe first (so `>=` means "at least as severe").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     Trace,
     Debug,
@@ -263,31 +265,26 @@ impl fmt::Display for LogLevel {
     }
 }
 
-impl Serialize for LogLevel {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-fn serialize_iso<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&wire::iso(*t))
-}
-
 /// One captured log record, as `/api/logs` and `/ws/logs` show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogRecord {
     /// When the event happened, to the millisecond (ISO 8601, UTC).
-    #[serde(serialize_with = "serialize_iso")]
+    #[serde(serialize_with = "wire::serialize_iso")]
+    #[schema(value_type = wire::Timestamp)]
     pub timestamp: DateTime<Utc>,
     pub level: LogLevel,
     /// The event's target (usually the module path, e.g. `agentry_core::engine`).
     pub target: String,
     pub message: String,
     /// The event's other fields, by the names they were logged with.
+    #[schema(value_type = Object)]
     pub fields: Map<String, Value>,
+    #[schema(required = true)]
     pub agent_id: Option<String>,
+    #[schema(required = true)]
     pub workflow_id: Option<String>,
+    #[schema(required = true)]
     pub execution_id: Option<String>,
 }
 
@@ -305,16 +302,6 @@ impl LogRecord {
             workflow_id: None,
             execution_id: None,
         }
-    }
-
-    /// The record as a JSON object whose first key is `"type": "log"` (a `/ws/logs` message).
-    pub fn to_message(&self) -> Value {
-        let mut out = Map::new();
-        out.insert("type".into(), Value::String("log".into()));
-        if let Ok(Value::Object(m)) = serde_json::to_value(self) {
-            out.extend(m);
-        }
-        Value::Object(out)
     }
 }
 
@@ -471,7 +458,7 @@ impl LogHub {
 #[into_params(parameter_in = Query)]
 pub struct LogQueryParams {
     /// Minimum severity (`warning` is `warn`; any case).
-    #[param(value_type = Option<crate::openapi::LogLevel>)]
+    #[param(value_type = Option<LogLevel>)]
     pub level: Option<String>,
     /// Only records of this agent.
     pub agent_id: Option<String>,
@@ -1033,9 +1020,9 @@ where
         belongs to. An empty parameter counts as absent.",
     params(LogQueryParams),
     responses(
-        (status = 200, description = "The matching records, oldest first.", body = crate::openapi::LogListResponse),
-        (status = 400, description = "An invalid parameter, named: `Invalid level ...`, `Invalid since ...`, `Invalid limit ...`.", body = crate::openapi::Failure),
-        (status = 403, description = "Strict mode: `Forbidden: the logs need the admin role`.", body = crate::openapi::Failure),
+        (status = 200, description = "The matching records, oldest first.", body = crate::envelope::Success<Vec<LogRecord>>),
+        (status = 400, description = "An invalid parameter, named: `Invalid level ...`, `Invalid since ...`, `Invalid limit ...`.", body = crate::error::Failure),
+        (status = 403, description = "Strict mode: `Forbidden: the logs need the admin role`.", body = crate::error::Failure),
     ),
 )]
 #[get("/api/logs")]
@@ -1239,7 +1226,8 @@ mod tests {
         assert_eq!(all[1].execution_id.as_deref(), Some("e-override"));
         assert_eq!(all[1].workflow_id.as_deref(), Some("wf"));
 
-        let v = r.to_message();
+        let v: Value =
+            serde_json::from_str(&crate::wire::sockets::SocketMessage::Log(r).to_json()).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
         assert_eq!(
             keys,

@@ -5,7 +5,9 @@
 //! Chunks carry only the fields the protocol defines, so that strict parsers accept them.
 
 use agentry_core::agent::AgentEvent;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::wire::chat::{FinishMetadata, UiMessageChunk as Chunk};
 
 /// The response header that marks the protocol.
 pub const HEADER: (&str, &str) = ("x-vercel-ai-ui-message-stream", "v1");
@@ -30,37 +32,39 @@ impl UiMessageStream {
     }
 
     /// The chunks that open the message.
-    pub fn start(&mut self) -> Vec<Value> {
+    pub fn start(&mut self) -> Vec<Chunk> {
         self.step_open = true;
         vec![
-            json!({"type": "start", "messageId": self.message_id}),
-            json!({"type": "start-step"}),
+            Chunk::Start {
+                message_id: self.message_id.clone(),
+            },
+            Chunk::StartStep,
         ]
     }
 
-    fn close_text(&mut self, out: &mut Vec<Value>) {
+    fn close_text(&mut self, out: &mut Vec<Chunk>) {
         if let Some(id) = self.text_id.take() {
-            out.push(json!({"type": "text-end", "id": id}));
+            out.push(Chunk::TextEnd { id });
         }
     }
 
-    fn ensure_step(&mut self, out: &mut Vec<Value>) {
+    fn ensure_step(&mut self, out: &mut Vec<Chunk>) {
         if !self.step_open {
             self.step_open = true;
-            out.push(json!({"type": "start-step"}));
+            out.push(Chunk::StartStep);
         }
     }
 
-    fn close_step(&mut self, out: &mut Vec<Value>) {
+    fn close_step(&mut self, out: &mut Vec<Chunk>) {
         self.close_text(out);
         if self.step_open {
             self.step_open = false;
-            out.push(json!({"type": "finish-step"}));
+            out.push(Chunk::FinishStep);
         }
     }
 
     /// The chunks for one agent event. After `finish` or `error` the stream is over.
-    pub fn on(&mut self, ev: &AgentEvent) -> Vec<Value> {
+    pub fn on(&mut self, ev: &AgentEvent) -> Vec<Chunk> {
         let mut out = Vec::new();
         match ev {
             AgentEvent::TextDelta(d) => {
@@ -70,27 +74,28 @@ impl UiMessageStream {
                     None => {
                         let id = format!("text-{}", self.texts);
                         self.texts += 1;
-                        out.push(json!({"type": "text-start", "id": id}));
+                        out.push(Chunk::TextStart { id: id.clone() });
                         self.text_id = Some(id.clone());
                         id
                     }
                 };
-                out.push(json!({"type": "text-delta", "id": id, "delta": d}));
+                out.push(Chunk::TextDelta {
+                    id,
+                    delta: d.clone(),
+                });
             }
             AgentEvent::ToolCall(c) => {
                 self.ensure_step(&mut out);
                 self.close_text(&mut out);
-                out.push(json!({
-                    "type": "tool-input-start",
-                    "toolCallId": c.tool_call_id,
-                    "toolName": c.tool_name,
-                }));
-                out.push(json!({
-                    "type": "tool-input-available",
-                    "toolCallId": c.tool_call_id,
-                    "toolName": c.tool_name,
-                    "input": c.args,
-                }));
+                out.push(Chunk::ToolInputStart {
+                    tool_call_id: c.tool_call_id.clone(),
+                    tool_name: c.tool_name.clone(),
+                });
+                out.push(Chunk::ToolInputAvailable {
+                    tool_call_id: c.tool_call_id.clone(),
+                    tool_name: c.tool_name.clone(),
+                    input: c.args.clone(),
+                });
             }
             AgentEvent::ToolResult(r) => {
                 if r.is_error {
@@ -100,17 +105,15 @@ impl UiMessageStream {
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                         .unwrap_or_else(|| r.result.to_string());
-                    out.push(json!({
-                        "type": "tool-output-error",
-                        "toolCallId": r.tool_call_id,
-                        "errorText": text,
-                    }));
+                    out.push(Chunk::ToolOutputError {
+                        tool_call_id: r.tool_call_id.clone(),
+                        error_text: text,
+                    });
                 } else {
-                    out.push(json!({
-                        "type": "tool-output-available",
-                        "toolCallId": r.tool_call_id,
-                        "output": r.result,
-                    }));
+                    out.push(Chunk::ToolOutputAvailable {
+                        tool_call_id: r.tool_call_id.clone(),
+                        output: r.result.clone(),
+                    });
                 }
                 // The model's next call is a new step.
                 self.close_step(&mut out);
@@ -122,14 +125,18 @@ impl UiMessageStream {
                 ..
             } => {
                 self.close_step(&mut out);
-                out.push(json!({
-                    "type": "finish",
-                    "messageMetadata": {"finishReason": finish_reason.as_str(), "usage": usage},
-                }));
+                out.push(Chunk::Finish {
+                    message_metadata: FinishMetadata {
+                        finish_reason: (*finish_reason).into(),
+                        usage: (*usage).into(),
+                    },
+                });
             }
             AgentEvent::Error(e) => {
                 self.close_text(&mut out);
-                out.push(json!({"type": "error", "errorText": e.to_string()}));
+                out.push(Chunk::Error {
+                    error_text: e.to_string(),
+                });
             }
         }
         out
@@ -140,6 +147,7 @@ impl UiMessageStream {
 mod tests {
     use super::*;
     use agentry_core::agent::{FinishReason, ToolCall, ToolResult, Usage};
+    use serde_json::json;
 
     #[test]
     fn a_tool_using_answer_opens_and_closes_everything() {
@@ -170,6 +178,10 @@ mod tests {
         ] {
             all.extend(s.on(&ev));
         }
+        let all: Vec<Value> = all
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .collect();
         let types: Vec<&str> = all.iter().map(|v| v["type"].as_str().unwrap()).collect();
         assert_eq!(
             types,

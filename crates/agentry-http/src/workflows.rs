@@ -10,13 +10,14 @@ use futures::StreamExt;
 
 use crate::AppState;
 use crate::auth::{AuthenticatedUser, inject_user};
-use crate::envelope;
-use crate::error::{ApiError, Code, engine_error};
-use crate::openapi::{
-    ExecutionResultResponse, ExecutionStateResponse, Failure, SuspendResultResponse,
-    WorkflowListResponse, WorkflowResponse,
+use crate::envelope::{self, Success};
+use crate::error::{ApiError, Code, Failure, engine_error};
+use crate::wire::events::WorkflowEvent;
+use crate::wire::{
+    self, CancelResult, ExecuteRequest, ExecutionList, ExecutionResult, ExecutionStateView,
+    ExecutionSummary, ResumeRequest, SuspendRequest, SuspendResult, WorkflowDetail,
+    WorkflowSummary,
 };
-use crate::wire::{self, ExecuteRequest, ResumeRequest, SuspendRequest};
 
 const EXECUTE_FAILED: &str = "Failed to execute workflow";
 
@@ -25,7 +26,7 @@ const EXECUTE_FAILED: &str = "Failed to execute workflow";
     tag = "workflows",
     operation_id = "listWorkflows",
     summary = "List the workflows",
-    responses((status = 200, description = "The registered workflows.", body = WorkflowListResponse)),
+    responses((status = 200, description = "The registered workflows.", body = Success<Vec<WorkflowSummary>>)),
 )]
 #[get("/workflows")]
 pub async fn list(app: web::Data<AppState>) -> HttpResponse {
@@ -45,7 +46,7 @@ pub async fn list(app: web::Data<AppState>) -> HttpResponse {
     summary = "A workflow: its steps and schemas",
     params(("id" = String, Path, description = "The workflow's id.", example = "expense-approval")),
     responses(
-        (status = 200, description = "The workflow.", body = WorkflowResponse),
+        (status = 200, description = "The workflow.", body = Success<WorkflowDetail>),
         (status = 404, description = "`Workflow <id> not found`.", body = Failure),
     ),
 )]
@@ -104,7 +105,7 @@ fn finished(rec: ExecutionRecord) -> HttpResponse {
         return ApiError::new(Code::ExecutionFailed, EXECUTE_FAILED)
             .error_response_with_id(&rec.id);
     }
-    envelope::ok(wire::execution_result(&rec))
+    envelope::ok(ExecutionResult::from(&rec))
 }
 
 trait WithId {
@@ -134,7 +135,7 @@ impl WithId for ApiError {
     params(("id" = String, Path, description = "The workflow's id.", example = "expense-approval")),
     request_body = ExecuteRequest,
     responses(
-        (status = 200, description = "The execution completed or suspended.", body = ExecutionResultResponse,
+        (status = 200, description = "The execution completed or suspended.", body = Success<ExecutionResult>,
             links(
                 ("state" = (operation_id = "getExecutionState", description = "The execution's state.",
                     parameters(("id" = "$request.path.id"), ("execution_id" = "$response.body#/data/executionId")))),
@@ -227,7 +228,7 @@ fn event_stream(
         rx.recv().await.map(|ev| (ev, rx))
     })
     .map(|ev| {
-        let data = sse::Data::new(wire::event_json(&ev).to_string());
+        let data = sse::Data::new(WorkflowEvent::to_json(&ev));
         Ok(sse::Event::Data(match ev.seq {
             Some(seq) => data.id(seq.to_string()),
             None => data,
@@ -331,8 +332,8 @@ pub async fn attach(
     ),
     request_body = Option<SuspendRequest>,
     responses(
-        (status = 200, description = "The execution is suspended.", body = SuspendResultResponse),
-        (status = 202, description = "Not at a step boundary yet: the request is recorded and takes effect at the next one.", body = SuspendResultResponse),
+        (status = 200, description = "The execution is suspended.", body = Success<SuspendResult>),
+        (status = 202, description = "Not at a step boundary yet: the request is recorded and takes effect at the next one.", body = Success<SuspendResult>),
         (status = 400, description = "Invalid body, or `Execution <executionId> cannot be suspended: ...` (completed, failed or already suspended).", body = Failure),
         (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
@@ -367,7 +368,7 @@ pub async fn suspend(
     } else {
         StatusCode::ACCEPTED
     };
-    Ok(envelope::with_status(status, wire::suspend_result(&rec)))
+    Ok(envelope::with_status(status, SuspendResult::from(&rec)))
 }
 
 /// POST /workflows/{id}/executions/{executionId}/resume
@@ -383,7 +384,7 @@ pub async fn suspend(
     ),
     request_body = ResumeRequest,
     responses(
-        (status = 200, description = "The execution completed or suspended again.", body = ExecutionResultResponse),
+        (status = 200, description = "The execution completed or suspended again.", body = Success<ExecutionResult>),
         (status = 400, description = "Invalid body, an unknown `stepId`, or `Resume data validation failed: <detail>`.", body = Failure),
         (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`, or `Execution <executionId> is not suspended (status: ...)`.", body = Failure),
@@ -427,7 +428,7 @@ pub async fn resume(
         ("execution_id" = String, Path, description = "The execution's id.", example = "exp-1"),
     ),
     responses(
-        (status = 200, description = "The execution's record.", body = ExecutionStateResponse),
+        (status = 200, description = "The execution's record.", body = Success<ExecutionStateView>),
         (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
     ),
@@ -445,7 +446,7 @@ pub async fn execution_state(
         .await
         .map_err(|e| engine_error(e, "Failed to read execution state"))?;
     app.auth.authorize_execution(user.as_ref(), &rec)?;
-    Ok(envelope::ok(wire::execution_state(&rec)))
+    Ok(envelope::ok(ExecutionStateView::from(&rec)))
 }
 
 /// The query of the executions list.
@@ -478,7 +479,7 @@ const MAX_PAGE: u32 = 100;
         ListParams,
     ),
     responses(
-        (status = 200, description = "One page.", body = crate::openapi::ExecutionListResponse),
+        (status = 200, description = "One page.", body = Success<ExecutionList>),
         (status = 400, description = "`Invalid status ...`, `Invalid limit ...` or `Invalid cursor`.", body = Failure),
         (status = 404, description = "`Workflow <id> not found`.", body = Failure),
     ),
@@ -534,14 +535,15 @@ pub async fn list_executions(
     } else {
         None
     };
-    let executions: Vec<serde_json::Value> = page
+    let executions = page
         .iter()
         .filter(|r| app.auth.may_see(user.as_ref(), r))
-        .map(wire::execution_summary)
+        .map(ExecutionSummary::from)
         .collect();
-    Ok(envelope::ok(
-        serde_json::json!({"executions": executions, "nextCursor": next_cursor}),
-    ))
+    Ok(envelope::ok(ExecutionList {
+        executions,
+        next_cursor,
+    }))
 }
 
 /// POST /workflows/{id}/executions/{executionId}/cancel
@@ -559,7 +561,7 @@ pub async fn list_executions(
     ),
     request_body = Option<wire::CancelRequest>,
     responses(
-        (status = 200, description = "The execution is cancelled.", body = crate::openapi::CancelResultResponse),
+        (status = 200, description = "The execution is cancelled.", body = Success<CancelResult>),
         (status = 400, description = "Invalid body, or `Execution <executionId> cannot be cancelled: it is <status>` (completed, error or cancelled).", body = Failure),
         (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
         (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
@@ -586,7 +588,7 @@ pub async fn cancel(
         .cancel(&id, &execution_id, body.reason)
         .await
         .map_err(|e| engine_error(e, "Failed to cancel execution"))?;
-    Ok(envelope::ok(wire::cancel_result(&rec)))
+    Ok(envelope::ok(CancelResult::from(&rec)))
 }
 
 /// Registers the workflow routes (each `.service` also adds its path to the OpenAPI document).

@@ -28,7 +28,7 @@ use std::time::Duration;
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
 use agentry_core::{Engine, EventKind, ExecutionRecord};
-use serde_json::{Map, Value, json};
+
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
@@ -36,7 +36,8 @@ use crate::AppState;
 use crate::auth::AuthenticatedUser;
 use crate::error::ApiError;
 use crate::logs::{LogHub, LogQuery, LogQueryParams};
-use crate::wire;
+use crate::wire::events::WorkflowEvent;
+use crate::wire::sockets::SocketMessage;
 
 /// A ticker for keep-alive pings (`HttpConfig::ws_keepalive`) whose first tick is one period
 /// away.
@@ -99,16 +100,6 @@ fn close_reason(code: CloseCode, description: Option<&str>) -> Option<CloseReaso
     })
 }
 
-/// A JSON object whose first key is `type`.
-fn typed(kind: &str, body: Value) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), Value::String(kind.into()));
-    if let Value::Object(m) = body {
-        out.extend(m);
-    }
-    Value::Object(out)
-}
-
 /// GET /ws/logs
 #[utoipa::path(
     tag = "observability",
@@ -122,8 +113,8 @@ fn typed(kind: &str, body: Value) -> Value {
     params(crate::logs::LogQueryParams),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
-        (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::openapi::Failure),
-        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: the logs need the admin role`.", body = crate::openapi::Failure),
+        (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::error::Failure),
+        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: the logs need the admin role`.", body = crate::error::Failure),
     ),
 )]
 #[get("/ws/logs")]
@@ -158,7 +149,11 @@ async fn pump_logs(
     let (backlog, mut live) = LogHub::global().subscribe_with_backlog(&query);
     if with_backlog {
         for r in backlog {
-            if session.text(r.to_message().to_string()).await.is_err() {
+            if session
+                .text(SocketMessage::Log(&r).to_json())
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -183,15 +178,15 @@ async fn pump_logs(
             }
             rec = live.recv() => {
                 let msg = match rec {
-                    Ok(r) if query.matches(&r) => r.to_message(),
+                    Ok(r) if query.matches(&r) => SocketMessage::Log(&r).to_json(),
                     Ok(_) => continue,
-                    Err(RecvError::Lagged(n)) => json!({"type": "lagged", "missed": n}),
+                    Err(RecvError::Lagged(n)) => SocketMessage::Lagged { missed: n }.to_json(),
                     Err(RecvError::Closed) => {
                         let _ = session.close(close_reason(CloseCode::Away, None)).await;
                         return;
                     }
                 };
-                if session.text(msg.to_string()).await.is_err() {
+                if session.text(msg).await.is_err() {
                     return;
                 }
             }
@@ -213,8 +208,8 @@ async fn pump_logs(
     params(("execution_id" = String, Path, description = "The execution's id.", example = "exp-1")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
-        (status = 400, description = "Not a WebSocket handshake.", body = crate::openapi::Failure),
-        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: execution belongs to another user`.", body = crate::openapi::Failure),
+        (status = 400, description = "Not a WebSocket handshake.", body = crate::error::Failure),
+        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: execution belongs to another user`.", body = crate::error::Failure),
     ),
 )]
 #[get("/ws/executions/{execution_id}")]
@@ -256,8 +251,8 @@ pub async fn execution(
             End::Client(reason) => reason,
             End::Shutdown => going_away(),
             End::Failed(message, code, description) => {
-                let msg = json!({"type": "error", "error": message});
-                if session.text(msg.to_string()).await.is_err() {
+                let msg = SocketMessage::Error { error: message };
+                if session.text(msg.to_json()).await.is_err() {
                     return;
                 }
                 close_reason(code, Some(description))
@@ -293,11 +288,8 @@ struct Follow {
 }
 
 impl Follow {
-    async fn send(&mut self, v: Value) -> Result<(), End> {
-        self.session
-            .text(v.to_string())
-            .await
-            .map_err(|_| End::Closed)
+    async fn send(&mut self, text: String) -> Result<(), End> {
+        self.session.text(text).await.map_err(|_| End::Closed)
     }
 
     async fn read(&self) -> Result<ExecutionRecord, End> {
@@ -322,7 +314,7 @@ impl Follow {
     /// Reads the state and sends it as `execution-state`.
     async fn send_state(&mut self) -> Result<(), End> {
         let rec = self.read().await?;
-        self.send(typed("execution-state", wire::execution_state(&rec)))
+        self.send(SocketMessage::ExecutionState(Box::new((&rec).into())).to_json())
             .await
     }
 
@@ -359,7 +351,7 @@ impl Follow {
                 msg = self.stream.recv() => self.client(msg).await?,
                 ev = events.recv() => match ev {
                     Some(ev) => {
-                        self.send(wire::event_json(&ev)).await?;
+                        self.send(WorkflowEvent::to_json(&ev)).await?;
                         if matches!(ev.kind, EventKind::WorkflowResult { .. }) {
                             return Ok(());
                         }

@@ -1,10 +1,10 @@
-//! Properties of the agent request body readers (`agent_wire::parse_input` and `parse_options`):
+//! Properties of the agent request body readers (`agent_input::parse_input` and `parse_options`):
 //! the three input shapes of spec section 2 give the same texts and roles in order; any JSON is
 //! read or refused with a 400, never a panic; options in their ranges (spec section 8) are taken,
 //! options out of them are refused with a message naming `options.<field>`.
 
 use agentry_core::agent::{MAX_CONTEXT_LIMIT, Message, Role};
-use agentry_http::agent_wire::{parse_input, parse_options};
+use agentry_http::agent_input::{parse_input, parse_options};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

@@ -1,37 +1,11 @@
-//! Agent wire types: the three input shapes, the generation options with their ranges, and the
-//! JSON of results and stream events.
+//! The bodies of the agent routes, read by hand so that each failure names the field at fault:
+//! the three input shapes and the generation options with their ranges (their schemas are in
+//! `wire::agents`).
 
-use agentry_core::agent::{
-    Agent, AgentEvent, AgentHub, GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message,
-    Role, TextResult, ToolCall, ToolResult, Usage,
-};
-use serde_json::{Map, Value, json};
+use agentry_core::agent::{GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message, Role};
+use serde_json::{Map, Value};
 
 use crate::error::ApiError;
-
-/// An agent as GET /agents shows it.
-pub fn agent_summary(hub: &AgentHub, a: &Agent) -> Value {
-    let sub_agents: Vec<Value> = a
-        .sub_agents
-        .iter()
-        .map(|id| match hub.agent(id) {
-            Some(s) => json!({"id": s.id, "name": s.name, "description": s.description}),
-            None => json!({"id": id}),
-        })
-        .collect();
-    let storage = hub.memory_storage().unwrap_or_else(|| "memory".into());
-    json!({
-        "id": a.id,
-        "name": a.name,
-        "description": a.description,
-        "status": "idle",
-        "model": hub.model_of(a).name(),
-        "tools": hub.tool_names(a),
-        "subAgents": sub_agents,
-        "memory": a.memory.as_ref().map(|m| json!({"config": m.describe(&storage)})),
-        "isTelemetryEnabled": a.telemetry,
-    })
-}
 
 fn bad(msg: impl Into<String>) -> ApiError {
     ApiError::bad_request(msg)
@@ -202,75 +176,5 @@ pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiErro
         // Who is asking is decided by authentication, not by the body (see `AuthGate::caller`).
         caller: Default::default(),
         context,
-    })
-}
-
-pub fn usage_json(u: &Usage) -> Value {
-    json!(u)
-}
-
-pub fn tool_call_json(c: &ToolCall) -> Value {
-    json!({"toolCallId": c.tool_call_id, "toolName": c.tool_name, "args": c.args})
-}
-
-pub fn tool_result_json(r: &ToolResult) -> Value {
-    let mut v = json!({
-        "toolCallId": r.tool_call_id,
-        "toolName": r.tool_name,
-        "args": r.args,
-        "result": r.result,
-    });
-    if r.is_error {
-        v["isError"] = json!(true);
-    }
-    v
-}
-
-pub fn text_result_json(r: &TextResult) -> Value {
-    json!({
-        "text": r.text,
-        "usage": usage_json(&r.usage),
-        "finishReason": r.finish_reason.as_str(),
-        "toolCalls": r.tool_calls.iter().map(tool_call_json).collect::<Vec<_>>(),
-        "toolResults": r.tool_results.iter().map(tool_result_json).collect::<Vec<_>>(),
-    })
-}
-
-/// The raw full-stream event of POST /agents/:id/stream.
-pub fn full_stream_json(ev: &AgentEvent) -> Value {
-    match ev {
-        AgentEvent::TextDelta(d) => json!({"type": "text-delta", "delta": d, "text": d}),
-        AgentEvent::ToolCall(c) => {
-            let mut v = tool_call_json(c);
-            v["type"] = json!("tool-call");
-            v
-        }
-        AgentEvent::ToolResult(r) => {
-            let mut v = tool_result_json(r);
-            v["type"] = json!("tool-result");
-            v
-        }
-        AgentEvent::PartialObject(o) => json!({"type": "object-delta", "object": o}),
-        AgentEvent::Finish {
-            finish_reason,
-            usage,
-            text,
-            ..
-        } => json!({
-            "type": "finish",
-            "finishReason": finish_reason.as_str(),
-            "usage": usage_json(usage),
-            "text": text,
-        }),
-        AgentEvent::Error(e) => error_event(e),
-    }
-}
-
-/// The last event of an agent stream whose generation failed: the message and its code.
-pub fn error_event(e: &agentry_core::agent::AgentError) -> Value {
-    json!({
-        "type": "error",
-        "error": e.to_string(),
-        "code": crate::agents::agent_error_code(e).as_str(),
     })
 }

@@ -1,0 +1,470 @@
+//! Agents: their detail, the results of a generation and the events of the agent streams; and,
+//! as schemas only, the bodies of the agent routes (parsed by hand in `agent_input`, for
+//! messages that name the field at fault).
+
+use agentry_core::agent::{self, Agent, AgentError, AgentEvent as DomainEvent, AgentHub};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::error::Code;
+
+// ---------------------------------------------------------------------------------------------
+// An agent.
+
+/// A sub-agent as the agent that delegates to it shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubAgentRef {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub description: Option<String>,
+}
+
+/// An agent's memory settings.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentMemory {
+    /// Where and how the conversation history is kept, e.g.
+    /// `{"storage": "sqlite", "scope": "agentId, userId, conversationId", "contextLimit": 10}`.
+    #[schema(value_type = Object)]
+    pub config: Value,
+}
+
+/// The only status an agent shows.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentStatus {
+    Idle,
+}
+
+/// An agent (items of GET /agents, and GET /agents/{id}).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSummary {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub status: AgentStatus,
+    /// The model's name (`offline` for the built-in model).
+    pub model: String,
+    /// The names of its tools.
+    pub tools: Vec<String>,
+    pub sub_agents: Vec<SubAgentRef>,
+    /// `null` when the agent keeps no memory.
+    #[schema(required = true)]
+    pub memory: Option<AgentMemory>,
+    pub is_telemetry_enabled: bool,
+}
+
+impl AgentSummary {
+    pub fn new(hub: &AgentHub, a: &Agent) -> Self {
+        let sub_agents = a
+            .sub_agents
+            .iter()
+            .map(|id| match hub.agent(id) {
+                Some(s) => SubAgentRef {
+                    id: s.id.clone(),
+                    name: Some(s.name.clone()),
+                    description: Some(s.description.clone()),
+                },
+                None => SubAgentRef {
+                    id: id.clone(),
+                    name: None,
+                    description: None,
+                },
+            })
+            .collect();
+        let storage = hub.memory_storage().unwrap_or_else(|| "memory".into());
+        Self {
+            id: a.id.clone(),
+            name: a.name.clone(),
+            description: a.description.clone(),
+            status: AgentStatus::Idle,
+            model: hub.model_of(a).name().to_owned(),
+            tools: hub.tool_names(a),
+            sub_agents,
+            memory: a.memory.as_ref().map(|m| AgentMemory {
+                config: m.describe(&storage),
+            }),
+            is_telemetry_enabled: a.telemetry,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A generation's result.
+
+/// Token counts of a generation.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub reasoning_tokens: u64,
+}
+
+impl From<agent::Usage> for Usage {
+    fn from(u: agent::Usage) -> Self {
+        Self {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total_tokens,
+            cached_input_tokens: u.cached_input_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+        }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ContentFilter,
+    ToolCalls,
+    Error,
+    Other,
+}
+
+impl From<agent::FinishReason> for FinishReason {
+    fn from(r: agent::FinishReason) -> Self {
+        use agent::FinishReason as F;
+        match r {
+            F::Stop => Self::Stop,
+            F::Length => Self::Length,
+            F::ContentFilter => Self::ContentFilter,
+            F::ToolCalls => Self::ToolCalls,
+            F::Error => Self::Error,
+            F::Other => Self::Other,
+        }
+    }
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: Value,
+}
+
+impl From<&agent::ToolCall> for ToolCall {
+    fn from(c: &agent::ToolCall) -> Self {
+        Self {
+            tool_call_id: c.tool_call_id.clone(),
+            tool_name: c.tool_name.clone(),
+            args: c.args.clone(),
+        }
+    }
+}
+
+/// A tool's result.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: Value,
+    pub result: Value,
+    /// Present (`true`) when the tool failed; `result` then describes the failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub is_error: Option<bool>,
+}
+
+impl From<&agent::ToolResult> for ToolResult {
+    fn from(r: &agent::ToolResult) -> Self {
+        Self {
+            tool_call_id: r.tool_call_id.clone(),
+            tool_name: r.tool_name.clone(),
+            args: r.args.clone(),
+            result: r.result.clone(),
+            is_error: r.is_error.then_some(true),
+        }
+    }
+}
+
+/// `data` of POST /agents/{id}/text.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TextResult {
+    pub text: String,
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_results: Vec<ToolResult>,
+}
+
+impl From<&agent::TextResult> for TextResult {
+    fn from(r: &agent::TextResult) -> Self {
+        Self {
+            text: r.text.clone(),
+            usage: r.usage.into(),
+            finish_reason: r.finish_reason.into(),
+            tool_calls: r.tool_calls.iter().map(Into::into).collect(),
+            tool_results: r.tool_results.iter().map(Into::into).collect(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream events.
+
+/// The last event of a stream whose generation failed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StreamError {
+    /// What went wrong.
+    pub error: String,
+    /// The row of the error table (a provider's failure keeps its kind).
+    pub code: Code,
+}
+
+impl From<&AgentError> for StreamError {
+    fn from(e: &AgentError) -> Self {
+        Self {
+            error: e.to_string(),
+            code: crate::agents::agent_error_code(e),
+        }
+    }
+}
+
+/// A raw full-stream event of POST /agents/{id}/stream, by `type`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum AgentEvent {
+    /// New text (`delta` and `text` both carry it).
+    TextDelta {
+        delta: String,
+        text: String,
+    },
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+    /// The object so far.
+    ObjectDelta {
+        object: Value,
+    },
+    /// The generation ended: why, its usage and the whole text.
+    #[serde(rename_all = "camelCase")]
+    Finish {
+        finish_reason: FinishReason,
+        usage: Usage,
+        text: String,
+    },
+    Error(StreamError),
+}
+
+impl From<&DomainEvent> for AgentEvent {
+    fn from(ev: &DomainEvent) -> Self {
+        match ev {
+            DomainEvent::TextDelta(d) => Self::TextDelta {
+                delta: d.clone(),
+                text: d.clone(),
+            },
+            DomainEvent::ToolCall(c) => Self::ToolCall(c.into()),
+            DomainEvent::ToolResult(r) => Self::ToolResult(r.into()),
+            DomainEvent::PartialObject(o) => Self::ObjectDelta { object: o.clone() },
+            DomainEvent::Finish {
+                finish_reason,
+                usage,
+                text,
+                ..
+            } => Self::Finish {
+                finish_reason: (*finish_reason).into(),
+                usage: (*usage).into(),
+                text: text.clone(),
+            },
+            DomainEvent::Error(e) => Self::Error(e.into()),
+        }
+    }
+}
+
+/// An event of POST /agents/{id}/stream-object, by `type`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum ObjectEvent {
+    /// The object so far.
+    PartialObject {
+        object: Value,
+    },
+    /// The validated object.
+    Object {
+        object: Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    Finish {
+        finish_reason: FinishReason,
+        usage: Usage,
+    },
+    Error(StreamError),
+}
+
+impl ObjectEvent {
+    /// The events one agent event gives: an object stream shows partial objects, then the
+    /// validated object and the finish, or the error.
+    pub fn of(ev: &DomainEvent) -> Vec<Self> {
+        match ev {
+            DomainEvent::PartialObject(o) => vec![Self::PartialObject { object: o.clone() }],
+            DomainEvent::Finish {
+                finish_reason,
+                usage,
+                object,
+                ..
+            } => vec![
+                Self::Object {
+                    object: object.clone().unwrap_or(Value::Null),
+                },
+                Self::Finish {
+                    finish_reason: (*finish_reason).into(),
+                    usage: (*usage).into(),
+                },
+            ],
+            DomainEvent::Error(e) => vec![Self::Error(e.into())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies (schemas only: `agent_input` parses them from JSON by hand).
+
+/// Who says a message.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// The kind of a text part.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TextPartType {
+    Text,
+}
+
+/// A text part of a message. (A UIMessage's other part kinds, such as files or tool parts,
+/// are accepted and carry no prompt text.)
+#[derive(ToSchema)]
+pub struct TextPart {
+    #[serde(rename = "type")]
+    pub kind: TextPartType,
+    pub text: String,
+}
+
+/// A UIMessage, as the AI SDK's `useChat` sends it.
+#[derive(ToSchema)]
+pub struct UiMessage {
+    pub role: MessageRole,
+    pub parts: Vec<TextPart>,
+}
+
+/// The content of a ModelMessage: a string, or text parts.
+#[derive(ToSchema)]
+#[serde(untagged)]
+pub enum ModelContent {
+    Text(String),
+    Parts(Vec<TextPart>),
+}
+
+/// A ModelMessage.
+#[derive(ToSchema)]
+pub struct ModelMessage {
+    pub role: MessageRole,
+    pub content: ModelContent,
+}
+
+/// The agent's input: a string (one user message), an array of UIMessages or an array of
+/// ModelMessages (not empty).
+#[derive(ToSchema)]
+#[serde(untagged)]
+pub enum AgentInput {
+    Text(String),
+    UiMessages(Vec<UiMessage>),
+    ModelMessages(Vec<ModelMessage>),
+}
+
+/// Generation options (spec sections 2 and 8). A value out of range is a 400 naming the field;
+/// `null` is the same as absent.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerationOptions {
+    /// User id for tracking (and, with `conversationId`, for memory).
+    pub user_id: Option<String>,
+    /// Conversation id: agents with memory keep the conversation under it.
+    pub conversation_id: Option<String>,
+    /// How many messages of history to load.
+    #[schema(minimum = 0, maximum = 100, default = 10)]
+    pub context_limit: Option<u32>,
+    /// The most model calls (tool use) in one generation.
+    #[schema(minimum = 1, maximum = 100)]
+    pub max_steps: Option<u32>,
+    #[schema(minimum = 0, maximum = 1, default = 0.7)]
+    pub temperature: Option<f64>,
+    #[schema(minimum = 1, maximum = 1000000, default = 4000)]
+    pub max_output_tokens: Option<u32>,
+    #[schema(minimum = 0, maximum = 1, default = 1.0)]
+    pub top_p: Option<f64>,
+    #[schema(minimum = 0, maximum = 2, default = 0.0)]
+    pub frequency_penalty: Option<f64>,
+    #[schema(minimum = 0, maximum = 2, default = 0.0)]
+    pub presence_penalty: Option<f64>,
+    /// For reproducible results.
+    pub seed: Option<i64>,
+    /// Sequences that stop generation.
+    pub stop_sequences: Option<Vec<String>>,
+    /// Provider-specific options, passed through, e.g. `{"openai": {"reasoningEffort": "low"}}`.
+    #[schema(value_type = Option<Object>)]
+    pub provider_options: Option<Value>,
+    /// Free-form context handed to the agent (its dynamic instructions read it), e.g.
+    /// `{"language": "French"}`.
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Value>,
+}
+
+/// Body of /text, /stream and /chat. (/chat also takes a chat transport's `messages`, an array
+/// of UIMessages, in place of `input`.)
+#[derive(ToSchema)]
+#[schema(example = json!({"input": "What is the weather in Paris?", "options": {"userId": "u-1", "conversationId": "c-1"}}))]
+pub struct AgentRequest {
+    pub input: AgentInput,
+    pub options: Option<GenerationOptions>,
+}
+
+/// The top-level type of an output schema.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputSchemaType {
+    Object,
+    Array,
+}
+
+/// A JSON Schema whose top level is an object or an array (type, properties, items, required,
+/// format, enum, minimum, maximum, ...).
+#[derive(ToSchema)]
+pub struct OutputSchema {
+    #[serde(rename = "type")]
+    pub kind: OutputSchemaType,
+    #[schema(nullable = false, value_type = Option<Object>)]
+    pub properties: Option<Value>,
+    #[schema(nullable = false, value_type = Option<Object>)]
+    pub items: Option<Value>,
+    #[schema(nullable = false)]
+    pub required: Option<Vec<String>>,
+}
+
+/// Body of /object and /stream-object.
+#[derive(ToSchema)]
+#[schema(example = json!({"input": "a film", "schema": {"type": "object", "properties": {"title": {"type": "string"}, "rating": {"type": "integer", "minimum": 1, "maximum": 5}}, "required": ["title", "rating"]}}))]
+pub struct ObjectRequest {
+    pub input: AgentInput,
+    pub schema: OutputSchema,
+    pub options: Option<GenerationOptions>,
+}

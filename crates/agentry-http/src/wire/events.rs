@@ -1,0 +1,268 @@
+//! Workflow events: the `data` of a workflow stream's Server-Sent Events and the messages of
+//! `/ws/executions/{executionId}`.
+
+use agentry_core::{EventKind, WorkflowEvent as DomainEvent};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::Timestamp;
+use super::workflows::{CancellationRecord, ExecutionOutcome, ResultSuspension, StepType};
+
+/// A workflow event: its kind (`type`) with that kind's fields, and which execution it is of.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowEvent {
+    #[serde(flatten)]
+    pub kind: WorkflowEventKind,
+    pub execution_id: String,
+    pub workflow_id: String,
+    pub timestamp: Timestamp,
+}
+
+/// The kinds of workflow event, by `type`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum WorkflowEventKind {
+    WorkflowStart(WorkflowStart),
+    StepStart(StepStart),
+    StepComplete(StepComplete),
+    StepRetry(StepRetry),
+    WorkflowSuspended(WorkflowSuspended),
+    WorkflowComplete(WorkflowComplete),
+    WorkflowError(WorkflowError),
+    WorkflowCancelled(WorkflowCancelled),
+    /// The last event of a run: the execution as it now stands.
+    WorkflowResult(ExecutionOutcome),
+    WorkflowHandover(WorkflowHandover),
+}
+
+/// The execution started, or continued after a resume.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowStart {
+    /// The execution's input.
+    pub input: Value,
+    /// Whether this run resumes a suspended execution.
+    pub resumed: bool,
+}
+
+/// A step started.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepStart {
+    /// The step's id.
+    pub from: String,
+    pub step_index: usize,
+    pub step_type: StepType,
+    /// The step's input.
+    pub input: Value,
+}
+
+/// A step finished.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepComplete {
+    /// The step's id.
+    pub from: String,
+    pub step_index: usize,
+    pub step_type: StepType,
+    /// The step's output.
+    pub output: Value,
+    /// `true` for an `andWhen` whose condition did not hold.
+    pub skipped: bool,
+}
+
+/// An attempt of a step with retries failed; the next one starts after `delayMs`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRetry {
+    /// The step's id.
+    pub from: String,
+    pub step_index: usize,
+    /// The attempt that failed.
+    pub attempt: u32,
+    pub error: String,
+    /// The attempt that starts next.
+    pub next_attempt: u32,
+    /// How long until it starts.
+    pub delay_ms: u64,
+}
+
+/// The execution suspended.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowSuspended {
+    pub suspension: ResultSuspension,
+    /// What the suspending step attached, or `null`.
+    #[schema(required = true)]
+    pub suspend_data: Option<Value>,
+}
+
+/// The execution completed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowComplete {
+    pub result: Value,
+}
+
+/// The execution failed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowError {
+    pub error: String,
+    /// The step that failed (`null` when the engine itself gave up).
+    #[schema(required = true)]
+    pub step_id: Option<String>,
+}
+
+/// The execution was cancelled (the last stored event of the execution).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowCancelled {
+    pub cancellation: CancellationRecord,
+}
+
+/// The last event when this server shut down or lost the execution: it continues elsewhere;
+/// re-post with the same `executionId` and input to follow it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowHandover {
+    pub message: String,
+}
+
+impl From<&EventKind> for WorkflowEventKind {
+    fn from(kind: &EventKind) -> Self {
+        match kind {
+            EventKind::WorkflowStart { input, resumed } => Self::WorkflowStart(WorkflowStart {
+                input: input.clone(),
+                resumed: *resumed,
+            }),
+            EventKind::StepStart {
+                step_id,
+                step_index,
+                step_type,
+                input,
+            } => Self::StepStart(StepStart {
+                from: step_id.clone(),
+                step_index: *step_index,
+                step_type: (*step_type).into(),
+                input: input.clone(),
+            }),
+            EventKind::StepComplete {
+                step_id,
+                step_index,
+                step_type,
+                output,
+                ran,
+            } => Self::StepComplete(StepComplete {
+                from: step_id.clone(),
+                step_index: *step_index,
+                step_type: (*step_type).into(),
+                output: output.clone(),
+                skipped: !ran,
+            }),
+            EventKind::StepRetry {
+                step_id,
+                step_index,
+                attempt,
+                error,
+                next_attempt,
+                delay_ms,
+            } => Self::StepRetry(StepRetry {
+                from: step_id.clone(),
+                step_index: *step_index,
+                attempt: *attempt,
+                error: error.clone(),
+                next_attempt: *next_attempt,
+                delay_ms: *delay_ms,
+            }),
+            EventKind::WorkflowSuspended { suspension } => {
+                Self::WorkflowSuspended(WorkflowSuspended {
+                    suspension: suspension.into(),
+                    suspend_data: suspension.data.clone(),
+                })
+            }
+            EventKind::WorkflowComplete { result } => Self::WorkflowComplete(WorkflowComplete {
+                result: result.clone(),
+            }),
+            EventKind::WorkflowError { error, step_id } => Self::WorkflowError(WorkflowError {
+                error: error.clone(),
+                step_id: step_id.clone(),
+            }),
+            EventKind::WorkflowCancelled { cancellation } => {
+                Self::WorkflowCancelled(WorkflowCancelled {
+                    cancellation: cancellation.into(),
+                })
+            }
+            EventKind::WorkflowHandover { message } => Self::WorkflowHandover(WorkflowHandover {
+                message: message.clone(),
+            }),
+            EventKind::WorkflowResult { execution } => {
+                Self::WorkflowResult(execution.as_ref().into())
+            }
+        }
+    }
+}
+
+impl From<&DomainEvent> for WorkflowEvent {
+    fn from(ev: &DomainEvent) -> Self {
+        Self {
+            kind: (&ev.kind).into(),
+            execution_id: ev.execution_id.clone(),
+            workflow_id: ev.workflow_id.clone(),
+            timestamp: ev.timestamp.into(),
+        }
+    }
+}
+
+impl WorkflowEvent {
+    /// The event as one line of JSON (an SSE `data:` line, a WebSocket message).
+    pub fn to_json(ev: &DomainEvent) -> String {
+        serde_json::to_string(&Self::from(ev)).expect("a workflow event serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentry_core::workflow::StepType as DomainStepType;
+    use chrono::Utc;
+
+    /// The wire's `type` is the domain's name of the event.
+    #[test]
+    fn types_are_the_domain_names() {
+        for kind in [
+            EventKind::WorkflowStart {
+                input: Value::Null,
+                resumed: false,
+            },
+            EventKind::StepRetry {
+                step_id: "s".into(),
+                step_index: 0,
+                attempt: 1,
+                error: "e".into(),
+                next_attempt: 2,
+                delay_ms: 5,
+            },
+            EventKind::StepComplete {
+                step_id: "s".into(),
+                step_index: 0,
+                step_type: DomainStepType::Then,
+                output: Value::Null,
+                ran: false,
+            },
+            EventKind::WorkflowError {
+                error: "e".into(),
+                step_id: None,
+            },
+        ] {
+            let ev = DomainEvent {
+                kind,
+                execution_id: "x".into(),
+                workflow_id: "w".into(),
+                seq: None,
+                timestamp: Utc::now(),
+            };
+            let v: Value = serde_json::from_str(&WorkflowEvent::to_json(&ev)).unwrap();
+            assert_eq!(v["type"], ev.kind.type_name());
+            assert_eq!(v["executionId"], "x");
+        }
+    }
+}
