@@ -167,6 +167,112 @@ async fn emit(sink: Sink<'_>, ev: AgentEvent) -> Result<(), AgentError> {
     }
 }
 
+/// One generation: what it is asked, of which agent, and where its events go.
+struct Generation<'a> {
+    agent: &'a Agent,
+    input: &'a [Message],
+    opts: &'a GenerateOptions,
+    sink: Sink<'a>,
+    cancel: &'a CancellationToken,
+    /// How deep in a delegation chain (0 for a generation asked over the API).
+    depth: u32,
+}
+
+impl<'a> Generation<'a> {
+    fn new(
+        agent: &'a Agent,
+        input: &'a [Message],
+        opts: &'a GenerateOptions,
+        sink: Sink<'a>,
+        cancel: &'a CancellationToken,
+    ) -> Self {
+        Self {
+            agent,
+            input,
+            opts,
+            sink,
+            cancel,
+            depth: 0,
+        }
+    }
+
+    /// Cancelled, or its stream's reader went away.
+    fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled() || self.sink.is_some_and(|s| s.is_closed())
+    }
+
+    /// What a tool called in this generation knows of it.
+    fn tool_context(&self) -> ToolContext {
+        ToolContext {
+            agent_id: self.agent.id.clone(),
+            user_id: self.opts.user_id.clone(),
+            conversation_id: self.opts.conversation_id.clone(),
+            context: self.opts.context.clone(),
+            cancel: self.cancel.clone(),
+            depth: self.depth,
+        }
+    }
+}
+
+/// What the model is told of the tools.
+fn tool_specs(tools: &[Arc<dyn Tool>]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .map(|t| ToolSpec {
+            name: t.name().to_owned(),
+            description: t.description().to_owned(),
+            parameters: t.parameters().clone(),
+        })
+        .collect()
+}
+
+/// The tool fan-out: the calls of one model answer, run at once, their results in call order.
+async fn call_tools(
+    g: &Generation<'_>,
+    op: &OperationContext,
+    tools: &[Arc<dyn Tool>],
+    calls: &[ToolCall],
+) -> Vec<ToolResult> {
+    let ctx = g.tool_context();
+    join_all(calls.iter().map(|c| {
+        let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
+        call_tool(g.agent, op, tool, c, ctx.clone())
+    }))
+    .await
+}
+
+/// One tool call between the agent's tool hooks; a failure (or an unknown tool) is a result
+/// marked as an error, which the model reads.
+async fn call_tool(
+    agent: &Agent,
+    op: &OperationContext,
+    tool: Option<Arc<dyn Tool>>,
+    call: &ToolCall,
+    ctx: ToolContext,
+) -> ToolResult {
+    if let Some(f) = &agent.hooks.on_tool_start {
+        f(op, &call.tool_name, &call.args);
+    }
+    let outcome = match tool {
+        Some(t) => t.call(call.args.clone(), ctx).await,
+        None => Err(format!("unknown tool {}", call.tool_name)),
+    };
+    let (result, is_error) = match outcome {
+        Ok(v) => (v, false),
+        Err(e) => (json!({"error": e}), true),
+    };
+    if let Some(f) = &agent.hooks.on_tool_end {
+        f(op, &call.tool_name, &result, is_error);
+    }
+    ToolResult {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        args: call.args.clone(),
+        result,
+        is_error,
+    }
+}
+
 impl AgentHub {
     pub fn new(default_model: Arc<dyn Model>, memory: Option<Arc<dyn ConversationStore>>) -> Self {
         Self {
@@ -314,14 +420,14 @@ impl AgentHub {
         Ok(())
     }
 
-    /// One model call, streamed into `sink` when there is one.
+    /// One model call, streamed into the generation's sink when it has one.
     async fn model_step(
         model: &dyn Model,
         req: &ModelRequest,
-        sink: Sink<'_>,
-        cancel: &CancellationToken,
+        g: &Generation<'_>,
         object_mode: bool,
     ) -> Result<ModelResponse, AgentError> {
+        let (sink, cancel) = (g.sink, g.cancel);
         let Some(tx) = sink else {
             return tokio::select! {
                 r = model.generate(req) => r.map_err(AgentError::Model),
@@ -385,132 +491,73 @@ impl AgentHub {
     }
 
     /// The loop shared by every text route, between the agent's start and end hooks.
-    async fn run_text(
-        &self,
-        agent: &Agent,
-        input: &[Message],
-        opts: &GenerateOptions,
-        sink: Sink<'_>,
-        cancel: &CancellationToken,
-        depth: u32,
-    ) -> Result<TextResult, AgentError> {
-        let name = if sink.is_some() {
+    async fn run_text(&self, g: &Generation<'_>) -> Result<TextResult, AgentError> {
+        let name = if g.sink.is_some() {
             "streamText"
         } else {
             "generateText"
         };
-        let op = operation(agent, opts, name);
-        let outcome = self
-            .run_text_body(agent, input, opts, sink, cancel, depth, &op)
-            .await;
-        end_hook(agent, &op, outcome.as_ref().map(|r| r.text.as_str()));
+        let op = operation(g.agent, g.opts, name);
+        let outcome = self.run_text_body(g, &op).await;
+        end_hook(g.agent, &op, outcome.as_ref().map(|r| r.text.as_str()));
         outcome
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Model calls until one asks for no tool (or `maxSteps`), each followed by its tool calls,
+    /// whose results go back to the model.
     async fn run_text_body(
         &self,
-        agent: &Agent,
-        input: &[Message],
-        opts: &GenerateOptions,
-        sink: Sink<'_>,
-        cancel: &CancellationToken,
-        depth: u32,
+        g: &Generation<'_>,
         op: &OperationContext,
     ) -> Result<TextResult, AgentError> {
-        let model = self.model_of(agent);
-        let tools = self.tools_of(agent, depth);
-        let specs: Vec<ToolSpec> = tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name().to_owned(),
-                description: t.description().to_owned(),
-                parameters: t.parameters().clone(),
-            })
-            .collect();
-        let mut messages = self.prepare(agent, input, opts).await?;
-        let max_steps = opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1);
-        let mut usage = Usage::default();
-        let mut all_calls = Vec::new();
-        let mut all_results = Vec::new();
-        let mut text = String::new();
-        let mut finish_reason = FinishReason::Stop;
+        let model = self.model_of(g.agent);
+        let tools = self.tools_of(g.agent, g.depth);
+        let specs = tool_specs(&tools);
+        let mut messages = self.prepare(g.agent, g.input, g.opts).await?;
+        let max_steps = g.opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1);
+        let mut result = TextResult {
+            text: String::new(),
+            usage: Usage::default(),
+            finish_reason: FinishReason::Stop,
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
+        };
         for _ in 0..max_steps {
             let req = ModelRequest {
                 messages: messages.clone(),
                 tools: specs.clone(),
-                settings: opts.settings.clone(),
+                settings: g.opts.settings.clone(),
                 output_schema: None,
             };
-            let resp = Self::model_step(model.as_ref(), &req, sink, cancel, false).await?;
-            usage += resp.usage;
-            text.push_str(&resp.text);
-            finish_reason = resp.finish_reason;
+            let resp = Self::model_step(model.as_ref(), &req, g, false).await?;
+            result.usage += resp.usage;
+            result.text.push_str(&resp.text);
+            result.finish_reason = resp.finish_reason;
             if resp.tool_calls.is_empty() {
                 break;
             }
             for c in &resp.tool_calls {
-                emit(sink, AgentEvent::ToolCall(c.clone())).await?;
+                emit(g.sink, AgentEvent::ToolCall(c.clone())).await?;
             }
-            if cancel.is_cancelled() || sink.is_some_and(|s| s.is_closed()) {
+            if g.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
-            let ctx = ToolContext {
-                agent_id: agent.id.clone(),
-                user_id: opts.user_id.clone(),
-                conversation_id: opts.conversation_id.clone(),
-                context: opts.context.clone(),
-                cancel: cancel.clone(),
-                depth,
-            };
-            let results = join_all(resp.tool_calls.iter().map(|c| {
-                let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
-                let ctx = ctx.clone();
-                async move {
-                    if let Some(f) = &agent.hooks.on_tool_start {
-                        f(op, &c.tool_name, &c.args);
-                    }
-                    let outcome = match tool {
-                        Some(t) => t.call(c.args.clone(), ctx).await,
-                        None => Err(format!("unknown tool {}", c.tool_name)),
-                    };
-                    let (result, is_error) = match outcome {
-                        Ok(v) => (v, false),
-                        Err(e) => (json!({"error": e}), true),
-                    };
-                    if let Some(f) = &agent.hooks.on_tool_end {
-                        f(op, &c.tool_name, &result, is_error);
-                    }
-                    ToolResult {
-                        tool_call_id: c.tool_call_id.clone(),
-                        tool_name: c.tool_name.clone(),
-                        args: c.args.clone(),
-                        result,
-                        is_error,
-                    }
-                }
-            }))
-            .await;
+            let results = call_tools(g, op, &tools, &resp.tool_calls).await;
             messages.push(Message::tool_calls(
                 resp.text.clone(),
                 resp.tool_calls.clone(),
             ));
             for r in &results {
-                emit(sink, AgentEvent::ToolResult(r.clone())).await?;
+                emit(g.sink, AgentEvent::ToolResult(r.clone())).await?;
                 messages.push(Message::tool_result(r.clone()));
             }
-            all_calls.extend(resp.tool_calls);
-            all_results.extend(results);
+            result.tool_calls.extend(resp.tool_calls);
+            result.tool_results.extend(results);
         }
-        self.remember(agent, input, &text, opts).await?;
-        tracing::info!(agent_id = %agent.id, finish_reason = ?finish_reason, total_tokens = usage.total_tokens, "agent run finished");
-        Ok(TextResult {
-            text,
-            usage,
-            finish_reason,
-            tool_calls: all_calls,
-            tool_results: all_results,
-        })
+        self.remember(g.agent, g.input, &result.text, g.opts)
+            .await?;
+        tracing::info!(agent_id = %g.agent.id, finish_reason = ?result.finish_reason, total_tokens = result.usage.total_tokens, "agent run finished");
+        Ok(result)
     }
 
     /// Generates text in one piece.
@@ -523,7 +570,8 @@ impl AgentHub {
     ) -> Result<TextResult, AgentError> {
         let agent = self.require(agent_id)?;
         check_input(&input)?;
-        self.run_text(&agent, &input, &opts, None, &cancel, 0).await
+        self.run_text(&Generation::new(&agent, &input, &opts, None, &cancel))
+            .await
     }
 
     /// Streams a text generation. The generation stops when the receiver is dropped (the
@@ -541,7 +589,7 @@ impl AgentHub {
         let hub = self.clone();
         tokio::spawn(async move {
             let outcome = hub
-                .run_text(&agent, &input, &opts, Some(&tx), &cancel, 0)
+                .run_text(&Generation::new(&agent, &input, &opts, Some(&tx), &cancel))
                 .await;
             let last = match outcome {
                 Ok(r) => AgentEvent::Finish {
@@ -563,54 +611,45 @@ impl AgentHub {
 
     async fn run_object(
         &self,
-        agent: &Agent,
-        input: &[Message],
+        g: &Generation<'_>,
         schema: &Schema,
-        opts: &GenerateOptions,
-        sink: Sink<'_>,
-        cancel: &CancellationToken,
     ) -> Result<ObjectResult, AgentError> {
-        let name = if sink.is_some() {
+        let name = if g.sink.is_some() {
             "streamObject"
         } else {
             "generateObject"
         };
-        let op = operation(agent, opts, name);
-        let outcome = self
-            .run_object_body(agent, input, schema, opts, sink, cancel)
-            .await;
+        let op = operation(g.agent, g.opts, name);
+        let outcome = self.run_object_body(g, schema).await;
         match &outcome {
-            Ok(r) => end_hook(agent, &op, Ok(&r.object.to_string())),
-            Err(e) => end_hook(agent, &op, Err(e)),
+            Ok(r) => end_hook(g.agent, &op, Ok(&r.object.to_string())),
+            Err(e) => end_hook(g.agent, &op, Err(e)),
         }
         outcome
     }
 
+    /// One model call in object mode, its answer read as JSON and validated against `schema`.
     async fn run_object_body(
         &self,
-        agent: &Agent,
-        input: &[Message],
+        g: &Generation<'_>,
         schema: &Schema,
-        opts: &GenerateOptions,
-        sink: Sink<'_>,
-        cancel: &CancellationToken,
     ) -> Result<ObjectResult, AgentError> {
-        let model = self.model_of(agent);
-        let messages = self.prepare(agent, input, opts).await?;
+        let model = self.model_of(g.agent);
+        let messages = self.prepare(g.agent, g.input, g.opts).await?;
         let req = ModelRequest {
             messages,
             tools: Vec::new(),
-            settings: opts.settings.clone(),
+            settings: g.opts.settings.clone(),
             output_schema: Some(schema.source().clone()),
         };
-        let resp = Self::model_step(model.as_ref(), &req, sink, cancel, true).await?;
+        let resp = Self::model_step(model.as_ref(), &req, g, true).await?;
         let object: Value = serde_json::from_str(resp.text.trim()).map_err(|e| {
             AgentError::InvalidObject(format!("the model did not answer with JSON ({e})"))
         })?;
         schema
             .validate(&object)
             .map_err(AgentError::InvalidObject)?;
-        self.remember(agent, input, &resp.text, opts).await?;
+        self.remember(g.agent, g.input, &resp.text, g.opts).await?;
         Ok(ObjectResult {
             object,
             usage: resp.usage,
@@ -630,8 +669,8 @@ impl AgentHub {
         let agent = self.require(agent_id)?;
         let schema = compile_object_schema(&schema)?;
         check_input(&input)?;
-        self.run_object(&agent, &input, &schema, &opts, None, &cancel)
-            .await
+        let g = Generation::new(&agent, &input, &opts, None, &cancel);
+        self.run_object(&g, &schema).await
     }
 
     /// Streams partial objects, then a `Finish` carrying the validated object.
@@ -649,9 +688,8 @@ impl AgentHub {
         let (tx, rx) = mpsc::channel(64);
         let hub = self.clone();
         tokio::spawn(async move {
-            let outcome = hub
-                .run_object(&agent, &input, &schema, &opts, Some(&tx), &cancel)
-                .await;
+            let g = Generation::new(&agent, &input, &opts, Some(&tx), &cancel);
+            let outcome = hub.run_object(&g, &schema).await;
             let last = match outcome {
                 Ok(r) => AgentEvent::Finish {
                     finish_reason: r.finish_reason,
@@ -804,17 +842,12 @@ impl Tool for DelegateTool {
             context: ctx.context.clone(),
             ..GenerateOptions::default()
         };
-        let r = hub
-            .run_text(
-                &agent,
-                &[Message::user(task)],
-                &opts,
-                None,
-                &ctx.cancel,
-                self.depth + 1,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+        let input = [Message::user(task)];
+        let g = Generation {
+            depth: self.depth + 1,
+            ..Generation::new(&agent, &input, &opts, None, &ctx.cancel)
+        };
+        let r = hub.run_text(&g).await.map_err(|e| e.to_string())?;
         Ok(json!({"agent": agent_id, "text": r.text}))
     }
 }
