@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::schema::{Schema, SchemaError};
 use crate::store::{StepRecord, StepStatus};
 
@@ -108,6 +109,8 @@ pub struct StepContext {
     /// it in time): a durable timer fired.
     pub timed_out: bool,
     pub(crate) steps: Arc<BTreeMap<String, StepRecord>>,
+    /// The engine's clock: what [`StepContext::now`], the durable and the in-step sleeps read.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl StepContext {
@@ -173,7 +176,7 @@ impl StepContext {
     /// start when it wakes, so `until` must be the same on every run: derive it from the input
     /// or from [`StepContext::started_at`], not from the clock.
     pub fn sleep_until(&self, until: DateTime<Utc>) -> Result<(), StepError> {
-        if self.timed_out || Utc::now() >= until {
+        if self.timed_out || self.now() >= until {
             return Ok(());
         }
         Err(self.suspend_until(
@@ -186,9 +189,14 @@ impl StepContext {
     /// Sleeps, or returns [`StepError::Cancelled`] as soon as the step is cancelled.
     pub async fn sleep(&self, d: Duration) -> Result<(), StepError> {
         tokio::select! {
-            _ = tokio::time::sleep(d) => Ok(()),
+            _ = self.clock.sleep(d) => Ok(()),
             _ = self.cancel.cancelled() => Err(StepError::Cancelled),
         }
+    }
+
+    /// Now, by the engine's clock (a test's manual clock, or the wall clock).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
     }
 }
 

@@ -86,13 +86,11 @@ impl Engine {
     ) {
         let engine = self.clone();
         let id = execution_id.to_owned();
-        let wait = (deadline - self.inner.clock.now())
-            .to_std()
-            .unwrap_or(Duration::ZERO);
+        let due = self.inner.clock.sleep_until(deadline);
         let shutdown = self.inner.draining.clone();
         tokio::spawn(async move {
             tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+                _ = due => {}
                 _ = shutdown.cancelled() => return,
             }
             if let Err(e) = engine.fire_timer(&id).await {

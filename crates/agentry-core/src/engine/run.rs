@@ -439,13 +439,15 @@ impl Engine {
                 }
             };
             let delay = retry.delay(attempt);
+            // The next attempt is due `delay` after the failure, by the engine's clock.
+            let next_attempt = self.inner.clock.sleep(delay);
             rec = self
                 .record_retry(run, rec, at, attempt, &error, delay)
                 .await?;
             tracing::info!(execution_id = %run.id, step_id = %at.step.id, attempt, error = %error, "step attempt failed; retrying");
             let cancelled = self.stop_signal(&run.id);
             tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
+                _ = next_attempt => {}
                 // A shutdown: the next attempt runs wherever the execution continues.
                 _ = self.inner.draining.cancelled() => {
                     return Err(EngineError::HandedOver(run.id.clone()));
@@ -491,6 +493,7 @@ impl Engine {
             started_at,
             timed_out: std::mem::take(&mut first.timed_out),
             steps: Arc::new(rec.progress.steps.clone()),
+            clock: self.inner.clock.clone(),
         };
         let running = self.run_step(step, ctx, children);
         let result = match step.timeout {

@@ -1,5 +1,6 @@
 //! The engine's unit tests (the black-box ones are in `tests/` and the server's).
 use super::*;
+use crate::clock::ManualClock;
 use crate::workflow::step;
 
 fn counting() -> Workflow {
@@ -376,30 +377,85 @@ async fn a_durable_sleep_survives_a_restart() {
     panic!("never woke");
 }
 
+/// An engine on the in-memory store whose time only moves when the test advances it.
+fn on_manual_clock() -> (Engine, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let engine = Engine::with(
+        Arc::new(InMemoryExecutionStore::new()),
+        clock.clone(),
+        EngineConfig::default(),
+    );
+    (engine, clock)
+}
+
+/// A gate that suspends until an hour after its step started, unless resumed before.
+fn hour_gate() -> Workflow {
+    Workflow::new("gate", "Gate")
+        .and_then(step("wait", |ctx: StepContext| async move {
+            if ctx.timed_out {
+                return Ok(json!("expired"));
+            }
+            match ctx.resume_data {
+                Some(_) => Ok(json!("opened")),
+                None => Err(ctx.suspend_until(
+                    "closed",
+                    None,
+                    ctx.started_at + chrono::Duration::hours(1),
+                )),
+            }
+        }))
+        .build()
+        .unwrap()
+}
+
+/// Waits (a bounded number of scheduler turns, no wall-clock time) until `id` is `status`.
+async fn settles(engine: &Engine, id: &str, status: Status) -> ExecutionRecord {
+    for _ in 0..10_000 {
+        let rec = engine.store().get(id).await.unwrap().unwrap();
+        if rec.state.status() == status {
+            return rec;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{id} never became {status}");
+}
+
+/// A suspension's deadline fires by itself when the engine's clock reaches it, not before.
+#[tokio::test]
+async fn a_deadline_fires_when_the_clock_reaches_it() {
+    let (engine, clock) = on_manual_clock();
+    engine.register(hour_gate()).unwrap();
+    let rec = engine
+        .execute("gate", json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.state.status(), Status::Suspended);
+    clock.advance(Duration::from_secs(59 * 60));
+    assert!(
+        engine.fire_timer(&rec.id).await.unwrap().is_none(),
+        "not due"
+    );
+    assert_eq!(
+        engine
+            .store()
+            .get(&rec.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .status(),
+        Status::Suspended
+    );
+    clock.advance(Duration::from_secs(60));
+    let done = settles(&engine, &rec.id, Status::Completed).await;
+    assert_eq!(done.state.result(), Some(&json!("expired")));
+}
+
 /// A timer of a suspension that was resumed in time fires nothing: the resume won.
 #[tokio::test]
 async fn a_timer_after_a_resume_does_nothing() {
-    let engine = Engine::in_memory();
-    engine
-        .register(
-            Workflow::new("gate", "Gate")
-                .and_then(step("wait", |ctx: StepContext| async move {
-                    if ctx.timed_out {
-                        return Ok(json!("expired"));
-                    }
-                    match ctx.resume_data {
-                        Some(_) => Ok(json!("opened")),
-                        None => Err(ctx.suspend_until(
-                            "closed",
-                            None,
-                            chrono::Utc::now() + chrono::Duration::milliseconds(50),
-                        )),
-                    }
-                }))
-                .build()
-                .unwrap(),
-        )
-        .unwrap();
+    let (engine, clock) = on_manual_clock();
+    engine.register(hour_gate()).unwrap();
     let rec = engine
         .execute("gate", json!({}), ExecuteOptions::default())
         .await
@@ -409,9 +465,69 @@ async fn a_timer_after_a_resume_does_nothing() {
         .await
         .unwrap();
     assert_eq!(done.state.result(), Some(&json!("opened")));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    clock.advance(Duration::from_secs(2 * 3600));
     assert!(engine.fire_timer(&rec.id).await.unwrap().is_none());
-    assert_eq!(engine.fire_due_timers().await.unwrap(), 0);
     let after = engine.store().get(&rec.id).await.unwrap().unwrap();
     assert_eq!(after.state.result(), Some(&json!("opened")));
+}
+
+/// A failed attempt's retry waits its backoff on the engine's clock: ten minutes pass in no
+/// time when the test advances them, and not a moment earlier.
+#[tokio::test]
+async fn a_retry_waits_its_backoff_on_the_engine_clock() {
+    let (engine, clock) = on_manual_clock();
+    engine
+        .register(
+            Workflow::new("flaky", "Flaky")
+                .and_then(
+                    step("try", |ctx: StepContext| async move {
+                        match ctx.attempt {
+                            1 => Err(StepError::Failed("not yet".into())),
+                            n => Ok(json!({"attempt": n})),
+                        }
+                    })
+                    .retries(1, Duration::from_secs(600)),
+                )
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let run = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            engine
+                .execute(
+                    "flaky",
+                    json!({}),
+                    ExecuteOptions {
+                        execution_id: Some("f-1".into()),
+                        ..Default::default()
+                    },
+                )
+                .await
+        })
+    };
+    // The failure is recorded before the wait begins, and the wait is due from it.
+    for _ in 0..10_000 {
+        let failed = match engine.store().get("f-1").await.unwrap() {
+            Some(rec) => rec
+                .progress
+                .steps
+                .get("try")
+                .is_some_and(|s| !s.failures.is_empty()),
+            None => false,
+        };
+        if failed {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    clock.advance(Duration::from_secs(599));
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!run.is_finished(), "retried before its backoff");
+    clock.advance(Duration::from_secs(1));
+    let done = run.await.unwrap().unwrap();
+    assert_eq!(done.state.result(), Some(&json!({"attempt": 2})));
 }
