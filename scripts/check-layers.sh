@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The codemap's layering rules (docs/ARCHITECTURE.md), checked on the dependency tree:
-# agentry-core has no web framework, database driver or HTTP client; agentry-auth has no web
-# framework, no database and does not use agentry-core. Dev-dependencies do not count.
+# The codemap (docs/ARCHITECTURE.md) kept true:
+# - its layering rules, checked on the dependency tree: agentry-core has no web framework,
+#   database driver or HTTP client; agentry-auth has no web framework, no database and does not
+#   use agentry-core (dev-dependencies do not count);
+# - it names every source file: each crate's files by their path under the crate (`src/`
+#   left out, a `mod.rs` by its folder, e.g. `wire/`), the test files of `tests/` and the scripts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 failed=0
@@ -20,5 +23,32 @@ forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
 forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
 if [ "$failed" = 0 ]; then
   echo "layers: agentry-core and agentry-auth keep to their dependencies"
+fi
+
+# The name the codemap must give a tracked file, in backticks.
+codemap_name() {
+  local f="$1" rel
+  case "$f" in
+    crates/*) rel="${f#crates/*/}"; rel="${rel#src/}" ;;
+    tests/*) rel="${f#tests/}" ;;
+    *) rel="$f" ;;
+  esac
+  case "$rel" in
+    */mod.rs) rel="${rel%mod.rs}" ;;
+  esac
+  echo "$rel"
+}
+unnamed=0
+while IFS= read -r f; do
+  name=$(codemap_name "$f")
+  if ! grep -qF "\`$name\`" docs/ARCHITECTURE.md; then
+    echo "docs/ARCHITECTURE.md does not name $f (as \`$name\`)" >&2
+    unnamed=1
+  fi
+done < <(git ls-files 'crates/*.rs' 'tests/*.rs' 'scripts/*' | grep -v '^tests/node/')
+if [ "$unnamed" = 0 ]; then
+  echo "codemap: docs/ARCHITECTURE.md names every source file"
+else
+  failed=1
 fi
 exit "$failed"
