@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-use agentry_http::agent_wire::{parse_input, parse_options};
+use agentry_http::agent_input::{parse_input, parse_options};
 use agentry_http::wire::{ExecuteRequest, ResumeRequest, SuspendRequest};
 
 fuzz_target!(|data: &[u8]| {
