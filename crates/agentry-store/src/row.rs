@@ -225,7 +225,3 @@ impl StepRow {
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
     StoreError::Database(e.to_string())
 }
-
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
-}

@@ -5,6 +5,15 @@
 //! `workflow_steps` row per step record. A checkpoint updates the header with a compare-and-set
 //! on `version`, fenced by the lease, and writes the step rows that changed, in one
 //! transaction; a heartbeat touches lease expiries only.
+//!
+//! **Group commit.** Inserts and checkpoints do not each open a transaction: the caller turns
+//! its record into rows ([`Write`]) and hands them to the store's committer, one task that
+//! writes every write waiting at that moment in one transaction, then answers each caller. A
+//! caller goes on only after the transaction holding its write has committed: an acknowledged
+//! checkpoint is as durable as one committed alone. No timer delays a write: a batch is whatever
+//! arrived while the previous commit was in flight (at most [`MAX_BATCH`]), so a lone write
+//! commits at once and a crowd shares one commit. A write that fails for a reason of its own
+//! (a database error) fails alone: the batch is rolled back and its writes are retried one by one.
 
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
@@ -15,8 +24,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::query_builder::Separated;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilder, Type};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::row::{EventRow, ExecutionRow, IdRow, StepRow, db_err, is_unique_violation, to_json};
+use crate::row::{EventRow, ExecutionRow, IdRow, StepRow, db_err, to_json};
 
 /// What differs between the databases.
 pub trait Dialect: Database {
@@ -45,22 +56,103 @@ pub trait Dialect: Database {
 #[derive(Debug)]
 pub struct SqlStore<DB: Database> {
     pool: Pool<DB>,
+    /// The committer's queue, started by the first write (a store may be made outside a
+    /// runtime); it stops when the last clone of the store is dropped.
+    committer: Arc<OnceLock<mpsc::Sender<Pending>>>,
 }
 
 impl<DB: Database> Clone for SqlStore<DB> {
     fn clone(&self) -> Self {
-        Self::new(self.pool.clone())
+        Self {
+            pool: self.pool.clone(),
+            committer: self.committer.clone(),
+        }
     }
 }
 
 impl<DB: Database> SqlStore<DB> {
     pub fn new(pool: Pool<DB>) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            committer: Arc::new(OnceLock::new()),
+        }
     }
 
     pub fn pool(&self) -> &Pool<DB> {
         &self.pool
     }
+}
+
+/// The most writes one group commit holds.
+pub const MAX_BATCH: usize = 128;
+
+/// One execution's write, as rows ready to bind.
+#[derive(Debug)]
+struct Write {
+    header: ExecutionRow,
+    kind: WriteKind,
+    /// Step rows to write (insert or overwrite).
+    steps: Vec<StepRow>,
+    /// Step ids whose rows go (records the execution no longer has).
+    gone: Vec<String>,
+    events: Vec<NewEvent>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum WriteKind {
+    /// A new execution: written unless its id is taken.
+    Insert,
+    /// A checkpoint: written if the stored version is still this one.
+    Update { expected_version: i64 },
+}
+
+/// An event ready to append.
+#[derive(Debug)]
+struct NewEvent {
+    execution_id: String,
+    seq: i64,
+    kind: &'static str,
+    at: DateTime<Utc>,
+    data: String,
+}
+
+impl Write {
+    fn new(
+        record: &ExecutionRecord,
+        kind: WriteKind,
+        steps: &[&str],
+        events: &[WorkflowEvent],
+    ) -> Self {
+        let (present, gone): (Vec<&str>, Vec<&str>) = steps
+            .iter()
+            .partition(|id| record.progress.steps.contains_key(**id));
+        Self {
+            header: ExecutionRow::from_record(record),
+            kind,
+            steps: present
+                .into_iter()
+                .map(|id| StepRow::from_record(id, &record.progress.steps[id]))
+                .collect(),
+            gone: gone.into_iter().map(str::to_owned).collect(),
+            events: events
+                .iter()
+                .map(|ev| NewEvent {
+                    execution_id: ev.execution_id.clone(),
+                    seq: ev.seq.unwrap_or(0),
+                    kind: ev.kind.type_name(),
+                    at: ev.timestamp,
+                    data: to_json(&ev.kind),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A write waiting for its commit, and where its outcome goes: whether it was written (`false`:
+/// the id was taken, or the version moved on).
+struct Pending {
+    write: Write,
+    done: oneshot::Sender<Result<bool, StoreError>>,
 }
 
 /// The header columns, in the order of [`ExecutionRow`].
@@ -153,38 +245,13 @@ where
         record: &ExecutionRecord,
         events: &[WorkflowEvent],
     ) -> Result<(), StoreError> {
-        let r = ExecutionRow::from_record(record);
-        let ttl = r.lease_ttl_ms;
-        let running = r.status == "running";
-        let mut q = QueryBuilder::<DB>::new(format!(
-            "INSERT INTO workflow_executions ({}, wake_at, lease_expires_at) VALUES (",
-            HEADER.join(", ")
-        ));
-        let wake_at = r.wake_at;
-        Self::push_header_values(&mut q, r);
-        q.push(", ").push_bind(wake_at);
-        q.push(", ");
-        if running {
-            q.push(format!("{} + ", DB::NOW_MS)).push_bind(ttl);
-        } else {
-            q.push("NULL");
-        }
-        q.push(")");
-        if !events.is_empty() {
-            q.push(DB::NOTIFY);
-        }
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
-        match q.build().execute(&mut *tx).await {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {
-                return Err(StoreError::Duplicate(record.id.clone()));
-            }
-            Err(e) => return Err(db_err(e)),
-        }
         let steps: Vec<&str> = record.progress.steps.keys().map(String::as_str).collect();
-        Self::write_steps(&mut tx, record, &steps).await?;
-        Self::write_events(&mut tx, events).await?;
-        tx.commit().await.map_err(db_err)
+        let write = Write::new(record, WriteKind::Insert, &steps, events);
+        if self.commit(write).await? {
+            Ok(())
+        } else {
+            Err(StoreError::Duplicate(record.id.clone()))
+        }
     }
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
@@ -215,70 +282,9 @@ where
         changed_steps: &[&str],
         events: &[WorkflowEvent],
     ) -> Result<bool, StoreError> {
-        let r = ExecutionRow::from_record(record);
-        let mut q = QueryBuilder::<DB>::new("UPDATE workflow_executions SET ");
-        let running = r.status == "running";
-        // The lease expiry: none once the execution stops running; unchanged while the same
-        // hold writes (only heartbeats renew it, so a suspend request from another process
-        // never keeps a dead owner's lease alive); a full ttl when the hold is new.
-        q.push("lease_expires_at = ");
-        if running {
-            q.push(format!(
-                "CASE WHEN status = 'running' AND lease_node {} ",
-                DB::IS
-            ))
-            .push_bind(r.lease_node.clone())
-            .push(" AND lease_epoch = ")
-            .push_bind(r.lease_epoch)
-            .push(format!(" THEN lease_expires_at ELSE {} + ", DB::NOW_MS))
-            .push_bind(r.lease_ttl_ms)
-            .push(" END");
-        } else {
-            q.push("NULL");
-        }
-        let (id, status) = (r.id.clone(), r.status.clone());
-        q.push(", status = ").push_bind(status);
-        q.push(", updated_at = ").push_bind(r.updated_at);
-        q.push(", end_at = ").push_bind(r.end_at);
-        q.push(", result = ").push_bind(r.result).push(DB::AS_JSON);
-        q.push(", error = ").push_bind(r.error);
-        q.push(", suspension = ")
-            .push_bind(r.suspension)
-            .push(DB::AS_JSON);
-        q.push(", suspend_request = ")
-            .push_bind(r.suspend_request)
-            .push(DB::AS_JSON);
-        q.push(", next_step = ").push_bind(r.next_step);
-        q.push(", version = ").push_bind(r.version);
-        q.push(", lease_node = ").push_bind(r.lease_node);
-        q.push(", lease_epoch = ").push_bind(r.lease_epoch);
-        q.push(", lease_ttl_ms = ").push_bind(r.lease_ttl_ms);
-        q.push(", last_event = ").push_bind(r.last_event);
-        q.push(", cancellation = ")
-            .push_bind(r.cancellation)
-            .push(DB::AS_JSON);
-        q.push(", error_step_id = ").push_bind(r.error_step_id);
-        q.push(", wake_at = ").push_bind(r.wake_at);
-        q.push(" WHERE id = ")
-            .push_bind(id)
-            .push(" AND version = ")
-            .push_bind(expected_version);
-        if !events.is_empty() {
-            q.push(DB::NOTIFY);
-        }
-        if changed_steps.is_empty() && events.is_empty() {
-            let res = q.build().execute(&self.pool).await.map_err(db_err)?;
-            return Ok(DB::rows_affected(&res) == 1);
-        }
-        let mut tx = self.pool.begin().await.map_err(db_err)?;
-        let res = q.build().execute(&mut *tx).await.map_err(db_err)?;
-        if DB::rows_affected(&res) != 1 {
-            return Ok(false); // dropping the transaction rolls it back
-        }
-        Self::write_steps(&mut tx, record, changed_steps).await?;
-        Self::write_events(&mut tx, events).await?;
-        tx.commit().await.map_err(db_err)?;
-        Ok(true)
+        let kind = WriteKind::Update { expected_version };
+        self.commit(Write::new(record, kind, changed_steps, events))
+            .await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError> {
@@ -403,7 +409,7 @@ where
         {
             let mut v = q.separated(", ");
             v.push_bind(execution_id.to_owned());
-            Self::push_step_values(&mut v, s);
+            Self::push_step_values(&mut v, &s);
         }
         q.push(
             " WHERE EXISTS (SELECT 1 FROM workflow_executions WHERE status = 'running' AND id = ",
@@ -524,43 +530,47 @@ where
     for<'r> IdRow: FromRow<'r, DB::Row>,
 {
     /// The header's values, in the order of [`HEADER`].
-    fn push_header_values(q: &mut QueryBuilder<DB>, r: ExecutionRow) {
+    fn push_header_values(q: &mut QueryBuilder<DB>, r: &ExecutionRow) {
         let mut v = q.separated(", ");
-        v.push_bind(r.id);
-        v.push_bind(r.workflow_id);
-        v.push_bind(r.status);
-        v.push_bind(r.input).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.context).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.user_id);
-        v.push_bind(r.owner);
+        v.push_bind(r.id.clone());
+        v.push_bind(r.workflow_id.clone());
+        v.push_bind(r.status.clone());
+        v.push_bind(r.input.clone()).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.context.clone()).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.user_id.clone());
+        v.push_bind(r.owner.clone());
         v.push_bind(r.start_at);
         v.push_bind(r.updated_at);
         v.push_bind(r.end_at);
-        v.push_bind(r.result).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.error);
-        v.push_bind(r.suspension).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.suspend_request).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.result.clone()).push_unseparated(DB::AS_JSON);
+        v.push_bind(r.error.clone());
+        v.push_bind(r.suspension.clone())
+            .push_unseparated(DB::AS_JSON);
+        v.push_bind(r.suspend_request.clone())
+            .push_unseparated(DB::AS_JSON);
         v.push_bind(r.next_step);
         v.push_bind(r.version);
-        v.push_bind(r.lease_node);
+        v.push_bind(r.lease_node.clone());
         v.push_bind(r.lease_epoch);
         v.push_bind(r.lease_ttl_ms);
         v.push_bind(r.last_event);
-        v.push_bind(r.cancellation).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.error_step_id);
+        v.push_bind(r.cancellation.clone())
+            .push_unseparated(DB::AS_JSON);
+        v.push_bind(r.error_step_id.clone());
     }
 
     /// A step's values, in the order of [`STEP`].
-    fn push_step_values(v: &mut Separated<'_, DB, &'static str>, s: StepRow) {
-        v.push_bind(s.step_id);
-        v.push_bind(s.parent_step_id);
-        v.push_bind(s.status);
+    fn push_step_values(v: &mut Separated<'_, DB, &'static str>, s: &StepRow) {
+        v.push_bind(s.step_id.clone());
+        v.push_bind(s.parent_step_id.clone());
+        v.push_bind(s.status.clone());
         v.push_bind(s.attempt);
-        v.push_bind(s.input).push_unseparated(DB::AS_JSON);
-        v.push_bind(s.output).push_unseparated(DB::AS_JSON);
+        v.push_bind(s.input.clone()).push_unseparated(DB::AS_JSON);
+        v.push_bind(s.output.clone()).push_unseparated(DB::AS_JSON);
         v.push_bind(s.started_at);
         v.push_bind(s.ended_at);
-        v.push_bind(s.failures).push_unseparated(DB::AS_JSON);
+        v.push_bind(s.failures.clone())
+            .push_unseparated(DB::AS_JSON);
     }
 
     /// `a, b, c` as bound parameters.
@@ -571,45 +581,187 @@ where
         }
     }
 
-    /// Writes the step records `ids` of `record` (deleting those it no longer has).
-    async fn write_steps(
+    /// Commits `write` with the others waiting at that moment; its outcome once committed.
+    async fn commit(&self, write: Write) -> Result<bool, StoreError> {
+        let queue = self.committer.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(4 * MAX_BATCH);
+            tokio::spawn(Self::run_committer(self.pool.clone(), rx));
+            tx
+        });
+        let (done, outcome) = oneshot::channel();
+        let gone = || StoreError::Database("the store's committer stopped".into());
+        queue
+            .send(Pending { write, done })
+            .await
+            .map_err(|_| gone())?;
+        outcome.await.map_err(|_| gone())?
+    }
+
+    /// The committer: every write waiting, in one transaction, until the queue closes.
+    async fn run_committer(pool: Pool<DB>, mut queue: mpsc::Receiver<Pending>) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            let writes: Vec<&Write> = batch.iter().map(|p| &p.write).collect();
+            match Self::write_batch(&pool, &writes).await {
+                Ok(outcomes) => {
+                    for (pending, outcome) in batch.drain(..).zip(outcomes) {
+                        let _ = pending.done.send(Ok(outcome));
+                    }
+                }
+                // One write's failure must not fail the others: each alone, in its own
+                // transaction.
+                Err(_) if batch.len() > 1 => {
+                    for pending in batch.drain(..) {
+                        let outcome = Self::write_batch(&pool, &[&pending.write])
+                            .await
+                            .map(|o| o[0]);
+                        let _ = pending.done.send(outcome);
+                    }
+                }
+                Err(e) => {
+                    for pending in batch.drain(..) {
+                        let _ = pending.done.send(Err(StoreError::Database(e.to_string())));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `writes` in order in one transaction; whether each was written.
+    async fn write_batch(pool: &Pool<DB>, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = pool.begin().await.map_err(db_err)?;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for w in writes {
+            let written = match w.kind {
+                WriteKind::Insert => Self::insert_header(&mut tx, w).await?,
+                WriteKind::Update { expected_version } => {
+                    Self::update_header(&mut tx, w, expected_version).await?
+                }
+            };
+            if written {
+                Self::write_steps(&mut tx, w).await?;
+                Self::write_events(&mut tx, &w.events).await?;
+            }
+            outcomes.push(written);
+        }
+        tx.commit().await.map_err(db_err)?;
+        Ok(outcomes)
+    }
+
+    /// Inserts a new execution's header, unless its id is taken.
+    async fn insert_header(conn: &mut DB::Connection, w: &Write) -> Result<bool, StoreError> {
+        let r = &w.header;
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "INSERT INTO workflow_executions ({}, wake_at, lease_expires_at) VALUES (",
+            HEADER.join(", ")
+        ));
+        Self::push_header_values(&mut q, r);
+        q.push(", ").push_bind(r.wake_at);
+        q.push(", ");
+        if r.status == "running" {
+            q.push(format!("{} + ", DB::NOW_MS))
+                .push_bind(r.lease_ttl_ms);
+        } else {
+            q.push("NULL");
+        }
+        q.push(") ON CONFLICT (id) DO NOTHING");
+        if !w.events.is_empty() {
+            q.push(DB::NOTIFY);
+        }
+        let res = q.build().execute(&mut *conn).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res) == 1)
+    }
+
+    /// A checkpoint's compare-and-set of the header on its version.
+    async fn update_header(
         conn: &mut DB::Connection,
-        record: &ExecutionRecord,
-        ids: &[&str],
-    ) -> Result<(), StoreError> {
-        let (present, gone): (Vec<&str>, Vec<&str>) = ids
-            .iter()
-            .partition(|id| record.progress.steps.contains_key(**id));
-        for chunk in present.chunks(CHUNK / STEP.len()) {
+        w: &Write,
+        expected_version: i64,
+    ) -> Result<bool, StoreError> {
+        let r = &w.header;
+        let mut q = QueryBuilder::<DB>::new("UPDATE workflow_executions SET ");
+        // The lease expiry: none once the execution stops running; unchanged while the same
+        // hold writes (only heartbeats renew it, so a suspend request from another process
+        // never keeps a dead owner's lease alive); a full ttl when the hold is new.
+        q.push("lease_expires_at = ");
+        if r.status == "running" {
+            q.push(format!(
+                "CASE WHEN status = 'running' AND lease_node {} ",
+                DB::IS
+            ))
+            .push_bind(r.lease_node.clone())
+            .push(" AND lease_epoch = ")
+            .push_bind(r.lease_epoch)
+            .push(format!(" THEN lease_expires_at ELSE {} + ", DB::NOW_MS))
+            .push_bind(r.lease_ttl_ms)
+            .push(" END");
+        } else {
+            q.push("NULL");
+        }
+        q.push(", status = ").push_bind(r.status.clone());
+        q.push(", updated_at = ").push_bind(r.updated_at);
+        q.push(", end_at = ").push_bind(r.end_at);
+        q.push(", result = ")
+            .push_bind(r.result.clone())
+            .push(DB::AS_JSON);
+        q.push(", error = ").push_bind(r.error.clone());
+        q.push(", suspension = ")
+            .push_bind(r.suspension.clone())
+            .push(DB::AS_JSON);
+        q.push(", suspend_request = ")
+            .push_bind(r.suspend_request.clone())
+            .push(DB::AS_JSON);
+        q.push(", next_step = ").push_bind(r.next_step);
+        q.push(", version = ").push_bind(r.version);
+        q.push(", lease_node = ").push_bind(r.lease_node.clone());
+        q.push(", lease_epoch = ").push_bind(r.lease_epoch);
+        q.push(", lease_ttl_ms = ").push_bind(r.lease_ttl_ms);
+        q.push(", last_event = ").push_bind(r.last_event);
+        q.push(", cancellation = ")
+            .push_bind(r.cancellation.clone())
+            .push(DB::AS_JSON);
+        q.push(", error_step_id = ")
+            .push_bind(r.error_step_id.clone());
+        q.push(", wake_at = ").push_bind(r.wake_at);
+        q.push(" WHERE id = ")
+            .push_bind(r.id.clone())
+            .push(" AND version = ")
+            .push_bind(expected_version);
+        if !w.events.is_empty() {
+            q.push(DB::NOTIFY);
+        }
+        let res = q.build().execute(&mut *conn).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res) == 1)
+    }
+
+    /// Writes a write's step rows (deleting those its execution no longer has).
+    async fn write_steps(conn: &mut DB::Connection, w: &Write) -> Result<(), StoreError> {
+        for chunk in w.steps.chunks(CHUNK / STEP.len()) {
             let mut q = QueryBuilder::<DB>::new(format!(
                 "INSERT INTO workflow_steps (execution_id, {}) ",
                 STEP.join(", ")
             ));
-            q.push_values(chunk, |mut row, id| {
-                row.push_bind(record.id.clone());
-                Self::push_step_values(
-                    &mut row,
-                    StepRow::from_record(id, &record.progress.steps[*id]),
-                );
+            q.push_values(chunk, |mut row, step| {
+                row.push_bind(w.header.id.clone());
+                Self::push_step_values(&mut row, step);
             });
             push_step_upsert(&mut q);
             q.build().execute(&mut *conn).await.map_err(db_err)?;
         }
-        for chunk in gone.chunks(CHUNK) {
+        for chunk in w.gone.chunks(CHUNK) {
             let mut q = QueryBuilder::<DB>::new("DELETE FROM workflow_steps WHERE execution_id = ");
-            q.push_bind(record.id.clone()).push(" AND step_id IN (");
-            let owned: Vec<String> = chunk.iter().map(|s| (*s).to_owned()).collect();
-            Self::push_list(&mut q, &owned);
+            q.push_bind(w.header.id.clone()).push(" AND step_id IN (");
+            Self::push_list(&mut q, chunk);
             q.push(")");
             q.build().execute(&mut *conn).await.map_err(db_err)?;
         }
         Ok(())
     }
 
-    /// Appends `events` to their execution's log.
+    /// Appends events to their execution's log.
     async fn write_events(
         conn: &mut DB::Connection,
-        events: &[WorkflowEvent],
+        events: &[NewEvent],
     ) -> Result<(), StoreError> {
         for chunk in events.chunks(CHUNK / 5) {
             let mut q = QueryBuilder::<DB>::new(
@@ -617,11 +769,10 @@ where
             );
             q.push_values(chunk, |mut row, ev| {
                 row.push_bind(ev.execution_id.clone());
-                row.push_bind(ev.seq.unwrap_or(0));
-                row.push_bind(ev.kind.type_name().to_owned());
-                row.push_bind(ev.timestamp);
-                row.push_bind(to_json(&ev.kind))
-                    .push_unseparated(DB::AS_JSON);
+                row.push_bind(ev.seq);
+                row.push_bind(ev.kind.to_owned());
+                row.push_bind(ev.at);
+                row.push_bind(ev.data.clone()).push_unseparated(DB::AS_JSON);
             });
             q.build().execute(&mut *conn).await.map_err(db_err)?;
         }

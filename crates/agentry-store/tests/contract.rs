@@ -65,6 +65,7 @@ contract!(
     released_leases_are_claimable_at_once,
     events_are_stored_with_the_write_that_reports_them,
     lists_page_newest_first_by_status_and_owner,
+    concurrent_writes_each_get_their_own_outcome,
 );
 
 /// A database for one test.
@@ -773,4 +774,59 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
         .expect("list");
     assert_eq!(alices.len(), 3);
     assert!(alices.iter().all(|r| r.owner.as_deref() == Some("alice")));
+}
+
+/// Many writes at once (the SQL stores commit them in groups): each caller gets the outcome of
+/// its own write, whatever shares its commit: every distinct insert lands, of two inserts of one
+/// id exactly one does, and of two checkpoints from the same read exactly one wins.
+async fn concurrent_writes_each_get_their_own_outcome(store: &dyn ExecutionStore) {
+    let records: Vec<ExecutionRecord> = (0..64).map(|_| record("w", held())).collect();
+    let inserts = records.iter().chain(records.iter().take(8)).map(|r| {
+        let events = [event(
+            r,
+            1,
+            EventKind::WorkflowStart {
+                input: r.input.clone(),
+                resumed: false,
+            },
+        )];
+        async move { store.insert(r, &events).await }
+    });
+    let outcomes = futures::future::join_all(inserts).await;
+    let (ok, duplicate): (Vec<_>, Vec<_>) = outcomes.iter().partition(|o| o.is_ok());
+    assert_eq!(ok.len(), 64, "every distinct id once");
+    assert_eq!(duplicate.len(), 8);
+    assert!(
+        duplicate
+            .iter()
+            .all(|o| matches!(o, Err(StoreError::Duplicate(_)))),
+        "{duplicate:?}"
+    );
+    for r in &records {
+        assert_eq!(&get(store, &r.id).await, r);
+        let log = store.events_after(&r.id, 0, 10).await.expect("events");
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0].seq, Some(1));
+        assert_eq!(log[0].kind.type_name(), "workflow-start");
+    }
+    // Two checkpoints of each execution from the same read, all at once.
+    let racing = records.iter().flat_map(|r| {
+        [1u64, 2].map(|n| {
+            let mut next = r.clone();
+            next.state = ExecutionState::Running {
+                suspend_request: Some(SuspendRequest {
+                    requested_at: now(),
+                    reason: format!("writer {n}"),
+                }),
+            };
+            write(store, r, next)
+        })
+    });
+    let outcomes = futures::future::join_all(racing).await;
+    for (r, pair) in records.iter().zip(outcomes.chunks(2)) {
+        let winners: Vec<&ExecutionRecord> =
+            pair.iter().filter(|(ok, _)| *ok).map(|(_, w)| w).collect();
+        assert_eq!(winners.len(), 1, "{}: exactly one checkpoint wins", r.id);
+        assert_eq!(&get(store, &r.id).await, winners[0]);
+    }
 }
