@@ -9,9 +9,13 @@ test:
     bash scripts/install-test-deps.sh
     cargo test --workspace
 
-# Latency of word-count and of a suspend+resume cycle over HTTP (release build, SQLite).
-bench iterations="500":
-    cargo run --release -p agentry-server --example bench -- {{iterations}}
+# The benchmark suite (docs/PERFORMANCE.md): release build, each case against its limit, on a fresh
+# SQLite database then PostgreSQL; prints the table, writes bench-results/results.{json,md}.
+# Extra arguments go to scripts/bench.py (--seconds, --connections, --backends, --million).
+bench *args:
+    bash scripts/install-bench-deps.sh
+    cargo build --release -p agentry-server -p agentry-bench
+    python3 scripts/bench.py {{args}}
 
 # Property-based tests of the HTTP API from its OpenAPI document (GET /doc): starts the server, runs
 # schemathesis (installed into .venv-tools/ if missing), stops the server. Extra arguments go to `st run`.

@@ -16,7 +16,7 @@ use agentry_core::engine::{CrashHook, CrashPoint};
 use agentry_core::{Engine, EngineConfig};
 use agentry_http::{Host, HttpConfig};
 
-use agentry_store::Database;
+use agentry_store::{Database, DbOptions};
 use anyhow::Context;
 pub use auth::AuthSettings;
 
@@ -25,6 +25,8 @@ pub use auth::AuthSettings;
 pub struct Settings {
     pub bind: String,
     pub database_url: String,
+    /// How the database is opened (SQLite's `synchronous` level).
+    pub database: DbOptions,
     pub examples: bool,
     pub http: HttpConfig,
     /// Authentication (off unless a JWT secret or key is set).
@@ -122,6 +124,7 @@ impl Default for Settings {
         Self {
             bind: "127.0.0.1:3141".into(),
             database_url: "sqlite://agentry.db".into(),
+            database: DbOptions::default(),
             examples: true,
             http: HttpConfig::default(),
             auth: AuthSettings::default(),
@@ -146,8 +149,8 @@ pub struct Running {
 }
 
 /// Connects and migrates the database.
-pub async fn open_database(url: &str) -> anyhow::Result<Database> {
-    let db = Database::connect(url)
+pub async fn open_database(url: &str, options: DbOptions) -> anyhow::Result<Database> {
+    let db = Database::connect_with(url, options)
         .await
         .with_context(|| format!("opening {}", redact(url)))?;
     db.migrate().await.context("applying migrations")?;
@@ -198,7 +201,7 @@ pub async fn start_with(
     settings: &Settings,
     customize: impl FnOnce(Host) -> Host,
 ) -> anyhow::Result<Running> {
-    let database = open_database(&settings.database_url).await?;
+    let database = open_database(&settings.database_url, settings.database).await?;
     let listener =
         TcpListener::bind(&settings.bind).with_context(|| format!("binding {}", settings.bind))?;
     let addr = listener.local_addr()?;

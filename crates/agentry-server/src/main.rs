@@ -58,7 +58,7 @@ async fn prune(args: PruneArgs) -> anyhow::Result<()> {
     } else {
         args.status
     };
-    let database = open_database(&args.db.database_url).await?;
+    let database = open_database(&args.db.database_url, args.db.options()).await?;
     let store = database.execution_store();
     let pruned = agentry_server::prune(store.as_ref(), args.older_than, &statuses).await;
     database.close().await;
@@ -136,6 +136,18 @@ struct DbArgs {
     /// Database URL: sqlite://PATH, sqlite::memory: or postgres://...
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://agentry.db")]
     database_url: String,
+    /// SQLite's synchronous level: full (a commit is on disk before it is acknowledged), normal
+    /// (safe from a process crash, not from a power loss), off, extra (docs/PERFORMANCE.md)
+    #[arg(long, env = "AGENTRY_SQLITE_SYNCHRONOUS", default_value = "full")]
+    sqlite_synchronous: agentry_store::Synchronous,
+}
+
+impl DbArgs {
+    fn options(&self) -> agentry_store::DbOptions {
+        agentry_store::DbOptions {
+            sqlite_synchronous: self.sqlite_synchronous,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -229,7 +241,7 @@ async fn main() -> anyhow::Result<()> {
     init_tracing();
     match cli.command {
         Some(Command::Migrate(db)) => {
-            let database = open_database(&db.database_url).await?;
+            let database = open_database(&db.database_url, db.options()).await?;
             database.close().await;
             tracing::info!(database = %redact(&db.database_url), "migrations applied");
             Ok(())
@@ -252,6 +264,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let settings = Settings {
         bind: args.bind,
+        database: args.db.options(),
         database_url: args.db.database_url,
         examples: !args.no_examples,
         auth: AuthSettings {

@@ -18,7 +18,15 @@ use agentry_core::store::ExecutionStore;
 pub use memory::SqlConversationStore;
 pub use postgres::PgStore;
 pub use sql::{Dialect, SqlStore};
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, Synchronous};
+
+/// How a database is opened, beside its URL.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DbOptions {
+    /// SQLite's `synchronous` level (ignored for PostgreSQL, whose `synchronous_commit` is the
+    /// server's setting).
+    pub sqlite_synchronous: Synchronous,
+}
 
 /// A connected database, chosen by the URL's scheme.
 #[derive(Debug, Clone)]
@@ -41,8 +49,13 @@ impl Database {
     /// Connects to `url`: `sqlite://PATH` (created if missing), `sqlite::memory:`, or
     /// `postgres://...` / `postgresql://...`.
     pub async fn connect(url: &str) -> Result<Self, DbError> {
+        Self::connect_with(url, DbOptions::default()).await
+    }
+
+    /// [`Database::connect`] with `options`.
+    pub async fn connect_with(url: &str, options: DbOptions) -> Result<Self, DbError> {
         if url.starts_with("sqlite:") {
-            sqlite::connect(url)
+            sqlite::connect(url, options.sqlite_synchronous)
                 .await
                 .map(Database::Sqlite)
                 .map_err(DbError::Connect)

@@ -29,7 +29,7 @@ impl Dialect for Postgres {
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const FOR_SHARE: &'static str = " FOR SHARE";
     // Sent on commit to every process listening (the followers of the execution's log).
-    const NOTIFY: &'static str = " RETURNING pg_notify('agentry_events', id)";
+    const NOTIFY: &'static str = ", pg_notify('agentry_events', id)";
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()

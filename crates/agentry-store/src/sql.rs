@@ -44,9 +44,9 @@ pub trait Dialect: Database {
     const SKIP_LOCKED: &'static str;
     /// Ends the fencing check of a step record: a concurrent claim waits, or is waited for.
     const FOR_SHARE: &'static str;
-    /// Ends a write of an execution's header that reports events: tells the other processes
-    /// following its log (`RETURNING pg_notify(...)` on PostgreSQL, sent on commit; nothing on
-    /// SQLite, where one process runs everything).
+    /// Added to the `RETURNING id` of a write of an execution's header that reports events:
+    /// tells the other processes following its log (`, pg_notify(...)` on PostgreSQL, sent on
+    /// commit; nothing on SQLite, where one process runs everything).
     const NOTIFY: &'static str;
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
@@ -530,8 +530,7 @@ where
     for<'r> IdRow: FromRow<'r, DB::Row>,
 {
     /// The header's values, in the order of [`HEADER`].
-    fn push_header_values(q: &mut QueryBuilder<DB>, r: &ExecutionRow) {
-        let mut v = q.separated(", ");
+    fn push_header_values(v: &mut Separated<'_, DB, &'static str>, r: &ExecutionRow) {
         v.push_bind(r.id.clone());
         v.push_bind(r.workflow_id.clone());
         v.push_bind(r.status.clone());
@@ -597,12 +596,18 @@ where
         outcome.await.map_err(|_| gone())?
     }
 
-    /// The committer: every write waiting, in one transaction, until the queue closes.
+    /// The committer: every write waiting, in one transaction, until the queue closes. It
+    /// takes a connection of the pool for each batch (holding one would starve a pool of one,
+    /// such as `sqlite::memory:`'s).
     async fn run_committer(pool: Pool<DB>, mut queue: mpsc::Receiver<Pending>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let writes: Vec<&Write> = batch.iter().map(|p| &p.write).collect();
-            match Self::write_batch(&pool, &writes).await {
+            let outcome = match pool.acquire().await {
+                Ok(mut conn) => Self::write_batch(&mut conn, &writes).await,
+                Err(e) => Err(db_err(e)),
+            };
+            match outcome {
                 Ok(outcomes) => {
                     for (pending, outcome) in batch.drain(..).zip(outcomes) {
                         let _ = pending.done.send(Ok(outcome));
@@ -612,9 +617,12 @@ where
                 // transaction.
                 Err(_) if batch.len() > 1 => {
                     for pending in batch.drain(..) {
-                        let outcome = Self::write_batch(&pool, &[&pending.write])
-                            .await
-                            .map(|o| o[0]);
+                        let outcome = match pool.acquire().await {
+                            Ok(mut conn) => Self::write_batch(&mut conn, &[&pending.write])
+                                .await
+                                .map(|o| o[0]),
+                            Err(e) => Err(db_err(e)),
+                        };
                         let _ = pending.done.send(outcome);
                     }
                 }
@@ -627,49 +635,78 @@ where
         }
     }
 
-    /// Writes `writes` in order in one transaction; whether each was written.
-    async fn write_batch(pool: &Pool<DB>, writes: &[&Write]) -> Result<Vec<bool>, StoreError> {
-        let mut tx = pool.begin().await.map_err(db_err)?;
-        let mut outcomes = Vec::with_capacity(writes.len());
-        for w in writes {
-            let written = match w.kind {
-                WriteKind::Insert => Self::insert_header(&mut tx, w).await?,
-                WriteKind::Update { expected_version } => {
-                    Self::update_header(&mut tx, w, expected_version).await?
-                }
-            };
-            if written {
-                Self::write_steps(&mut tx, w).await?;
-                Self::write_events(&mut tx, &w.events).await?;
+    /// Writes `writes` in one transaction; whether each was written. The statements are few
+    /// whatever the batch holds: one compare-and-set per checkpoint (each has its own version
+    /// to check), then one insert for every new header, one for every step row and one for
+    /// every event of the writes that were written.
+    async fn write_batch(
+        conn: &mut DB::Connection,
+        writes: &[&Write],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut tx = sqlx::Connection::begin(conn).await.map_err(db_err)?;
+        let mut outcomes = vec![false; writes.len()];
+        for (i, w) in writes.iter().enumerate() {
+            if let WriteKind::Update { expected_version } = w.kind {
+                outcomes[i] = Self::update_header(&mut tx, w, expected_version).await?;
             }
-            outcomes.push(written);
         }
+        let inserts: Vec<&Write> = writes
+            .iter()
+            .filter(|w| matches!(w.kind, WriteKind::Insert))
+            .copied()
+            .collect();
+        let inserted = Self::insert_headers(&mut tx, &inserts).await?;
+        for (i, w) in writes.iter().enumerate() {
+            if matches!(w.kind, WriteKind::Insert) {
+                outcomes[i] = inserted.contains(&w.header.id);
+            }
+        }
+        let written: Vec<&Write> = writes
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, ok)| **ok)
+            .map(|(w, _)| *w)
+            .collect();
+        Self::write_steps(&mut tx, &written).await?;
+        Self::write_events(&mut tx, &written).await?;
         tx.commit().await.map_err(db_err)?;
         Ok(outcomes)
     }
 
-    /// Inserts a new execution's header, unless its id is taken.
-    async fn insert_header(conn: &mut DB::Connection, w: &Write) -> Result<bool, StoreError> {
-        let r = &w.header;
-        let mut q = QueryBuilder::<DB>::new(format!(
-            "INSERT INTO workflow_executions ({}, wake_at, lease_expires_at) VALUES (",
-            HEADER.join(", ")
-        ));
-        Self::push_header_values(&mut q, r);
-        q.push(", ").push_bind(r.wake_at);
-        q.push(", ");
-        if r.status == "running" {
-            q.push(format!("{} + ", DB::NOW_MS))
-                .push_bind(r.lease_ttl_ms);
-        } else {
-            q.push("NULL");
+    /// Inserts new executions' headers, except those whose id is taken; the ids inserted.
+    async fn insert_headers(
+        conn: &mut DB::Connection,
+        writes: &[&Write],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut inserted = Vec::with_capacity(writes.len());
+        for chunk in writes.chunks(CHUNK / (HEADER.len() + 2)) {
+            let mut q = QueryBuilder::<DB>::new(format!(
+                "INSERT INTO workflow_executions ({}, wake_at, lease_expires_at) ",
+                HEADER.join(", ")
+            ));
+            q.push_values(chunk, |mut row, w| {
+                let r = &w.header;
+                Self::push_header_values(&mut row, r);
+                row.push_bind(r.wake_at);
+                if r.status == "running" {
+                    row.push(format!("{} + ", DB::NOW_MS))
+                        .push_bind_unseparated(r.lease_ttl_ms);
+                } else {
+                    row.push("NULL");
+                }
+            });
+            q.push(" ON CONFLICT (id) DO NOTHING RETURNING id");
+            if chunk.iter().any(|w| !w.events.is_empty()) {
+                q.push(DB::NOTIFY);
+            }
+            let rows: Vec<IdRow> = q
+                .build_query_as()
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            inserted.extend(rows.into_iter().map(|r| r.id));
         }
-        q.push(") ON CONFLICT (id) DO NOTHING");
-        if !w.events.is_empty() {
-            q.push(DB::NOTIFY);
-        }
-        let res = q.build().execute(&mut *conn).await.map_err(db_err)?;
-        Ok(DB::rows_affected(&res) == 1)
+        Ok(inserted)
     }
 
     /// A checkpoint's compare-and-set of the header on its version.
@@ -726,43 +763,53 @@ where
         q.push(" WHERE id = ")
             .push_bind(r.id.clone())
             .push(" AND version = ")
-            .push_bind(expected_version);
+            .push_bind(expected_version)
+            .push(" RETURNING id");
         if !w.events.is_empty() {
             q.push(DB::NOTIFY);
         }
-        let res = q.build().execute(&mut *conn).await.map_err(db_err)?;
-        Ok(DB::rows_affected(&res) == 1)
+        let row: Option<IdRow> = q
+            .build_query_as()
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        Ok(row.is_some())
     }
 
-    /// Writes a write's step rows (deleting those its execution no longer has).
-    async fn write_steps(conn: &mut DB::Connection, w: &Write) -> Result<(), StoreError> {
-        for chunk in w.steps.chunks(CHUNK / STEP.len()) {
+    /// Writes the step rows of `writes` (deleting those their executions no longer have).
+    async fn write_steps(conn: &mut DB::Connection, writes: &[&Write]) -> Result<(), StoreError> {
+        let rows: Vec<(&String, &StepRow)> = writes
+            .iter()
+            .flat_map(|w| w.steps.iter().map(move |s| (&w.header.id, s)))
+            .collect();
+        for chunk in rows.chunks(CHUNK / (STEP.len() + 1)) {
             let mut q = QueryBuilder::<DB>::new(format!(
                 "INSERT INTO workflow_steps (execution_id, {}) ",
                 STEP.join(", ")
             ));
-            q.push_values(chunk, |mut row, step| {
-                row.push_bind(w.header.id.clone());
+            q.push_values(chunk, |mut row, (id, step)| {
+                row.push_bind((*id).clone());
                 Self::push_step_values(&mut row, step);
             });
             push_step_upsert(&mut q);
             q.build().execute(&mut *conn).await.map_err(db_err)?;
         }
-        for chunk in w.gone.chunks(CHUNK) {
-            let mut q = QueryBuilder::<DB>::new("DELETE FROM workflow_steps WHERE execution_id = ");
-            q.push_bind(w.header.id.clone()).push(" AND step_id IN (");
-            Self::push_list(&mut q, chunk);
-            q.push(")");
-            q.build().execute(&mut *conn).await.map_err(db_err)?;
+        for w in writes.iter().filter(|w| !w.gone.is_empty()) {
+            for chunk in w.gone.chunks(CHUNK) {
+                let mut q =
+                    QueryBuilder::<DB>::new("DELETE FROM workflow_steps WHERE execution_id = ");
+                q.push_bind(w.header.id.clone()).push(" AND step_id IN (");
+                Self::push_list(&mut q, chunk);
+                q.push(")");
+                q.build().execute(&mut *conn).await.map_err(db_err)?;
+            }
         }
         Ok(())
     }
 
-    /// Appends events to their execution's log.
-    async fn write_events(
-        conn: &mut DB::Connection,
-        events: &[NewEvent],
-    ) -> Result<(), StoreError> {
+    /// Appends the events of `writes` to their executions' logs.
+    async fn write_events(conn: &mut DB::Connection, writes: &[&Write]) -> Result<(), StoreError> {
+        let events: Vec<&NewEvent> = writes.iter().flat_map(|w| &w.events).collect();
         for chunk in events.chunks(CHUNK / 5) {
             let mut q = QueryBuilder::<DB>::new(
                 "INSERT INTO workflow_events (execution_id, seq, type, at, data) ",

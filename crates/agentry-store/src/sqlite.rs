@@ -14,9 +14,58 @@ use crate::sql::{Dialect, SqlStore};
 /// Executions in SQLite.
 pub type SqliteStore = SqlStore<Sqlite>;
 
+/// SQLite's `synchronous` setting: when a commit waits for the disk. Under WAL (the journal
+/// agentry uses for files):
+///
+/// - `off`: never. A crash of the process loses nothing, but a power loss or an OS crash can
+///   lose recent commits and may corrupt the database file.
+/// - `normal`: the WAL is synced at checkpoints, not at each commit. A crash of the process
+///   (kill -9) loses nothing; a power loss or an OS crash can lose the commits since the last
+///   checkpoint (an acknowledged step may then run again), never the database's consistency.
+/// - `full` (the default): each commit syncs the WAL before it is acknowledged. Nothing
+///   acknowledged is lost, even to a power loss. With group commit, one sync serves every write
+///   of a batch.
+/// - `extra`: `full`, and the directory is synced too when the journal is deleted (matters for
+///   the rollback journal, not for WAL).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    Off,
+    Normal,
+    #[default]
+    Full,
+    Extra,
+}
+
+impl std::str::FromStr for Synchronous {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" => Ok(Self::Off),
+            "normal" => Ok(Self::Normal),
+            "full" => Ok(Self::Full),
+            "extra" => Ok(Self::Extra),
+            _ => Err(format!(
+                "{s:?} is not a synchronous level: use off, normal, full or extra"
+            )),
+        }
+    }
+}
+
+impl From<Synchronous> for SqliteSynchronous {
+    fn from(s: Synchronous) -> Self {
+        match s {
+            Synchronous::Off => SqliteSynchronous::Off,
+            Synchronous::Normal => SqliteSynchronous::Normal,
+            Synchronous::Full => SqliteSynchronous::Full,
+            Synchronous::Extra => SqliteSynchronous::Extra,
+        }
+    }
+}
+
 /// Opens (creating if missing) the SQLite database at `url` (`sqlite://PATH` or
 /// `sqlite::memory:`).
-pub async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
+pub async fn connect(url: &str, synchronous: Synchronous) -> Result<SqlitePool, sqlx::Error> {
     let in_memory = url.contains(":memory:") || url.contains("mode=memory");
     let options = SqliteConnectOptions::from_str(url)?
         .create_if_missing(true)
@@ -25,10 +74,11 @@ pub async fn connect(url: &str) -> Result<SqlitePool, sqlx::Error> {
         } else {
             SqliteJournalMode::Wal
         })
-        .synchronous(SqliteSynchronous::Normal)
+        .synchronous(synchronous.into())
         .busy_timeout(Duration::from_secs(10))
         .foreign_keys(true);
-    let mut pool = SqlitePoolOptions::new();
+    // A local file: nothing to test before handing a connection out.
+    let mut pool = SqlitePoolOptions::new().test_before_acquire(false);
     if in_memory {
         // Every connection to `:memory:` is its own database: keep exactly one, forever.
         pool = pool

@@ -1,0 +1,459 @@
+//! `agentry-bench`: the parts of `just bench` (scripts/bench.py) that wrk cannot do, and the
+//! limits the server's figures are compared with. Each subcommand prints one `BENCH {json}` line.
+//!
+//! - `bare`: a bare actix-web server answering `GET /agents` with fixed bytes from memory (the
+//!   limit of an HTTP route on this machine);
+//! - `commit-rate`: the database's raw commit rate, empty transactions and one-row inserts, on a
+//!   pool opened exactly as the server opens its own;
+//! - `cycle`: expense-approval cycles (execute over 1000, suspended; resume, completed);
+//! - `agent-stream`: `POST /agents/assistant/stream`, time to the first event and to the last;
+//! - `streams`: N workflow streams open at once: event delivery latency and the server's RSS
+//!   per open stream.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(
+    name = "agentry-bench",
+    about = "Load cases and limits of `just bench`"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serves GET /agents with the bytes of BODY, from memory, on BIND (until killed).
+    Bare {
+        #[arg(long)]
+        bind: String,
+        #[arg(long)]
+        body: PathBuf,
+    },
+    /// Commits empty transactions, then one-row inserts, from CONNECTIONS tasks for SECONDS each.
+    CommitRate {
+        #[arg(long)]
+        database: String,
+        #[arg(long, default_value_t = 32)]
+        connections: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+    /// expense-approval cycles from CONNECTIONS clients for SECONDS.
+    Cycle {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 32)]
+        connections: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+    /// Streamed agent answers from CONNECTIONS clients for SECONDS.
+    AgentStream {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 32)]
+        connections: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+    /// COUNT countdown streams open at once; PID is the server's, for its RSS.
+    Streams {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        #[arg(long)]
+        pid: u32,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Bare { bind, body } => bare(&bind, body).await,
+        Cmd::CommitRate {
+            database,
+            connections,
+            seconds,
+        } => commit_rate(&database, connections, Duration::from_secs(seconds)).await,
+        Cmd::Cycle {
+            url,
+            connections,
+            seconds,
+        } => cycle(&url, connections, Duration::from_secs(seconds)).await,
+        Cmd::AgentStream {
+            url,
+            connections,
+            seconds,
+        } => agent_stream(&url, connections, Duration::from_secs(seconds)).await,
+        Cmd::Streams { url, count, pid } => streams(&url, count, pid).await,
+    }
+}
+
+/// Latency samples in microseconds, and what they summarise to.
+#[derive(Default)]
+struct Samples(Vec<u64>);
+
+impl Samples {
+    fn pct(&self, p: f64) -> u64 {
+        if self.0.is_empty() {
+            return 0;
+        }
+        let i = ((self.0.len() as f64 - 1.0) * p / 100.0).round() as usize;
+        self.0[i]
+    }
+
+    fn summary(mut self, elapsed: Duration, errors: u64) -> Value {
+        self.0.sort_unstable();
+        let n = self.0.len() as u64;
+        json!({
+            "requests": n,
+            "duration_us": elapsed.as_micros() as u64,
+            "rate": n as f64 / elapsed.as_secs_f64(),
+            "errors": errors,
+            "p50_us": self.pct(50.0),
+            "p90_us": self.pct(90.0),
+            "p99_us": self.pct(99.0),
+            "p999_us": self.pct(99.9),
+            "max_us": self.0.last().copied().unwrap_or(0),
+        })
+    }
+}
+
+fn print(v: Value) {
+    println!("BENCH {v}");
+}
+
+/// Runs `one` from `connections` tasks until `duration` passes; each call returns the latency of
+/// what it measured (or an error). The samples of every task, merged.
+async fn closed_loop<F, Fut>(
+    connections: usize,
+    duration: Duration,
+    one: F,
+) -> (Samples, u64, Duration)
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<Vec<u64>>> + Send,
+{
+    let one = Arc::new(one);
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..connections)
+        .map(|_| {
+            let (one, stop) = (one.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut samples, mut errors) = (Vec::new(), 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    match one().await {
+                        Ok(s) => samples.extend(s),
+                        Err(_) => errors += 1,
+                    }
+                }
+                (samples, errors)
+            })
+        })
+        .collect();
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut all, mut errors) = (Samples::default(), 0);
+    for t in tasks {
+        let (s, e) = t.await.expect("a load task");
+        all.0.extend(s);
+        errors += e;
+    }
+    (all, errors, start.elapsed())
+}
+
+async fn bare(bind: &str, body: PathBuf) -> anyhow::Result<()> {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    let bytes = web::Bytes::from(std::fs::read(&body).with_context(|| format!("{body:?}"))?);
+    HttpServer::new(move || {
+        let bytes = bytes.clone();
+        App::new().route(
+            "/agents",
+            web::get().to(move || {
+                let bytes = bytes.clone();
+                async move {
+                    HttpResponse::Ok()
+                        .content_type("application/json")
+                        .body(bytes)
+                }
+            }),
+        )
+    })
+    .bind(bind)?
+    .run()
+    .await?;
+    Ok(())
+}
+
+async fn commit_rate(url: &str, connections: usize, duration: Duration) -> anyhow::Result<()> {
+    let db = agentry_store::Database::connect(url).await?;
+    // A table of this tool's own in the benchmark's fresh database.
+    const INSERT: &str = "INSERT INTO bench_commit (v) VALUES ('x')";
+    let db = Arc::new(db);
+    match db.as_ref() {
+        agentry_store::Database::Sqlite(p) => {
+            sqlx::query("CREATE TABLE IF NOT EXISTS bench_commit (id INTEGER PRIMARY KEY, v TEXT)")
+                .execute(p)
+                .await?;
+        }
+        agentry_store::Database::Postgres(p) => {
+            sqlx::query(
+                "CREATE TABLE IF NOT EXISTS bench_commit (id BIGSERIAL PRIMARY KEY, v TEXT)",
+            )
+            .execute(p)
+            .await?;
+        }
+    }
+    for insert in [false, true] {
+        let db = db.clone();
+        let (samples, errors, elapsed) = closed_loop(connections, duration, move || {
+            let db = db.clone();
+            async move {
+                let t = Instant::now();
+                match db.as_ref() {
+                    agentry_store::Database::Sqlite(p) => {
+                        let mut tx = p.begin().await?;
+                        if insert {
+                            sqlx::query(INSERT).execute(&mut *tx).await?;
+                        }
+                        tx.commit().await?;
+                    }
+                    agentry_store::Database::Postgres(p) => {
+                        let mut tx = p.begin().await?;
+                        if insert {
+                            sqlx::query(INSERT).execute(&mut *tx).await?;
+                        }
+                        tx.commit().await?;
+                    }
+                }
+                Ok(vec![t.elapsed().as_micros() as u64])
+            }
+        })
+        .await;
+        let mut v = samples.summary(elapsed, errors);
+        v["case"] = json!(if insert {
+            "one-row insert"
+        } else {
+            "empty transaction"
+        });
+        print(v);
+    }
+    const DROP: &str = "DROP TABLE bench_commit";
+    match db.as_ref() {
+        agentry_store::Database::Sqlite(p) => {
+            sqlx::query(DROP).execute(p).await?;
+        }
+        agentry_store::Database::Postgres(p) => {
+            sqlx::query(DROP).execute(p).await?;
+        }
+    }
+    Ok(())
+}
+
+fn client(connections: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .build()
+        .expect("an HTTP client")
+}
+
+async fn post_data(c: &reqwest::Client, url: String, body: &Value) -> anyhow::Result<Value> {
+    let resp = c.post(url).json(body).send().await?;
+    if !resp.status().is_success() {
+        bail!("status {}", resp.status());
+    }
+    let v: Value = resp.json().await?;
+    Ok(v["data"].clone())
+}
+
+async fn cycle(url: &str, connections: usize, duration: Duration) -> anyhow::Result<()> {
+    let c = client(connections);
+    let base = url.trim_end_matches('/').to_owned();
+    let (samples, errors, elapsed) = closed_loop(connections, duration, move || {
+        let (c, base) = (c.clone(), base.clone());
+        async move {
+            let t = Instant::now();
+            let input =
+                json!({"input": {"employeeId": "e-1", "amount": 1500, "category": "travel"}});
+            let d = post_data(
+                &c,
+                format!("{base}/workflows/expense-approval/execute"),
+                &input,
+            )
+            .await?;
+            if d["status"] != "suspended" {
+                bail!("not suspended: {d}");
+            }
+            let id = d["executionId"].as_str().context("executionId")?;
+            let resume = json!({"resumeData": {"approved": true, "managerId": "m-1"}});
+            let url = format!("{base}/workflows/expense-approval/executions/{id}/resume");
+            let d = post_data(&c, url, &resume).await?;
+            if d["status"] != "completed" {
+                bail!("not completed: {d}");
+            }
+            Ok(vec![t.elapsed().as_micros() as u64])
+        }
+    })
+    .await;
+    let mut v = samples.summary(elapsed, errors);
+    v["case"] = json!("expense-approval cycle");
+    print(v);
+    Ok(())
+}
+
+/// The `data:` payloads of an SSE body, as they arrive.
+fn sse_events(resp: reqwest::Response) -> impl futures::Stream<Item = anyhow::Result<String>> {
+    let mut buf = String::new();
+    resp.bytes_stream().flat_map(move |chunk| {
+        let mut out = Vec::new();
+        match chunk {
+            Ok(bytes) => {
+                buf.push_str(&String::from_utf8_lossy(&bytes));
+                while let Some(end) = buf.find("\n\n") {
+                    let block: String = buf.drain(..end + 2).collect();
+                    for line in block.lines() {
+                        if let Some(data) = line.strip_prefix("data:") {
+                            out.push(Ok(data.trim_start().to_owned()));
+                        }
+                    }
+                }
+            }
+            Err(e) => out.push(Err(e.into())),
+        }
+        futures::stream::iter(out)
+    })
+}
+
+async fn agent_stream(url: &str, connections: usize, duration: Duration) -> anyhow::Result<()> {
+    let c = client(connections);
+    let base = url.trim_end_matches('/').to_owned();
+    let firsts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let firsts_in = firsts.clone();
+    let (samples, errors, elapsed) = closed_loop(connections, duration, move || {
+        let (c, base, firsts) = (c.clone(), base.clone(), firsts_in.clone());
+        async move {
+            let t = Instant::now();
+            let body = json!({"input": "What is the weather in Paris?"});
+            let resp = c
+                .post(format!("{base}/agents/assistant/stream"))
+                .json(&body)
+                .send()
+                .await?;
+            if !resp.status().is_success() {
+                bail!("status {}", resp.status());
+            }
+            let mut events = Box::pin(sse_events(resp));
+            let mut first = None;
+            while let Some(ev) = events.next().await {
+                ev?;
+                first.get_or_insert_with(|| t.elapsed().as_micros() as u64);
+            }
+            firsts.lock().unwrap().push(first.context("no event")?);
+            Ok(vec![t.elapsed().as_micros() as u64])
+        }
+    })
+    .await;
+    let mut v = samples.summary(elapsed, errors);
+    let first = Samples(std::mem::take(&mut *firsts.lock().unwrap())).summary(elapsed, 0);
+    v["case"] = json!("agent stream (to the last event)");
+    v["first_event"] = first;
+    print(v);
+    Ok(())
+}
+
+/// The resident set of process `pid`, in kB.
+fn rss_kb(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("VmRSS")
+}
+
+async fn streams(url: &str, count: usize, pid: u32) -> anyhow::Result<()> {
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(count)
+        .build()?;
+    let base = url.trim_end_matches('/').to_owned();
+    let before = rss_kb(pid)?;
+    // Five ticks 2 s apart: every stream is open for ten seconds.
+    let body = json!({"input": {"stepDelayMs": 2000}});
+    let opened = Arc::new(tokio::sync::Barrier::new(count + 1));
+    let tasks: Vec<_> = (0..count)
+        .map(|_| {
+            let (c, base, body, opened) = (c.clone(), base.clone(), body.clone(), opened.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let resp = c
+                    .post(format!("{base}/workflows/countdown/stream"))
+                    .json(&body)
+                    .send()
+                    .await;
+                let mut events = match resp {
+                    Ok(r) if r.status().is_success() => Box::pin(sse_events(r)),
+                    _ => {
+                        opened.wait().await;
+                        return (latencies, 1u64);
+                    }
+                };
+                let mut first = true;
+                while let Some(ev) = events.next().await {
+                    let Ok(ev) = ev else { return (latencies, 1) };
+                    let Ok(v) = serde_json::from_str::<Value>(&ev) else {
+                        continue;
+                    };
+                    if let Some(ts) = v["timestamp"].as_str()
+                        && let Ok(at) = chrono::DateTime::parse_from_rfc3339(ts)
+                    {
+                        let late = chrono::Utc::now().signed_duration_since(at);
+                        latencies.push(late.num_microseconds().unwrap_or(0).max(0) as u64);
+                    }
+                    if first {
+                        first = false;
+                        opened.wait().await;
+                    }
+                }
+                (latencies, 0)
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    opened.wait().await;
+    let open_after = start.elapsed();
+    // Let the first tick's events pass, then read the server's RSS with every stream open.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = rss_kb(pid)?;
+    let (mut all, mut errors) = (Samples::default(), 0);
+    for t in tasks {
+        let (l, e) = t.await?;
+        all.0.extend(l);
+        errors += e;
+    }
+    let after = rss_kb(pid)?;
+    let mut v = all.summary(start.elapsed(), errors);
+    v["case"] = json!(format!(
+        "{count} workflow streams open at once (event delivery)"
+    ));
+    v["streams"] = json!(count);
+    v["all_open_after_ms"] = json!(open_after.as_millis() as u64);
+    v["rss_before_kb"] = json!(before);
+    v["rss_open_kb"] = json!(during);
+    v["rss_after_kb"] = json!(after);
+    v["rss_per_stream_kb"] = json!((during.saturating_sub(before)) as f64 / count as f64);
+    print(v);
+    Ok(())
+}
