@@ -8,7 +8,7 @@
 //! fresh state, where the state machine may refuse it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -76,7 +76,9 @@ pub struct Progress {
     pub next_step: usize,
     /// Every step that started so far, by step id (children of `andAll`/`andRace`/`andWhen`
     /// included). Stored as rows of their own: a write stores only the records that changed.
-    pub steps: BTreeMap<String, StepRecord>,
+    /// Shared (`Arc`): a record copied for the next checkpoint, or shown to a step, copies
+    /// pointers, and an unchanged record is recognised by its pointer.
+    pub steps: BTreeMap<String, Arc<StepRecord>>,
 }
 
 impl Progress {
@@ -86,7 +88,12 @@ impl Progress {
         let changed = self
             .steps
             .iter()
-            .filter(|(id, r)| before.steps.get(*id) != Some(*r))
+            .filter(|(id, r)| {
+                before
+                    .steps
+                    .get(*id)
+                    .is_none_or(|b| !Arc::ptr_eq(b, r) && b != *r)
+            })
             .map(|(id, _)| id.as_str());
         let removed = before
             .steps
@@ -564,7 +571,9 @@ impl ExecutionStore for InMemoryExecutionStore {
                 if r.state.status() == Status::Running
                     && r.lease.as_ref().is_some_and(|held| held.is(lease)) =>
             {
-                r.progress.steps.insert(step_id.to_owned(), step.clone());
+                r.progress
+                    .steps
+                    .insert(step_id.to_owned(), Arc::new(step.clone()));
                 Ok(true)
             }
             _ => Ok(false),

@@ -108,7 +108,7 @@ pub struct StepContext {
     /// Set when the step runs because the deadline of its suspension passed (nobody resumed
     /// it in time): a durable timer fired.
     pub timed_out: bool,
-    pub(crate) steps: Arc<BTreeMap<String, StepRecord>>,
+    pub(crate) steps: Arc<BTreeMap<String, Arc<StepRecord>>>,
     /// The engine's clock: what [`StepContext::now`], the durable and the in-step sleeps read.
     pub(crate) clock: Arc<dyn Clock>,
 }
@@ -116,7 +116,7 @@ pub struct StepContext {
 impl StepContext {
     /// The stored record of an earlier step (or child step).
     pub fn step(&self, id: &str) -> Option<&StepRecord> {
-        self.steps.get(id)
+        self.steps.get(id).map(Arc::as_ref)
     }
 
     /// An earlier step's output.

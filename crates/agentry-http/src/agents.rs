@@ -80,11 +80,36 @@ fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
 )]
 #[get("/agents")]
 pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
-    let items: Vec<AgentSummary> = match &app.agents {
-        Some(h) => h.agents().iter().map(|a| AgentSummary::new(h, a)).collect(),
-        None => Vec::new(),
-    };
-    envelope::ok(items)
+    let body = app.agent_list.body(app.agents.as_ref());
+    HttpResponse::Ok()
+        .content_type(actix_web::http::header::ContentType::json())
+        .body(body)
+}
+
+/// GET /agents's answer, serialized once per state of the registry: registration only adds
+/// agents (and an agent does not change once registered), so their number names that state.
+#[derive(Debug, Default)]
+pub struct AgentListCache(std::sync::Mutex<Option<(usize, web::Bytes)>>);
+
+impl AgentListCache {
+    fn body(&self, hub: Option<&AgentHub>) -> web::Bytes {
+        let agents = hub.map(AgentHub::agents).unwrap_or_default();
+        let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((count, body)) = cached.as_ref()
+            && *count == agents.len()
+        {
+            return body.clone();
+        }
+        let items: Vec<AgentSummary> = match hub {
+            Some(h) => agents.iter().map(|a| AgentSummary::new(h, a)).collect(),
+            None => Vec::new(),
+        };
+        let body = web::Bytes::from(
+            serde_json::to_vec(&Success::new(items)).expect("the agent list serializes"),
+        );
+        *cached = Some((agents.len(), body.clone()));
+        body
+    }
 }
 
 /// GET /agents/{id}

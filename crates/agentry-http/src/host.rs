@@ -435,6 +435,7 @@ impl Host {
             config: self.config,
             auth: Arc::new(gate),
             ext: self.ext,
+            agent_list: Arc::default(),
         })
     }
 }

@@ -94,6 +94,8 @@ pub struct AppState {
     pub auth: Arc<AuthGate>,
     /// What a host added: routes, middleware, not-found and error handlers.
     pub ext: host::Extensions,
+    /// GET /agents's answer, made once per state of the registry.
+    pub agent_list: Arc<agents::AgentListCache>,
 }
 
 impl AppState {
@@ -105,6 +107,7 @@ impl AppState {
             config: HttpConfig::default(),
             auth: Arc::new(AuthGate::default()),
             ext: host::Extensions::default(),
+            agent_list: Arc::default(),
         }
     }
 }

@@ -84,10 +84,10 @@ async fn run(kind: &str, url: &str) {
         let now = Utc::now();
         let done =
             StepRecord::started(json!(i), 1, now).finished(json!("y".repeat(1024)), true, now);
-        rec.progress.steps.insert(format!("step-{i}"), done);
+        rec.progress.steps.insert(format!("step-{i}"), done.into());
         rec.progress.steps.insert(
             format!("step-{}", i + 1),
-            StepRecord::started(json!("y".repeat(1024)), 1, now),
+            StepRecord::started(json!("y".repeat(1024)), 1, now).into(),
         );
         let changed = rec.progress.changed_since(&before.progress);
         let t = Instant::now();

@@ -1,6 +1,7 @@
 //! The row shapes both databases share, and their conversion to and from the core records.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_core::WorkflowEvent;
@@ -159,7 +160,7 @@ impl ExecutionRow {
         };
         let steps = steps
             .into_iter()
-            .map(|s| Ok((s.step_id.clone(), s.into_record()?)))
+            .map(|s| Ok((s.step_id.clone(), Arc::new(s.into_record()?))))
             .collect::<Result<BTreeMap<_, _>, String>>()
             .map_err(&corrupt)?;
         Ok(ExecutionRecord {

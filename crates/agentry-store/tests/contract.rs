@@ -175,7 +175,7 @@ fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
         updated_at: at,
         progress: Progress {
             next_step: 1,
-            steps,
+            steps: steps.into_iter().map(|(k, v)| (k, v.into())).collect(),
         },
         version: 1,
         last_event: 0,
@@ -304,13 +304,13 @@ async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn Executio
     let at = now();
     let mut next = rec.clone();
     next.progress.next_step = 2;
-    let done = next.progress.steps["second"]
-        .clone()
-        .finished(json!({"n": 3}), true, at);
-    next.progress.steps.insert("second".into(), done);
-    next.progress
-        .steps
-        .insert("third".into(), StepRecord::started(json!({"n": 3}), 1, at));
+    let done =
+        StepRecord::clone(&next.progress.steps["second"]).finished(json!({"n": 3}), true, at);
+    next.progress.steps.insert("second".into(), done.into());
+    next.progress.steps.insert(
+        "third".into(),
+        StepRecord::started(json!({"n": 3}), 1, at).into(),
+    );
     next.progress.steps.remove("child");
     let mut expected = next.clone();
     expected.version = rec.version + 1;
@@ -318,12 +318,7 @@ async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn Executio
     // written.
     let mut sneaky = next.clone();
     sneaky.version = rec.version + 1;
-    sneaky
-        .progress
-        .steps
-        .get_mut("first")
-        .expect("first")
-        .attempt = 9;
+    std::sync::Arc::make_mut(sneaky.progress.steps.get_mut("first").expect("first")).attempt = 9;
     let ok = store
         .compare_and_set(&sneaky, rec.version, &["second", "third", "child"], &[])
         .await
@@ -373,7 +368,10 @@ async fn a_step_record_is_stored_only_under_the_lease(store: &dyn ExecutionStore
         );
     }
     let stored = get(store, &rec.id).await;
-    assert_eq!(stored.progress.steps.get("a"), Some(&child));
+    assert_eq!(
+        stored.progress.steps.get("a").map(|s| s.as_ref()),
+        Some(&child)
+    );
     assert!(!stored.progress.steps.contains_key("b"));
     assert_eq!(
         stored.version, rec.version,

@@ -590,7 +590,7 @@ impl Engine {
                     let input = Self::input_for(&wf, r, index);
                     match next.progress.steps.get_mut(&step.id) {
                         Some(rec) if rec.status == StepStatus::Suspended => {
-                            rec.status = StepStatus::Running;
+                            Arc::make_mut(rec).status = StepStatus::Running;
                         }
                         _ => self.begin(&mut next.progress, step, input.clone()),
                     }

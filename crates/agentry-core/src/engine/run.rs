@@ -113,7 +113,7 @@ impl Children {
         let mut unstored = Vec::new();
         for (id, record, stored) in lock(&self.records).drain(..) {
             if stored {
-                progress.steps.insert(id, record);
+                progress.steps.insert(id, Arc::new(record));
             } else {
                 unstored.push((id, record));
             }
@@ -241,10 +241,10 @@ impl Engine {
         let now = self.inner.clock.now();
         progress.steps.insert(
             step.id.clone(),
-            StepRecord {
+            Arc::new(StepRecord {
                 failures,
                 ..StepRecord::started(input, attempt, now)
-            },
+            }),
         );
     }
 
@@ -526,6 +526,7 @@ impl Engine {
             let now = self.inner.clock.now();
             let mut next = r.clone();
             if let Some(record) = next.progress.steps.get_mut(&at.step.id) {
+                let record = Arc::make_mut(record);
                 record.failures.push(AttemptFailure {
                     attempt,
                     error: error.to_owned(),
@@ -576,15 +577,19 @@ impl Engine {
                 }
                 let now = self.inner.clock.now();
                 let mut next = r.clone();
-                next.progress.steps.extend(unstored.iter().cloned());
+                next.progress.steps.extend(
+                    unstored
+                        .iter()
+                        .map(|(id, r)| (id.clone(), Arc::new(r.clone()))),
+                );
                 let done = r
                     .progress
                     .steps
                     .get(&step.id)
-                    .cloned()
+                    .map(|s| StepRecord::clone(s))
                     .unwrap_or_else(|| StepRecord::started(input.clone(), 1, now))
                     .finished(output.clone(), ran, now);
-                next.progress.steps.insert(step.id.clone(), done);
+                next.progress.steps.insert(step.id.clone(), Arc::new(done));
                 next.progress.next_step = index + 1;
                 events.push(EventKind::StepComplete {
                     step_id: step.id.clone(),
@@ -687,6 +692,7 @@ impl Engine {
             if let Some((step_id, status)) = mark
                 && let Some(step) = next.progress.steps.get_mut(step_id)
             {
+                let step = Arc::make_mut(step);
                 step.status = status;
                 if status == StepStatus::Failed {
                     step.ended_at = Some(self.inner.clock.now());

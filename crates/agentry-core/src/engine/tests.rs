@@ -44,7 +44,7 @@ fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
     let mut steps = std::collections::BTreeMap::new();
     steps.insert(
         "one".into(),
-        StepRecord::started(json!({}), 1, then).finished(json!(1), true, then),
+        Arc::new(StepRecord::started(json!({}), 1, then).finished(json!(1), true, then)),
     );
     ExecutionRecord {
         id: id.into(),
@@ -194,7 +194,7 @@ fn interrupted(workflow: &str, steps: &[(&str, StepRecord)]) -> ExecutionRecord 
         next_step: 0,
         steps: steps
             .iter()
-            .map(|(id, r)| ((*id).to_owned(), r.clone()))
+            .map(|(id, r)| ((*id).to_owned(), Arc::new(r.clone())))
             .collect(),
     };
     rec

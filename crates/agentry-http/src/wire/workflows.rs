@@ -692,7 +692,12 @@ impl Serialize for StepsById {
 
 impl From<&ExecutionRecord> for StepsById {
     fn from(r: &ExecutionRecord) -> Self {
-        let mut steps: Vec<(&String, &StepRecord)> = r.progress.steps.iter().collect();
+        let mut steps: Vec<(&String, &StepRecord)> = r
+            .progress
+            .steps
+            .iter()
+            .map(|(id, s)| (id, s.as_ref()))
+            .collect();
         steps.sort_by_key(|(id, s)| (s.started_at, *id));
         Self(
             steps
