@@ -221,6 +221,13 @@ pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<actix_we
         // for an answer): the connection is shut and the handler's future dropped, which cancels
         // a generation in progress (spec section 4, agents rule 4).
         .h1_allow_half_closed(false)
+        // Streams write many small pieces: without TCP_NODELAY each event after the first waits
+        // for the client's delayed acknowledgement (about 40 ms on Linux).
+        .on_connect(|conn, _| {
+            if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                let _ = tcp.set_nodelay(true);
+            }
+        })
         .listen(listener)?
         .shutdown_timeout(config.shutdown_timeout_secs)
         .disable_signals()

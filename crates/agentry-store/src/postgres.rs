@@ -31,6 +31,8 @@ impl Dialect for Postgres {
     // Sent on commit to every process listening (the followers of the execution's log).
     const NOTIFY: &'static str = ", pg_notify('agentry_events', id)";
 
+    const COMMITTERS: usize = 4;
+
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }

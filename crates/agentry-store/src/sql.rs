@@ -48,6 +48,9 @@ pub trait Dialect: Database {
     /// tells the other processes following its log (`, pg_notify(...)` on PostgreSQL, sent on
     /// commit; nothing on SQLite, where one process runs everything).
     const NOTIFY: &'static str;
+    /// How many group commits may be in flight at once: one where the database has one writer
+    /// (SQLite), more where transactions commit in parallel (PostgreSQL).
+    const COMMITTERS: usize;
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
 }
@@ -584,7 +587,10 @@ where
     async fn commit(&self, write: Write) -> Result<bool, StoreError> {
         let queue = self.committer.get_or_init(|| {
             let (tx, rx) = mpsc::channel(4 * MAX_BATCH);
-            tokio::spawn(Self::run_committer(self.pool.clone(), rx));
+            let rx = Arc::new(tokio::sync::Mutex::new(rx));
+            for _ in 0..DB::COMMITTERS {
+                tokio::spawn(Self::run_committer(self.pool.clone(), rx.clone()));
+            }
             tx
         });
         let (done, outcome) = oneshot::channel();
@@ -599,9 +605,14 @@ where
     /// The committer: every write waiting, in one transaction, until the queue closes. It
     /// takes a connection of the pool for each batch (holding one would starve a pool of one,
     /// such as `sqlite::memory:`'s).
-    async fn run_committer(pool: Pool<DB>, mut queue: mpsc::Receiver<Pending>) {
+    async fn run_committer(
+        pool: Pool<DB>,
+        queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
+    ) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        // The committers take turns at the queue; each writes its batch while the next one
+        // gathers the writes that arrive meanwhile.
+        while queue.lock().await.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let writes: Vec<&Write> = batch.iter().map(|p| &p.write).collect();
             let outcome = match pool.acquire().await {
                 Ok(mut conn) => Self::write_batch(&mut conn, &writes).await,
@@ -645,16 +656,22 @@ where
     ) -> Result<Vec<bool>, StoreError> {
         let mut tx = sqlx::Connection::begin(conn).await.map_err(db_err)?;
         let mut outcomes = vec![false; writes.len()];
-        for (i, w) in writes.iter().enumerate() {
+        // Rows are locked in the order of their ids, so that batches committing in parallel
+        // never wait for each other in a cycle.
+        let mut order: Vec<usize> = (0..writes.len()).collect();
+        order.sort_by(|a, b| writes[*a].header.id.cmp(&writes[*b].header.id));
+        for i in order {
+            let w = writes[i];
             if let WriteKind::Update { expected_version } = w.kind {
                 outcomes[i] = Self::update_header(&mut tx, w, expected_version).await?;
             }
         }
-        let inserts: Vec<&Write> = writes
+        let mut inserts: Vec<&Write> = writes
             .iter()
             .filter(|w| matches!(w.kind, WriteKind::Insert))
             .copied()
             .collect();
+        inserts.sort_by(|a, b| a.header.id.cmp(&b.header.id));
         let inserted = Self::insert_headers(&mut tx, &inserts).await?;
         for (i, w) in writes.iter().enumerate() {
             if matches!(w.kind, WriteKind::Insert) {

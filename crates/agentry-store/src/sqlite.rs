@@ -102,6 +102,8 @@ impl Dialect for Sqlite {
     const FOR_SHARE: &'static str = "";
     const NOTIFY: &'static str = "";
 
+    const COMMITTERS: usize = 1;
+
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
