@@ -14,7 +14,9 @@ GET /agents, POST /agents/writer/text (offline model), word-count execute, order
 execute; with agentry-bench: the expense-approval cycle, the assistant's stream (time to first and
 last event), 1,000 workflow streams open at once. The server's RSS (idle, under load, after) and
 CPU time per request come from /proc. With --million, scripts/million-executions.py measures
-state and resume latency with 1,000,000 executions in the table.
+state and resume latency with 1,000,000 executions in the table. With --soak MINUTES, the
+server (SQLite) then takes word-count and GET /agents load for that long while its RSS is read
+every minute: the first and the last minute's RSS, and their difference.
 
 The load generator shares the machine's cores with the server: where `taskset` works, the server
 runs on CPU 1 and the load generator on CPU 0 (so the server has one core). Writes
@@ -170,6 +172,23 @@ def backend(name, url, args):
     return results
 
 
+def soak(minutes, args):
+    """RSS of a server under sustained load, read once a minute."""
+    tmp = tempfile.mkdtemp(prefix="agentry-soak-")
+    server = Server(f"sqlite://{tmp}/soak.db")
+    rss = [rss_kb(server.pid)]
+    body = WRK_CASES[2][3]
+    for _ in range(minutes):
+        # Half a minute of durable executions, half a minute of reads: both paths, for a minute.
+        wrk(server.base + "/workflows/word-count/execute", 30, args.connections, "POST", body)
+        wrk(server.base + "/agents", 30, args.connections)
+        rss.append(rss_kb(server.pid))
+    server.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"minutes": minutes, "rss_kb_by_minute": rss,
+            "growth_first_to_last": (rss[-1] - rss[1]) / rss[1] if len(rss) > 2 else 0}
+
+
 def ms(us):
     return f"{us / 1000:.2f}"
 
@@ -214,6 +233,7 @@ def main():
     p.add_argument("--postgres", default=os.environ.get(
         "AGENTRY_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
     p.add_argument("--million", action="store_true")
+    p.add_argument("--soak", type=int, default=0, metavar="MINUTES")
     p.add_argument("--out", default=os.path.join(ROOT, "bench-results"))
     args = p.parse_args()
     for tool_path in (AGENTRY, BENCH):
@@ -242,12 +262,19 @@ def main():
         out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "million-executions.py")],
                              capture_output=True, text=True)
         all_results["million"] = out.stdout
+    if args.soak:
+        all_results["soak"] = soak(args.soak, args)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(all_results, f, indent=2)
     md = markdown(all_results)
     if args.million:
         md += "\n\n" + all_results["million"]
+    if args.soak:
+        s = all_results["soak"]
+        md += "\n\nRSS under sustained load (MB, each minute): " + ", ".join(
+            f"{kb / 1024:.1f}" for kb in s["rss_kb_by_minute"]) + \
+            f"; first to last minute: {s['growth_first_to_last']:+.0%}."
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(md + "\n")
     print(md)
