@@ -49,23 +49,9 @@ enum Cmd {
         seconds: u64,
     },
     /// expense-approval cycles from CONNECTIONS clients for SECONDS.
-    Cycle {
-        #[arg(long)]
-        url: String,
-        #[arg(long, default_value_t = 32)]
-        connections: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-    },
+    Cycle(Load),
     /// Streamed agent answers from CONNECTIONS clients for SECONDS.
-    AgentStream {
-        #[arg(long)]
-        url: String,
-        #[arg(long, default_value_t = 32)]
-        connections: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-    },
+    AgentStream(Load),
     /// COUNT countdown streams open at once; PID is the server's, for its RSS.
     Streams {
         #[arg(long)]
@@ -77,6 +63,17 @@ enum Cmd {
     },
 }
 
+/// A closed-loop load on the server at URL.
+#[derive(clap::Args)]
+struct Load {
+    #[arg(long)]
+    url: String,
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
@@ -86,16 +83,10 @@ async fn main() -> anyhow::Result<()> {
             connections,
             seconds,
         } => commit_rate(&database, connections, Duration::from_secs(seconds)).await,
-        Cmd::Cycle {
-            url,
-            connections,
-            seconds,
-        } => cycle(&url, connections, Duration::from_secs(seconds)).await,
-        Cmd::AgentStream {
-            url,
-            connections,
-            seconds,
-        } => agent_stream(&url, connections, Duration::from_secs(seconds)).await,
+        Cmd::Cycle(l) => cycle(&l.url, l.connections, Duration::from_secs(l.seconds)).await,
+        Cmd::AgentStream(l) => {
+            agent_stream(&l.url, l.connections, Duration::from_secs(l.seconds)).await
+        }
         Cmd::Streams { url, count, pid } => streams(&url, count, pid).await,
     }
 }

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
-use agentry_core::agent::{
-    AgentError, AgentEvent, AgentHub, GenerateOptions, Message, ModelErrorKind,
-};
+use agentry_core::agent::{AgentEvent, AgentHub, GenerateOptions, Message};
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -17,53 +15,11 @@ use crate::AppState;
 use crate::agent_input::{parse_input, parse_options};
 use crate::auth::{AuthenticatedUser, inject_user};
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Code, Failure};
+use crate::error::{ApiError, Code, Failure, agent_error};
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{
     AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest, TextResult,
 };
-
-/// The row of each agent error: an object the model could not make valid against the request's
-/// schema is the client's (its schema may be unsatisfiable); a provider's failure keeps its kind
-/// (throttled, unauthorized, timed out, refused, down); anything else the model or the server
-/// failed at is a generation failure with the cause named.
-pub fn agent_error_code(err: &AgentError) -> Code {
-    match err {
-        AgentError::NotFound(_) => Code::AgentNotFound,
-        AgentError::InvalidRequest(_) => Code::InvalidRequest,
-        AgentError::InvalidObject(_) => Code::UnsatisfiableSchema,
-        AgentError::Cancelled => Code::ClientClosedRequest,
-        AgentError::Model(e) => match e.kind {
-            ModelErrorKind::RateLimited => Code::ModelRateLimited,
-            ModelErrorKind::Unauthorized => Code::ModelUnauthorized,
-            ModelErrorKind::TimedOut => Code::ModelTimedOut,
-            ModelErrorKind::Refused => Code::ModelRefused,
-            ModelErrorKind::Unavailable => Code::ModelUnavailable,
-            ModelErrorKind::Failed => Code::GenerationFailed,
-        },
-        AgentError::Duplicate(_) | AgentError::InvalidId(_) | AgentError::Memory(_) => {
-            Code::GenerationFailed
-        }
-    }
-}
-
-/// [`agent_error_code`] as the answer, logged as it deserves.
-pub fn agent_error(err: AgentError) -> ApiError {
-    let code = agent_error_code(&err);
-    match code {
-        Code::AgentNotFound | Code::InvalidRequest | Code::ClientClosedRequest => {
-            ApiError::new(code, err.to_string())
-        }
-        Code::UnsatisfiableSchema => {
-            tracing::warn!(error = %err, "no object valid against the schema");
-            ApiError::new(code, err.to_string())
-        }
-        _ => {
-            tracing::error!(error = %err, code = code.as_str(), "generation failed");
-            ApiError::new(code, format!("Failed to generate: {err}"))
-        }
-    }
-}
 
 fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
     app.agents

@@ -7,6 +7,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use agentry_core::EngineError;
+use agentry_core::agent::{AgentError, ModelErrorKind};
 
 /// Declares [`Code`]: one line per row, `Variant => STATUS, "code", "when";` (the code is the
 /// variant in snake_case, as serde writes it: a test checks they agree).
@@ -183,6 +184,48 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         HttpResponse::build(self.status()).json(failure_body(self.code, &self.message))
+    }
+}
+
+/// The row of each agent error: an object the model could not make valid against the request's
+/// schema is the client's (its schema may be unsatisfiable); a provider's failure keeps its kind
+/// (throttled, unauthorized, timed out, refused, down); anything else the model or the server
+/// failed at is a generation failure with the cause named.
+pub fn agent_error_code(err: &AgentError) -> Code {
+    match err {
+        AgentError::NotFound(_) => Code::AgentNotFound,
+        AgentError::InvalidRequest(_) => Code::InvalidRequest,
+        AgentError::InvalidObject(_) => Code::UnsatisfiableSchema,
+        AgentError::Cancelled => Code::ClientClosedRequest,
+        AgentError::Model(e) => match e.kind {
+            ModelErrorKind::RateLimited => Code::ModelRateLimited,
+            ModelErrorKind::Unauthorized => Code::ModelUnauthorized,
+            ModelErrorKind::TimedOut => Code::ModelTimedOut,
+            ModelErrorKind::Refused => Code::ModelRefused,
+            ModelErrorKind::Unavailable => Code::ModelUnavailable,
+            ModelErrorKind::Failed => Code::GenerationFailed,
+        },
+        AgentError::Duplicate(_) | AgentError::InvalidId(_) | AgentError::Memory(_) => {
+            Code::GenerationFailed
+        }
+    }
+}
+
+/// [`agent_error_code`] as the answer, logged as it deserves.
+pub fn agent_error(err: AgentError) -> ApiError {
+    let code = agent_error_code(&err);
+    match code {
+        Code::AgentNotFound | Code::InvalidRequest | Code::ClientClosedRequest => {
+            ApiError::new(code, err.to_string())
+        }
+        Code::UnsatisfiableSchema => {
+            tracing::warn!(error = %err, "no object valid against the schema");
+            ApiError::new(code, err.to_string())
+        }
+        _ => {
+            tracing::error!(error = %err, code = code.as_str(), "generation failed");
+            ApiError::new(code, format!("Failed to generate: {err}"))
+        }
     }
 }
 

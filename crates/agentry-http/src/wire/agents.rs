@@ -230,7 +230,7 @@ impl From<&AgentError> for StreamError {
     fn from(e: &AgentError) -> Self {
         Self {
             error: e.to_string(),
-            code: crate::agents::agent_error_code(e),
+            code: crate::error::agent_error_code(e),
         }
     }
 }

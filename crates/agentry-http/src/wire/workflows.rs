@@ -282,17 +282,9 @@ impl From<&Cancellation> for CancellationRecord {
 #[schema(example = json!({"executionId": "exp-1", "startAt": "2026-11-23T10:00:00.000Z", "endAt": null, "status": "suspended", "result": null,
     "suspension": {"suspendedAt": "2026-11-23T10:00:00.002Z", "reason": "Manager approval required for amounts over 1000", "suspendedStepIndex": 0, "stepId": "check-approval"}}))]
 pub struct ExecutionResult {
-    #[serde(flatten)]
-    pub id: ExecutionId,
+    pub execution_id: String,
     #[serde(flatten)]
     pub outcome: ExecutionOutcome,
-}
-
-/// The id of the execution an answer is about.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ExecutionId {
-    pub execution_id: String,
 }
 
 /// How a run ended: its status, result, and the suspension, error or cancellation that goes
@@ -330,14 +322,8 @@ impl From<&ExecutionRecord> for ExecutionOutcome {
             end_at: state.end_at().map(Timestamp),
             status: state.status().into(),
             result: state.result().cloned(),
-            suspension: match state {
-                ExecutionState::Suspended(s) => Some(s.into()),
-                _ => None,
-            },
-            error: match state {
-                ExecutionState::Error { message, .. } => Some(message.clone()),
-                _ => None,
-            },
+            suspension: state.suspension().map(Into::into),
+            error: state.error().map(str::to_owned),
             cancellation: state.cancellation().map(Into::into),
         }
     }
@@ -346,9 +332,7 @@ impl From<&ExecutionRecord> for ExecutionOutcome {
 impl From<&ExecutionRecord> for ExecutionResult {
     fn from(r: &ExecutionRecord) -> Self {
         Self {
-            id: ExecutionId {
-                execution_id: r.id.clone(),
-            },
+            execution_id: r.id.clone(),
             outcome: r.into(),
         }
     }
@@ -383,10 +367,7 @@ impl From<&ExecutionRecord> for ExecutionSummary {
             end_at: r.state.end_at().map(Timestamp),
             updated_at: r.updated_at.into(),
             user_id: r.user_id.clone(),
-            suspension: match &r.state {
-                ExecutionState::Suspended(s) => Some(s.into()),
-                _ => None,
-            },
+            suspension: r.state.suspension().map(Into::into),
         }
     }
 }
