@@ -203,16 +203,25 @@ impl StepRecord {
     }
 }
 
-/// A page of a workflow's executions, newest first.
+/// A page of executions, newest first: of one workflow, or of all of them.
 #[derive(Debug, Clone)]
 pub struct ListQuery {
-    pub workflow_id: String,
+    /// Only this workflow's executions; `None`: every workflow's.
+    pub workflow_id: Option<String>,
     pub status: Option<Status>,
     /// Only the executions this user started (strict mode).
     pub owner: Option<String>,
     /// Only those older than this one, by start then id (the page's cursor).
     pub before: Option<(DateTime<Utc>, String)>,
     pub limit: u32,
+}
+
+/// How many executions of one workflow are in one status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCount {
+    pub workflow_id: String,
+    pub status: Status,
+    pub count: u64,
 }
 
 /// What a recovery pass may take.
@@ -269,10 +278,14 @@ pub trait ExecutionStore: Send + Sync + 'static {
         events: &[WorkflowEvent],
     ) -> Result<bool, StoreError>;
 
-    /// A page of a workflow's executions, newest first (by start, then id), read through an
-    /// index: the cost does not grow with the table. Headers only: their step records are not
-    /// loaded.
+    /// A page of executions, newest first (by start, then id), read through an index: the cost
+    /// does not grow with the table. Headers only: their step records are not loaded.
     async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError>;
+
+    /// How many executions each workflow has in each status (only `owner`'s when given); a
+    /// (workflow, status) pair with none is left out. Reads an index, but every entry of it:
+    /// for an overview, not for a hot path.
+    async fn count_by_status(&self, owner: Option<&str>) -> Result<Vec<StatusCount>, StoreError>;
 
     /// Deletes up to `limit` finished executions of `statuses` (final ones only) that ended
     /// before `ended_before`, with their steps and events; returns how many. Call it again while
@@ -465,7 +478,10 @@ impl ExecutionStore for InMemoryExecutionStore {
             .values()
             .map(|(r, _)| r)
             .filter(|r| {
-                r.workflow_id == query.workflow_id
+                query
+                    .workflow_id
+                    .as_ref()
+                    .is_none_or(|w| &r.workflow_id == w)
                     && query.status.is_none_or(|s| s == r.state.status())
                     && query
                         .owner
@@ -487,6 +503,28 @@ impl ExecutionStore for InMemoryExecutionStore {
         page.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
         page.truncate(query.limit as usize);
         Ok(page)
+    }
+
+    async fn count_by_status(&self, owner: Option<&str>) -> Result<Vec<StatusCount>, StoreError> {
+        let mut counts: BTreeMap<(String, &'static str), (Status, u64)> = BTreeMap::new();
+        for (r, _) in self.rows().values() {
+            if owner.is_some_and(|o| r.owner.as_deref() != Some(o)) {
+                continue;
+            }
+            let status = r.state.status();
+            counts
+                .entry((r.workflow_id.clone(), status.as_str()))
+                .or_insert((status, 0))
+                .1 += 1;
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((workflow_id, _), (status, count))| StatusCount {
+                workflow_id,
+                status,
+                count,
+            })
+            .collect())
     }
 
     async fn due_timers(

@@ -105,6 +105,15 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     sensitive("GET", "/workflows/{id}/executions/{execution_id}/stream"),
     sensitive("GET", "/workflows/{id}/executions"),
     protected("POST", "/workflows/{id}/executions/{execution_id}/cancel"),
+    // Executions across workflows (beyond the spec, for the console): like the per-workflow
+    // list and state.
+    sensitive("GET", "/executions"),
+    sensitive("GET", "/executions/{execution_id}"),
+    sensitive("GET", "/api/execution-counts"),
+    // What the server is (public, like /doc), and whom a token stands for (protected: a client
+    // checks its token with it).
+    public("GET", "/api/info"),
+    protected("GET", "/api/me"),
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
     sensitive("GET", "/api/logs"),
@@ -115,6 +124,9 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     public("GET", "/doc"),
     public("GET", "/ui"),
     public("GET", "/ui/{tail:.*}"),
+    // The operator console's pages and files: public; its data comes through the API.
+    public("GET", "/console"),
+    public("GET", "/console/{tail:.*}"),
 ];
 
 /// Every row with its path parsed as a pattern, once.

@@ -67,7 +67,7 @@ error_table! {
     RouteNotFound => NOT_FOUND, "route_not_found", "No route has this path (`Route <METHOD> <path> not found`), or no such explorer file.";
     WorkflowNotFound => NOT_FOUND, "workflow_not_found", "An unknown workflow (`Workflow <id> not found`).";
     AgentNotFound => NOT_FOUND, "agent_not_found", "An unknown agent (`Agent <id> not found`).";
-    ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`).";
+    ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`, or `Execution <id> not found` by id alone).";
     ExecutionNotSuspended => NOT_FOUND, "execution_not_suspended", "Resume of an execution that is not suspended (`Execution <id> is not suspended (status: ...)`).";
     MethodNotAllowed => METHOD_NOT_ALLOWED, "method_not_allowed", "A known path with a method it does not serve (header `Allow`).";
     RequestTimeout => REQUEST_TIMEOUT, "request_timeout", "The request's body came too slowly.";
@@ -235,7 +235,7 @@ pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
     use EngineError as E;
     let code = match &err {
         E::WorkflowNotFound(_) => Code::WorkflowNotFound,
-        E::ExecutionNotFound { .. } => Code::ExecutionNotFound,
+        E::ExecutionNotFound { .. } | E::UnknownExecution(_) => Code::ExecutionNotFound,
         E::NotSuspended { .. } => Code::ExecutionNotSuspended,
         E::InvalidInput(_) => Code::InvalidInput,
         E::InvalidExecutionId(_) => Code::InvalidExecutionId,

@@ -149,6 +149,7 @@ pub struct Host {
     ext: Extensions,
     middleware: Vec<MiddlewareFn>,
     errors: Vec<HostError>,
+    database: String,
 }
 
 impl Host {
@@ -168,6 +169,7 @@ impl Host {
             ext: Extensions::default(),
             middleware: Vec::new(),
             errors: Vec::new(),
+            database: "memory".to_owned(),
         }
     }
 
@@ -189,6 +191,13 @@ impl Host {
 
     pub fn config(mut self, config: HttpConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// The kind of database the engine's store uses (`sqlite`, `postgres`), as `GET /api/info`
+    /// reports it; `memory` unless set.
+    pub fn database(mut self, kind: impl Into<String>) -> Self {
+        self.database = kind.into();
         self
     }
 
@@ -436,6 +445,7 @@ impl Host {
             auth: Arc::new(gate),
             ext: self.ext,
             agent_list: Arc::default(),
+            database: self.database,
         })
     }
 }

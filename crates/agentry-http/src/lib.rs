@@ -7,8 +7,10 @@ pub mod access;
 pub mod agent_input;
 pub mod agents;
 pub mod auth;
+pub mod console;
 pub mod envelope;
 pub mod error;
+pub mod executions;
 pub mod fallback;
 pub mod host;
 pub mod intake;
@@ -17,6 +19,7 @@ pub mod logs;
 pub mod openapi;
 pub mod origin;
 pub mod request_log;
+pub mod server_info;
 pub mod ui_stream;
 pub mod validate;
 pub mod wire;
@@ -96,6 +99,8 @@ pub struct AppState {
     pub ext: host::Extensions,
     /// GET /agents's answer, made once per state of the registry.
     pub agent_list: Arc<agents::AgentListCache>,
+    /// Where executions are kept (`sqlite`, `postgres`, `memory`), as `GET /api/info` says.
+    pub database: String,
 }
 
 impl AppState {
@@ -108,6 +113,7 @@ impl AppState {
             auth: Arc::new(AuthGate::default()),
             ext: host::Extensions::default(),
             agent_list: Arc::default(),
+            database: "memory".to_owned(),
         }
     }
 }
@@ -136,10 +142,13 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
 pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
     cfg.configure(agents::routes)
         .configure(workflows::routes)
+        .configure(executions::routes)
+        .configure(server_info::routes)
         .configure(logs::routes)
         .configure(ws::routes)
         .configure(landing::routes)
-        .configure(openapi::routes);
+        .configure(openapi::routes)
+        .configure(console::routes);
 }
 
 /// The application: the built-in routes and the host's, authentication, the host's middleware,

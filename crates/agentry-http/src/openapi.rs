@@ -54,7 +54,10 @@ pub const DOC_PATH: &str = "/doc";
     tags(
         (name = "agents", description = "Registered agents: list them, generate text and objects, synchronously or streamed."),
         (name = "workflows", description = "Registered workflows: run them, stream their events, suspend, resume and inspect executions."),
+        (name = "executions", description = "Executions across workflows: every workflow's list, one execution by its id, counts by status."),
+        (name = "server", description = "What the server is (version, database, authentication) and whom a token stands for."),
         (name = "observability", description = "Logs over HTTP and WebSocket, live execution events."),
+        (name = "console", description = "The operator console: pages and files for the browser, whose data comes through this API."),
         (name = "documentation", description = "The landing page, this document and the API explorer."),
     ),
     components(schemas(crate::error::Failure)),

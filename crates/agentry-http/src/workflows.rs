@@ -12,11 +12,11 @@ use crate::AppState;
 use crate::auth::{AuthenticatedUser, inject_user};
 use crate::envelope::{self, Success};
 use crate::error::{ApiError, Code, Failure, engine_error};
+use crate::executions::{ListParams, list_page};
 use crate::wire::events::WorkflowEvent;
 use crate::wire::{
     self, CancelResult, ExecuteRequest, ExecutionList, ExecutionResult, ExecutionStateView,
-    ExecutionSummary, ResumeRequest, SuspendRequest, SuspendResult, WorkflowDetail,
-    WorkflowSummary,
+    ResumeRequest, SuspendRequest, SuspendResult, WorkflowDetail, WorkflowSummary,
 };
 
 const EXECUTE_FAILED: &str = "Failed to execute workflow";
@@ -449,22 +449,6 @@ pub async fn execution_state(
     Ok(envelope::ok(ExecutionStateView::from(&rec)))
 }
 
-/// The query of the executions list.
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListParams {
-    /// Only executions with this status (`running`, `suspended`, `completed`, `error`,
-    /// `cancelled`).
-    status: Option<String>,
-    /// How many per page: 1 to 100 (default 20).
-    limit: Option<String>,
-    /// The `nextCursor` of the previous page.
-    cursor: Option<String>,
-}
-
-/// The most executions one page holds.
-const MAX_PAGE: u32 = 100;
-
 /// GET /workflows/{id}/executions
 #[utoipa::path(
     tag = "workflows",
@@ -491,59 +475,7 @@ pub async fn list_executions(
     params: web::Query<ListParams>,
     user: Option<AuthenticatedUser>,
 ) -> Result<HttpResponse, ApiError> {
-    let params = params.into_inner();
-    let status = match params.status.as_deref() {
-        None | Some("") => None,
-        Some(s) => Some(Status::parse(s).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Invalid status {s:?}: expected running, suspended, completed, error or cancelled"
-            ))
-        })?),
-    };
-    let limit = match params.limit.as_deref() {
-        None | Some("") => 20,
-        Some(l) => l
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
-                ))
-            })?,
-    };
-    let before = match params.cursor.as_deref() {
-        None | Some("") => None,
-        Some(c) => Some(
-            wire::parse_list_cursor(c).ok_or_else(|| ApiError::bad_request("Invalid cursor"))?,
-        ),
-    };
-    let query = agentry_core::store::ListQuery {
-        workflow_id: id.into_inner(),
-        status,
-        owner: app.auth.list_owner(user.as_ref())?,
-        before,
-        limit,
-    };
-    let page = app
-        .engine
-        .list(&query)
-        .await
-        .map_err(|e| engine_error(e, "Failed to list executions"))?;
-    let next_cursor = if page.len() == limit as usize {
-        page.last().and_then(wire::list_cursor)
-    } else {
-        None
-    };
-    let executions = page
-        .iter()
-        .filter(|r| app.auth.may_see(user.as_ref(), r))
-        .map(ExecutionSummary::from)
-        .collect();
-    Ok(envelope::ok(ExecutionList {
-        executions,
-        next_cursor,
-    }))
+    list_page(&app, Some(id.into_inner()), params.into_inner(), user).await
 }
 
 /// POST /workflows/{id}/executions/{executionId}/cancel

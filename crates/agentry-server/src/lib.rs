@@ -223,6 +223,7 @@ pub async fn start_with(
     database.listen_for_events(move |id| woken.wake(id));
     let mut host = Host::new(engine.clone(), agents.clone())
         .config(settings.http.clone())
+        .database(database.kind())
         .strict(settings.auth.strict);
     if let Some(provider) = settings.auth.provider()? {
         tracing::info!(provider = provider.kind(), "authentication is on");

@@ -47,6 +47,14 @@ pub struct IdRow {
     pub id: String,
 }
 
+/// How many executions of a workflow are in a status.
+#[derive(Debug, sqlx::FromRow)]
+pub struct CountRow {
+    pub workflow_id: String,
+    pub status: String,
+    pub count: i64,
+}
+
 /// One `workflow_events` row, with its execution's workflow id.
 #[derive(Debug, sqlx::FromRow)]
 pub struct EventRow {

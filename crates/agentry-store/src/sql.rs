@@ -18,7 +18,7 @@
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, StatusCount, StepRecord, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -27,7 +27,7 @@ use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilde
 use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::row::{EventRow, ExecutionRow, IdRow, StepRow, db_err, to_json};
+use crate::row::{CountRow, EventRow, ExecutionRow, IdRow, StepRow, db_err, to_json};
 
 /// What differs between the databases.
 pub trait Dialect: Database {
@@ -242,6 +242,7 @@ where
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> EventRow: FromRow<'r, DB::Row>,
     for<'r> IdRow: FromRow<'r, DB::Row>,
+    for<'r> CountRow: FromRow<'r, DB::Row>,
 {
     async fn insert(
         &self,
@@ -292,10 +293,12 @@ where
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError> {
         let mut q = QueryBuilder::<DB>::new(format!(
-            "SELECT {} FROM workflow_executions WHERE workflow_id = ",
+            "SELECT {} FROM workflow_executions WHERE 1 = 1",
             select_list::<DB>(&HEADER, &HEADER_JSON)
         ));
-        q.push_bind(query.workflow_id.clone());
+        if let Some(workflow_id) = &query.workflow_id {
+            q.push(" AND workflow_id = ").push_bind(workflow_id.clone());
+        }
         if let Some(status) = query.status {
             q.push(" AND status = ")
                 .push_bind(status.as_str().to_owned());
@@ -319,6 +322,33 @@ where
             .map_err(db_err)?;
         rows.into_iter()
             .map(|r| r.into_record(Vec::new()))
+            .collect()
+    }
+
+    async fn count_by_status(&self, owner: Option<&str>) -> Result<Vec<StatusCount>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "SELECT workflow_id, status, COUNT(*) AS count FROM workflow_executions WHERE 1 = 1",
+        );
+        if let Some(owner) = owner {
+            q.push(" AND owner = ").push_bind(owner.to_owned());
+        }
+        q.push(" GROUP BY workflow_id, status");
+        let rows: Vec<CountRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(StatusCount {
+                    status: Status::parse(&r.status).ok_or_else(|| StoreError::Corrupt {
+                        id: r.workflow_id.clone(),
+                        reason: format!("unknown status {:?}", r.status),
+                    })?,
+                    workflow_id: r.workflow_id,
+                    count: u64::try_from(r.count).unwrap_or_default(),
+                })
+            })
             .collect()
     }
 
@@ -531,6 +561,7 @@ where
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> EventRow: FromRow<'r, DB::Row>,
     for<'r> IdRow: FromRow<'r, DB::Row>,
+    for<'r> CountRow: FromRow<'r, DB::Row>,
 {
     /// The header's values, in the order of [`HEADER`].
     fn push_header_values(v: &mut Separated<'_, DB, &'static str>, r: &ExecutionRow) {

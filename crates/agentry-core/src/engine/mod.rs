@@ -78,6 +78,9 @@ pub enum EngineError {
         workflow_id: String,
         execution_id: String,
     },
+    /// No execution has this id (looked up without its workflow).
+    #[error("Execution {0} not found")]
+    UnknownExecution(String),
     #[error("Execution {id} cannot be suspended: {reason}")]
     NotSuspendable { id: String, reason: String },
     #[error("Execution {id} is not suspended (status: {status})")]
@@ -615,10 +618,43 @@ impl Engine {
         Ok(self.spawn_run(wf, rec, entry))
     }
 
-    /// A page of `workflow_id`'s executions, newest first (see [`ListQuery`]).
+    /// A page of executions, newest first (see [`ListQuery`]); a named workflow must be
+    /// registered.
     pub async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, EngineError> {
-        self.require_workflow(&query.workflow_id)?;
+        if let Some(workflow_id) = &query.workflow_id {
+            self.require_workflow(workflow_id)?;
+        }
         Ok(self.inner.store.list(query).await?)
+    }
+
+    /// How many executions each registered workflow has in each status (only `owner`'s when
+    /// given), in registration order; a status that is absent has none.
+    pub async fn count_by_status(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<(String, HashMap<Status, u64>)>, EngineError> {
+        let stored = self.inner.store.count_by_status(owner).await?;
+        Ok(self
+            .workflows()
+            .iter()
+            .map(|wf| {
+                let counts = stored
+                    .iter()
+                    .filter(|c| c.workflow_id == wf.id())
+                    .map(|c| (c.status, c.count))
+                    .collect();
+                (wf.id().to_owned(), counts)
+            })
+            .collect())
+    }
+
+    /// Reads an execution by its id alone, whatever its workflow.
+    pub async fn find(&self, execution_id: &str) -> Result<ExecutionRecord, EngineError> {
+        self.inner
+            .store
+            .get(execution_id)
+            .await?
+            .ok_or_else(|| EngineError::UnknownExecution(execution_id.to_owned()))
     }
 
     /// Cancels a running or suspended execution: it ends `cancelled` at once (a

@@ -1,5 +1,7 @@
 //! Workflows and their executions: the answers of the workflow routes and their request bodies.
 
+use std::collections::HashMap;
+
 use agentry_core::state::{Cancellation, Status, SuspendRequest as PendingRequest, Suspension};
 use agentry_core::store::{self, StepRecord};
 use agentry_core::workflow::{self, Step, Workflow};
@@ -243,6 +245,10 @@ pub struct ResultSuspension {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub deadline: Option<Timestamp>,
+    /// What the suspending step attached (valid against the suspend schema), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub suspend_data: Option<Value>,
 }
 
 impl From<&Suspension> for ResultSuspension {
@@ -253,6 +259,7 @@ impl From<&Suspension> for ResultSuspension {
             suspended_step_index: s.step_index,
             step_id: s.step_id.clone(),
             deadline: s.deadline.map(Timestamp),
+            suspend_data: s.data.clone(),
         }
     }
 }
@@ -380,6 +387,52 @@ pub struct ExecutionList {
     /// The `cursor` of the next page; `null` on the last one.
     #[schema(required = true)]
     pub next_cursor: Option<String>,
+}
+
+/// How many executions one workflow has in each status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusCounts {
+    pub running: u64,
+    pub suspended: u64,
+    pub completed: u64,
+    pub error: u64,
+    pub cancelled: u64,
+}
+
+/// One workflow's counts.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowCounts {
+    pub workflow_id: String,
+    pub counts: StatusCounts,
+}
+
+/// `data` of the execution counts: every registered workflow.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExecutionCounts {
+    pub workflows: Vec<WorkflowCounts>,
+}
+
+impl From<Vec<(String, HashMap<Status, u64>)>> for ExecutionCounts {
+    fn from(counts: Vec<(String, HashMap<Status, u64>)>) -> Self {
+        let workflows = counts
+            .into_iter()
+            .map(|(workflow_id, by_status)| {
+                let n = |s| by_status.get(&s).copied().unwrap_or(0);
+                WorkflowCounts {
+                    workflow_id,
+                    counts: StatusCounts {
+                        running: n(Status::Running),
+                        suspended: n(Status::Suspended),
+                        completed: n(Status::Completed),
+                        error: n(Status::Error),
+                        cancelled: n(Status::Cancelled),
+                    },
+                }
+            })
+            .collect();
+        Self { workflows }
+    }
 }
 
 /// The cursor of the page after `last`: its start (nanoseconds) and id, opaque to clients.
