@@ -21,8 +21,9 @@ forbid() {
 }
 forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
 forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
+forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core and agentry-auth keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth and agentry-console keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.

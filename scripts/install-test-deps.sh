@@ -4,6 +4,8 @@
 #   - Debian's `chromium` (tests/openapi.rs loads /ui in headless Chromium; docs/ui-screenshot.md)
 #   - Node.js and the `ai` npm package in tests/node (tests/chat_ai_sdk.rs)
 #   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
+#   - Playwright for Python and pytest in the same virtualenv (tests/console.rs drives Debian's
+#     chromium with them; Playwright's own browser download is never used)
 # Safe to run again: a second run installs nothing. Needs root for apt-get (CI and the dev machines
 # run as root).
 set -euo pipefail
@@ -50,4 +52,13 @@ else
   # The version scripts/schemathesis.sh was written against (its flags, its SSE event checks).
   "$VENV/bin/pip" install --quiet --disable-pip-version-check 'schemathesis==4.32.5'
   "$VENV/bin/st" --version
+fi
+
+if "$VENV/bin/python" -c 'import playwright, pytest' 2>/dev/null; then
+  echo "playwright, pytest: present"
+else
+  echo "playwright, pytest: installing into $VENV"
+  # The versions tests/console was written against. Playwright drives /usr/bin/chromium
+  # (executable_path): `playwright install` is never run.
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'playwright==1.65.2' 'pytest==9.2.0'
 fi

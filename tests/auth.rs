@@ -222,6 +222,50 @@ async fn protected_routes_refuse_every_bad_token_and_accept_a_good_one() {
     server.stop().await;
 }
 
+/// `GET /api/me` is protected: it refuses every bad token with its 401 and answers the user a
+/// good one stands for (a client such as the console checks its token with it); `GET /api/info`
+/// is public and says that tokens are asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_me_checks_a_token_and_api_info_says_authentication_is_on() {
+    let server = TestServer::start_with(Backend::Sqlite, jwt_settings(), |h| h).await;
+    for (what, token, message) in bad_tokens() {
+        let mut req = server.client.get(server.url("/api/me"));
+        if let Some(t) = &token {
+            req = req.bearer_auth(t);
+        }
+        assert_401(
+            req.send().await.unwrap(),
+            message,
+            &format!("/api/me with {what}"),
+        )
+        .await;
+    }
+    let resp = server
+        .client
+        .get(server.url("/api/me"))
+        .bearer_auth(good_token())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let user = ok_data(status, resp.json().await.unwrap());
+    assert_eq!(user["user"]["id"], "u42");
+    assert_eq!(user["user"]["email"], "grace@example.com");
+    let resp = server
+        .client
+        .get(server.url("/api/info"))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let info = ok_data(status, resp.json().await.unwrap());
+    assert_eq!(
+        info["authentication"],
+        json!({"enabled": true, "strict": false})
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rs256_configuration_refuses_hs256_tokens() {
     let fixtures = concat!(

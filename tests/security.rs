@@ -1423,5 +1423,46 @@ async fn strict_mode_covers_the_list_reattach_and_cancel(backend: Backend) {
     assert_error(st, &b, 403, foreign, "cancel by u2");
     let (st, b) = post(&s, &cancel, Some(&u1), &json!({"reason": "mine"})).await;
     assert_eq!(ok_data(st, b)["status"], "cancelled");
+
+    // The routes across workflows follow the same rule: the list and the counts are the
+    // caller's own (an admin's are everyone's), an execution by id is its owner's.
+    let all = "/executions?status=suspended";
+    let (st, b) = get(&s, all, None).await;
+    assert_error(
+        st,
+        &b,
+        401,
+        "Authentication required",
+        "list across workflows",
+    );
+    let (st, b) = get(&s, all, Some(&u1)).await;
+    assert_eq!(
+        ids(&ok_data(st, b)),
+        vec![mine[1].clone()],
+        "u1's suspended one"
+    );
+    let (st, b) = get(&s, all, Some(&boss)).await;
+    assert_eq!(ids(&ok_data(st, b)), vec![theirs.clone(), mine[1].clone()]);
+    let suspended = |data: Value| -> u64 {
+        let wf = data["workflows"]
+            .as_array()
+            .and_then(|w| w.iter().find(|w| w["workflowId"] == "expense-approval"))
+            .cloned()
+            .expect("expense-approval counted");
+        wf["counts"]["suspended"].as_u64().expect("a count")
+    };
+    let (st, b) = get(&s, "/api/execution-counts", None).await;
+    assert_error(st, &b, 401, "Authentication required", "counts");
+    let (st, b) = get(&s, "/api/execution-counts", Some(&u2)).await;
+    assert_eq!(suspended(ok_data(st, b)), 1, "u2 counts their own");
+    let (st, b) = get(&s, "/api/execution-counts", Some(&boss)).await;
+    assert_eq!(suspended(ok_data(st, b)), 2, "an admin counts all");
+    let by_id = format!("/executions/{}", mine[1]);
+    let (st, b) = get(&s, &by_id, Some(&u2)).await;
+    assert_error(st, &b, 403, foreign, "by id, u2");
+    let (st, b) = get(&s, &by_id, Some(&u1)).await;
+    assert_eq!(ok_data(st, b)["workflowId"], "expense-approval");
+    let (st, b) = get(&s, &by_id, Some(&boss)).await;
+    assert_eq!(ok_data(st, b)["executionId"], mine[1].as_str());
     s.stop().await;
 }

@@ -34,6 +34,7 @@ agentry_tests::backend_tests!(
     cancel_a_suspended_execution,
     cancel_refusals,
     executions_are_listed_newest_first_in_pages,
+    executions_across_workflows,
     flaky_step_is_retried_until_it_succeeds,
     flaky_step_fails_after_its_last_attempt,
     flaky_step_attempts_time_out,
@@ -1381,6 +1382,128 @@ async fn executions_are_listed_newest_first_in_pages(backend: Backend) {
         assert_failure(status, &body, 404),
         "Workflow nope not found"
     );
+    s.stop().await;
+}
+
+/// The routes across workflows: every workflow's executions newest first (by workflow, by
+/// status, in pages), one execution by its id alone, the counts by workflow and status, and
+/// what the server says of itself.
+async fn executions_across_workflows(backend: Backend) {
+    let s = TestServer::start(backend).await;
+    let mut started = Vec::new();
+    for text in ["one", "two words"] {
+        let d = s
+            .post_data(
+                "/workflows/word-count/execute",
+                &json!({"input": {"text": text}}),
+            )
+            .await;
+        started.push(d["executionId"].as_str().expect("id").to_owned());
+    }
+    let waiting = start_suspended_expense(&s, "e-all").await;
+    started.push(waiting.clone());
+    started.reverse();
+
+    let ids = |page: &Value| -> Vec<String> {
+        page["executions"]
+            .as_array()
+            .expect("executions")
+            .iter()
+            .map(|e| e["executionId"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let page = s.get_data("/executions").await;
+    assert_eq!(ids(&page), started, "every workflow's, newest first");
+    assert_eq!(page["nextCursor"], Value::Null);
+    let mut paged = Vec::new();
+    let mut path = "/executions?limit=2".to_owned();
+    loop {
+        let page = s.get_data(&path).await;
+        paged.extend(ids(&page));
+        match page["nextCursor"].as_str() {
+            Some(c) => path = format!("/executions?limit=2&cursor={c}"),
+            None => break,
+        }
+        assert!(paged.len() <= started.len(), "the cursor never ends");
+    }
+    assert_eq!(paged, started, "pages of two, each once");
+    let page = s.get_data("/executions?workflowId=word-count").await;
+    assert_eq!(ids(&page), started[1..].to_vec());
+    let page = s.get_data("/executions?status=suspended&workflowId=").await;
+    assert_eq!(ids(&page), vec![waiting.clone()]);
+    let suspension = &page["executions"][0]["suspension"];
+    assert_eq!(suspension["reason"], APPROVAL_REASON);
+    assert_eq!(
+        suspension["suspendData"],
+        json!({"employeeId": "e-all", "amount": 1500})
+    );
+    let (status, body) = s.get_json("/executions?workflowId=nope").await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        "Workflow nope not found"
+    );
+    let (status, body) = s.get_json("/executions?status=done").await;
+    assert_eq!(
+        assert_failure(status, &body, 400),
+        "Invalid status \"done\": expected running, suspended, completed, error or cancelled"
+    );
+
+    // By id alone: the same record as the state endpoint.
+    let found = s.get_data(&format!("/executions/{waiting}")).await;
+    let state = state_of(&s, "expense-approval", &waiting).await;
+    assert_eq!(found, state);
+    assert_eq!(found["workflowId"], "expense-approval");
+    let (status, body) = s.get_json("/executions/nope").await;
+    assert_eq!(
+        assert_failure(status, &body, 404),
+        "Execution nope not found"
+    );
+
+    // Counts: every registered workflow, every status.
+    let counts = s.get_data("/api/execution-counts").await;
+    let workflows = counts["workflows"].as_array().expect("workflows");
+    let listed: Vec<&str> = workflows
+        .iter()
+        .map(|w| w["workflowId"].as_str().expect("id"))
+        .collect();
+    let registered = s.get_data("/workflows").await;
+    let registered: Vec<&str> = registered
+        .as_array()
+        .expect("workflows")
+        .iter()
+        .map(|w| w["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        listed, registered,
+        "every workflow, in the order of GET /workflows"
+    );
+    let of = |id: &str| {
+        workflows
+            .iter()
+            .find(|w| w["workflowId"] == id)
+            .expect("counted")["counts"]
+            .clone()
+    };
+    assert_eq!(
+        of("word-count"),
+        json!({"running": 0, "suspended": 0, "completed": 2, "error": 0, "cancelled": 0})
+    );
+    assert_eq!(of("expense-approval")["suspended"], 1);
+    assert_eq!(of("countdown")["completed"], 0);
+
+    let info = s.get_data("/api/info").await;
+    assert_eq!(info["name"], "agentry");
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"));
+    let kind = match backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    };
+    assert_eq!(info["database"], kind);
+    assert_eq!(
+        info["authentication"],
+        json!({"enabled": false, "strict": false})
+    );
+    assert_eq!(s.get_data("/api/me").await, json!({"user": null}));
     s.stop().await;
 }
 

@@ -277,6 +277,8 @@ mod tests {
             "POST /workflows/{id}/stream",
             // extensions.md: cancel, protected by default.
             "POST /workflows/{id}/executions/{execution_id}/cancel",
+            // Whom a token stands for: protected, so that a client can check its token.
+            "GET /api/me",
         ]
         .into_iter()
         .map(str::to_owned)
@@ -305,6 +307,9 @@ mod tests {
             "GET /workflows/{id}/executions/{execution_id}/state",
             "GET /workflows/{id}/executions/{execution_id}/stream",
             "GET /workflows/{id}/executions",
+            "GET /executions",
+            "GET /executions/{execution_id}",
+            "GET /api/execution-counts",
             "GET /api/logs",
             "GET /ws/logs",
             "GET /ws/executions/{execution_id}",

@@ -78,7 +78,7 @@ pub fn render(agents: &[[String; 3]], workflows: &[[String; 3]]) -> String {
          <title>agentry {version}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n\
          <header>\n<h1>agentry<span class=\"version\">v{version}</span></h1>\n\
          <p>AI agents and durable workflows behind one HTTP API.</p>\n</header>\n\
-         <nav>\n<a href=\"/ui\">API explorer</a>\n<a href=\"/doc\">OpenAPI description</a>\n\
+         <nav>\n<a href=\"/console\">Console</a>\n<a href=\"/ui\">API explorer</a>\n<a href=\"/doc\">OpenAPI description</a>\n\
          <a href=\"/api/logs\">Logs</a>\n</nav>\n"
     );
     let _ = write!(
@@ -173,6 +173,7 @@ mod tests {
         assert!(!page.contains("a<1>"));
         assert!(page.contains("No workflows are registered."));
         assert!(page.contains("href=\"/ui\"") && page.contains("href=\"/doc\""));
+        assert!(page.contains("href=\"/console\""));
         assert!(page.contains(env!("CARGO_PKG_VERSION")));
     }
 }

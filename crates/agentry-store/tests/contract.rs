@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
     Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease, ListQuery, Progress,
-    StepRecord, StoreError,
+    StatusCount, StepRecord, StoreError,
 };
 use agentry_core::{EventKind, WorkflowEvent};
 use agentry_store::Database;
@@ -729,7 +729,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     let mut expected: Vec<&ExecutionRecord> = all.iter().filter(|r| r.workflow_id == "w").collect();
     expected.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
     let query = |before: Option<(DateTime<Utc>, String)>| ListQuery {
-        workflow_id: "w".into(),
+        workflow_id: Some("w".into()),
         status: None,
         owner: None,
         before,
@@ -772,6 +772,56 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
         .expect("list");
     assert_eq!(alices.len(), 3);
     assert!(alices.iter().all(|r| r.owner.as_deref() == Some("alice")));
+
+    // Across workflows: every execution, newest first.
+    let mut everyone: Vec<&ExecutionRecord> = all.iter().collect();
+    everyone.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
+    let listed = store
+        .list(&ListQuery {
+            workflow_id: None,
+            limit: 10,
+            ..query(None)
+        })
+        .await
+        .expect("list");
+    let ids = |rs: &[&ExecutionRecord]| rs.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        listed.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        ids(&everyone)
+    );
+
+    // Counts by workflow and status, everyone's or one owner's.
+    let mut counts = store.count_by_status(None).await.expect("counts");
+    counts.sort_by(|a, b| {
+        (&a.workflow_id, a.status.as_str()).cmp(&(&b.workflow_id, b.status.as_str()))
+    });
+    let count = |workflow_id: &str, status: agentry_core::Status, count: u64| StatusCount {
+        workflow_id: workflow_id.into(),
+        status,
+        count,
+    };
+    use agentry_core::Status as S;
+    assert_eq!(
+        counts,
+        vec![
+            count("other", S::Running, 1),
+            count("w", S::Cancelled, 1),
+            count("w", S::Running, 5),
+        ]
+    );
+    let mut alices = store.count_by_status(Some("alice")).await.expect("counts");
+    alices.sort_by(|a, b| a.workflow_id.cmp(&b.workflow_id));
+    assert_eq!(
+        alices,
+        vec![count("other", S::Running, 1), count("w", S::Running, 3)]
+    );
+    assert!(
+        store
+            .count_by_status(Some("nobody"))
+            .await
+            .expect("counts")
+            .is_empty()
+    );
 }
 
 /// Many writes at once (the SQL stores commit them in groups): each caller gets the outcome of

@@ -1,0 +1,167 @@
+//! The operator console (`/console`): how the server serves it, and the console itself in a
+//! real browser. `tests/console/` holds Playwright-for-Python tests that drive Debian's
+//! `chromium` against two real servers started here (one without authentication, one with the
+//! JWT provider on); Playwright, pytest and Chromium are installed by
+//! `scripts/install-test-deps.sh` (the README's set-up).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use agentry_auth::{TokenOptions, create_token};
+use agentry_server::AuthSettings;
+use agentry_tests::{Backend, TestServer};
+use serde_json::json;
+
+const SECRET: &str = "console-tests-secret-of-32-bytes!";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The virtualenv's Python, failing with the set-up script's name when Playwright is missing.
+fn python() -> PathBuf {
+    let python = repo().join(".venv-tools/bin/python");
+    let ok = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import playwright, pytest"])
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "Playwright for Python is missing from .venv-tools: run scripts/install-test-deps.sh \
+         (the README's set-up) first"
+    );
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/install-test-deps.sh first"
+    );
+    python
+}
+
+fn token(sub: &str, expires_in: Option<u64>, expired: bool) -> String {
+    let mut payload = json!({"sub": sub, "name": sub, "roles": []});
+    if expired {
+        payload["exp"] = json!(chrono::Utc::now().timestamp() - 3600);
+    }
+    create_token(
+        &payload,
+        SECRET.as_bytes(),
+        &TokenOptions {
+            expires_in: expires_in.map(Duration::from_secs),
+            ..Default::default()
+        },
+    )
+    .expect("a token")
+}
+
+/// Every view is the same page; the files are gzip-encoded for a browser that accepts it, under
+/// a content security policy that lets the page load nothing but its own files and API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_from_the_binary() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let plain = reqwest::Client::builder()
+        .no_gzip()
+        .build()
+        .expect("a client");
+    let mut page = None;
+    for path in [
+        "/console",
+        "/console/",
+        "/console/executions",
+        "/console/executions/some-id",
+        "/console/approvals",
+        "/console/agents/assistant",
+        "/console/logs",
+    ] {
+        let resp = plain.get(s.url(path)).send().await.expect(path);
+        assert_eq!(resp.status(), 200, "{path}");
+        let headers = resp.headers().clone();
+        assert_eq!(
+            headers["content-type"], "text/html; charset=utf-8",
+            "{path}"
+        );
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("script-src 'self'"), "{path}: {csp}");
+        assert!(headers.get("content-encoding").is_none(), "{path}");
+        let body = resp.text().await.expect("the page");
+        assert!(body.contains("/console/assets/"), "{path}: {body}");
+        assert_eq!(page.get_or_insert_with(|| body.clone()), &body, "one page");
+    }
+    let resp = plain
+        .get(s.url("/console"))
+        .header("accept-encoding", "gzip, br")
+        .send()
+        .await
+        .expect("gzip");
+    assert_eq!(resp.headers()["content-encoding"], "gzip");
+    assert_eq!(resp.headers()["vary"], "Accept-Encoding");
+    let resp = plain
+        .get(s.url("/console/assets/no-such-file.js"))
+        .send()
+        .await
+        .expect("missing file");
+    assert_eq!(resp.status(), 404);
+    let body: serde_json::Value = resp.json().await.expect("an envelope");
+    assert_eq!(body["code"], "route_not_found");
+    assert!(
+        agentry_console::gzipped_size() <= 300 * 1024,
+        "the console weighs {} bytes gzipped",
+        agentry_console::gzipped_size()
+    );
+    s.stop().await;
+}
+
+/// The console in Chromium, driven by Playwright (tests/console/*.py): approvals and their
+/// generated resume form, a bad resume, live timelines, cancel, a deadline that passes, the
+/// chat with a tool call, sign-in with a valid and an expired token, and no console error or
+/// failed request on any page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_in_a_real_browser() {
+    let python = tokio::task::spawn_blocking(python).await.unwrap();
+    let open = TestServer::start(Backend::Sqlite).await;
+    let auth = AuthSettings {
+        jwt_secret: Some(SECRET.into()),
+        ..Default::default()
+    };
+    let guarded = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
+    let env = [
+        ("AGENTRY_CONSOLE_BASE", open.base_url.clone()),
+        ("AGENTRY_CONSOLE_JWT_BASE", guarded.base_url.clone()),
+        (
+            "AGENTRY_CONSOLE_VALID_TOKEN",
+            token("console-user", Some(3600), false),
+        ),
+        (
+            "AGENTRY_CONSOLE_EXPIRED_TOKEN",
+            token("console-user", None, true),
+        ),
+        ("CHROMIUM", "/usr/bin/chromium".to_owned()),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .args([
+                "-m",
+                "pytest",
+                "tests/console",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+            ])
+            .current_dir(repo())
+            .envs(env)
+            .output()
+            .expect("running pytest")
+    })
+    .await
+    .unwrap();
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{report}");
+    assert!(out.status.success(), "the browser tests failed:\n{report}");
+    open.stop().await;
+    guarded.stop().await;
+}
