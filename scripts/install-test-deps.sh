@@ -4,6 +4,7 @@
 #   - Debian's `chromium` (tests/openapi.rs loads /ui in headless Chromium; docs/ui-screenshot.md)
 #   - Node.js and the `ai` npm package in tests/node (tests/chat_ai_sdk.rs)
 #   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
+#   - Debian's `prometheus` (crates/agentry-server/tests/prometheus.rs: promtool, a real scrape)
 #   - Playwright for Python and pytest in the same virtualenv (tests/console.rs drives Debian's
 #     chromium with them; Playwright's own browser download is never used)
 # Safe to run again: a second run installs nothing. Needs root for apt-get (CI and the dev machines
@@ -19,6 +20,15 @@ else
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
   /usr/bin/chromium --version
+fi
+
+if [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ]; then
+  echo "prometheus: present"
+else
+  echo "prometheus: installing Debian's package"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
 if command -v node >/dev/null && command -v npm >/dev/null; then

@@ -16,6 +16,7 @@ pub mod id;
 pub mod schema;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod workflow;
 
 pub use engine::{AgentRunner, Engine, EngineConfig, EngineError, ExecuteOptions, RunHandle};

@@ -117,6 +117,8 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
     sensitive("GET", "/api/logs"),
+    // Prometheus metrics: public by default (counts, no execution data), like the spec's logs.
+    public("GET", "/metrics"),
     sensitive("GET", "/ws/logs"),
     sensitive("GET", "/ws/executions/{execution_id}"),
     // The OpenAPI document and the API explorer: Swagger UI's page (`/ui`, and `/ui/`)

@@ -150,12 +150,17 @@ pub struct Host {
     middleware: Vec<MiddlewareFn>,
     errors: Vec<HostError>,
     database: String,
+    metrics: Arc<agentry_metrics::Metrics>,
 }
 
 impl Host {
     /// A host on an engine and agents (whose stores the host chose).
     pub fn new(engine: Engine, agents: AgentHub) -> Self {
         engine.set_agent_runner(Arc::new(agents.clone()));
+        // The engine and the agents report to the metrics this host serves.
+        let metrics = Arc::new(agentry_metrics::Metrics::new());
+        engine.set_telemetry(metrics.clone());
+        agents.set_telemetry(metrics.clone());
         Self {
             engine,
             agents,
@@ -170,6 +175,7 @@ impl Host {
             middleware: Vec::new(),
             errors: Vec::new(),
             database: "memory".to_owned(),
+            metrics,
         }
     }
 
@@ -446,6 +452,7 @@ impl Host {
             ext: self.ext,
             agent_list: Arc::default(),
             database: self.database,
+            metrics: self.metrics,
         })
     }
 }

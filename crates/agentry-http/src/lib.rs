@@ -16,6 +16,7 @@ pub mod host;
 pub mod intake;
 pub mod landing;
 pub mod logs;
+pub mod metrics;
 pub mod openapi;
 pub mod origin;
 pub mod request_log;
@@ -69,6 +70,9 @@ pub struct HttpConfig {
     /// Browser origins allowed besides the server's own, on WebSockets and state-changing
     /// requests, and for CORS (`AGENTRY_ALLOWED_ORIGINS`; none: CORS off).
     pub allowed_origins: AllowedOrigins,
+    /// `GET /metrics` is served on its own address (`--metrics-bind`, see [`serve_metrics`]),
+    /// not on this one.
+    pub metrics_elsewhere: bool,
 }
 
 impl Default for HttpConfig {
@@ -82,6 +86,7 @@ impl Default for HttpConfig {
             keep_alive: Duration::from_secs(5),
             max_connections: 10_000,
             allowed_origins: AllowedOrigins::default(),
+            metrics_elsewhere: false,
         }
     }
 }
@@ -101,6 +106,9 @@ pub struct AppState {
     pub agent_list: Arc<agents::AgentListCache>,
     /// Where executions are kept (`sqlite`, `postgres`, `memory`), as `GET /api/info` says.
     pub database: String,
+    /// The server's Prometheus metrics (`GET /metrics`); the engine and the agents report to
+    /// them.
+    pub metrics: Arc<agentry_metrics::Metrics>,
 }
 
 impl AppState {
@@ -114,6 +122,7 @@ impl AppState {
             ext: host::Extensions::default(),
             agent_list: Arc::default(),
             database: "memory".to_owned(),
+            metrics: Arc::default(),
         }
     }
 }
@@ -145,6 +154,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(executions::routes)
         .configure(server_info::routes)
         .configure(logs::routes)
+        .configure(metrics::routes)
         .configure(ws::routes)
         .configure(landing::routes)
         .configure(openapi::routes)
@@ -176,6 +186,7 @@ pub fn app(
     let origins = state.config.allowed_origins.clone();
     let cors = origin::cors(&origins);
     let body_timeout = state.config.body_timeout;
+    let counted = state.metrics.clone();
     let mut app = App::new()
         .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
             host::run_chain(chain.clone(), req, next)
@@ -195,6 +206,9 @@ pub fn app(
                 fallback::host_errors(on_error.clone(), req, next)
             },
         ))
+        .wrap(from_fn(move |req: ServiceRequest, next| {
+            metrics::track(counted.clone(), req, next)
+        }))
         .wrap(from_fn(request_log::log_request))
         .wrap(actix_web::middleware::Condition::new(
             cors.is_some(),
@@ -216,6 +230,32 @@ pub fn app(
             }
         }
     }))
+}
+
+/// Serves `GET /metrics` alone on `listener` (`--metrics-bind`), under the same authentication
+/// rules as the main address; every other path is a 404 envelope.
+pub fn serve_metrics(
+    listener: TcpListener,
+    state: AppState,
+) -> std::io::Result<actix_web::dev::Server> {
+    Ok(HttpServer::new(move || {
+        let gate = state.auth.clone();
+        App::new()
+            .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+                auth::guard(gate.clone(), req, next)
+            }))
+            .wrap(fallback::json_errors())
+            .app_data(web::Data::new(state.clone()))
+            .route(
+                "/metrics",
+                web::get().to(|app: web::Data<AppState>| async move { metrics::render(&app) }),
+            )
+            .default_service(web::to(error::not_found))
+    })
+    .workers(1)
+    .listen(listener)?
+    .disable_signals()
+    .run())
 }
 
 /// Starts serving on `listener`; the returned server runs until stopped through its handle

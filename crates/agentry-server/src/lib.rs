@@ -43,6 +43,8 @@ pub struct Settings {
     /// Finished executions older than this are deleted in the background (`AGENTRY_RETENTION`;
     /// `None`: kept forever).
     pub retention: Option<Duration>,
+    /// Serve `GET /metrics` on this address instead of the main one (`AGENTRY_METRICS_BIND`).
+    pub metrics_bind: Option<String>,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -133,6 +135,7 @@ impl Default for Settings {
             shutdown_grace: Duration::from_secs(10),
             crash_at: None,
             retention: None,
+            metrics_bind: None,
         }
     }
 }
@@ -141,6 +144,10 @@ impl Default for Settings {
 pub struct Running {
     pub addr: SocketAddr,
     pub server: actix_web::dev::Server,
+    /// The address `GET /metrics` is served on when it has its own (`--metrics-bind`).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Its server, stopped with the main one.
+    pub metrics_server: Option<actix_web::dev::Server>,
     pub engine: Engine,
     pub agents: AgentHub,
     pub database: Database,
@@ -221,8 +228,18 @@ pub async fn start_with(
     // writes too (PostgreSQL replicas).
     let woken = engine.clone();
     database.listen_for_events(move |id| woken.wake(id));
+    let metrics_listener = match &settings.metrics_bind {
+        Some(bind) => {
+            Some(TcpListener::bind(bind).with_context(|| format!("binding {bind} for /metrics"))?)
+        }
+        None => None,
+    };
+    let http = HttpConfig {
+        metrics_elsewhere: metrics_listener.is_some(),
+        ..settings.http.clone()
+    };
     let mut host = Host::new(engine.clone(), agents.clone())
-        .config(settings.http.clone())
+        .config(http)
         .database(database.kind())
         .strict(settings.auth.strict);
     if let Some(provider) = settings.auth.provider()? {
@@ -236,6 +253,14 @@ pub async fn start_with(
         host = host.protected_route(p.as_str());
     }
     let state = customize(host).build()?;
+    let metrics_addr = match &metrics_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
+    let metrics_server = match metrics_listener {
+        Some(l) => Some(agentry_http::serve_metrics(l, state.clone())?),
+        None => None,
+    };
     let server = agentry_http::serve(listener, state)?;
     spawn_maintenance(engine.clone(), settings.lease_ttl);
     if let Some(retention) = settings.retention {
@@ -244,6 +269,8 @@ pub async fn start_with(
     Ok(Running {
         addr,
         server,
+        metrics_addr,
+        metrics_server,
         engine,
         agents,
         database,
@@ -260,7 +287,15 @@ impl Running {
         let handle = self.server.handle();
         let engine = self.engine.clone();
         let server = tokio::spawn(self.server);
+        let metrics = self.metrics_server.map(|m| {
+            let handle = m.handle();
+            tokio::spawn(m);
+            handle
+        });
         shutdown_signal().await;
+        if let Some(m) = metrics {
+            m.stop(true).await;
+        }
         // Log sockets never end by themselves: close them (1001) so they do not hold the stop.
         agentry_http::ws::close_all();
         tracing::info!("shutting down: handing running executions over, finishing requests");

@@ -194,6 +194,10 @@ struct ServeArgs {
     /// ago, in the background [default: keep them]
     #[arg(long, env = "AGENTRY_RETENTION", value_parser = parse_duration)]
     retention: Option<std::time::Duration>,
+    /// Serve `GET /metrics` (Prometheus) on this address instead of the main one, e.g.
+    /// 127.0.0.1:9464 [default: on the main address]
+    #[arg(long, env = "AGENTRY_METRICS_BIND")]
+    metrics_bind: Option<String>,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -277,6 +281,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         crash_at: args.crash_at,
         retention: args.retention,
+        metrics_bind: args.metrics_bind.filter(|b| !b.trim().is_empty()),
     };
     let running = start(&settings).await?;
     tracing::info!(
@@ -285,5 +290,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "agentry started"
     );
     println!("agentry listening on http://{}", running.addr);
+    if let Some(addr) = running.metrics_addr {
+        println!("agentry metrics on http://{addr}/metrics");
+    }
     running.serve_until_signal().await
 }

@@ -2,6 +2,7 @@
 //! calls, tool calls fed back until the model stops or `maxSteps` is reached).
 
 use std::sync::{Arc, RwLock, Weak};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -21,6 +22,7 @@ use super::partial::parse_partial;
 use super::tool::{Tool, ToolContext};
 use crate::engine::AgentRunner;
 use crate::schema::Schema;
+use crate::telemetry::{ModelCallReport, NoTelemetry, Telemetry, ToolCallReport};
 
 /// Steps the loop takes when the request gives no `maxSteps`.
 pub const DEFAULT_MAX_STEPS: u32 = 10;
@@ -149,6 +151,8 @@ struct Inner {
     agents: RwLock<Vec<Arc<Agent>>>,
     default_model: RwLock<Arc<dyn Model>>,
     memory: Option<Arc<dyn ConversationStore>>,
+    /// Who is told of every model and tool call (metrics).
+    telemetry: RwLock<Arc<dyn Telemetry>>,
 }
 
 /// The registry of agents and their generation loop. Cheap to clone.
@@ -232,11 +236,20 @@ async fn call_tools(
     op: &OperationContext,
     tools: &[Arc<dyn Tool>],
     calls: &[ToolCall],
+    telemetry: &dyn Telemetry,
 ) -> Vec<ToolResult> {
     let ctx = g.tool_context();
-    join_all(calls.iter().map(|c| {
+    join_all(calls.iter().map(|c| async {
         let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
-        call_tool(g.agent, op, tool, c, ctx.clone())
+        let began = Instant::now();
+        let result = call_tool(g.agent, op, tool, c, ctx.clone()).await;
+        telemetry.tool_call(&ToolCallReport {
+            agent: &g.agent.id,
+            tool: &c.tool_name,
+            duration: began.elapsed(),
+            failed: result.is_error,
+        });
+        result
     }))
     .await
 }
@@ -280,8 +293,26 @@ impl AgentHub {
                 agents: RwLock::new(Vec::new()),
                 default_model: RwLock::new(default_model),
                 memory,
+                telemetry: RwLock::new(Arc::new(NoTelemetry)),
             }),
         }
+    }
+
+    /// Sets who is told of every model and tool call (metrics).
+    pub fn set_telemetry(&self, telemetry: Arc<dyn Telemetry>) {
+        *self
+            .inner
+            .telemetry
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = telemetry;
+    }
+
+    fn telemetry(&self) -> Arc<dyn Telemetry> {
+        self.inner
+            .telemetry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn register(&self, agent: Agent) -> Result<(), AgentError> {
@@ -421,7 +452,31 @@ impl AgentHub {
     }
 
     /// One model call, streamed into the generation's sink when it has one.
+    /// One model call, reported to the telemetry.
     async fn model_step(
+        &self,
+        model: &dyn Model,
+        req: &ModelRequest,
+        g: &Generation<'_>,
+        object_mode: bool,
+    ) -> Result<ModelResponse, AgentError> {
+        let began = Instant::now();
+        let outcome = Self::call_model(model, req, g, object_mode).await;
+        self.telemetry().model_call(&ModelCallReport {
+            agent: &g.agent.id,
+            model: model.name(),
+            duration: began.elapsed(),
+            tokens: outcome
+                .as_ref()
+                .ok()
+                .map(|r| (r.usage.prompt_tokens, r.usage.completion_tokens)),
+        });
+        outcome
+    }
+
+    /// Asks the model once (streamed when the generation streams), until it finishes or the
+    /// generation is cancelled.
+    async fn call_model(
         model: &dyn Model,
         req: &ModelRequest,
         g: &Generation<'_>,
@@ -529,7 +584,7 @@ impl AgentHub {
                 settings: g.opts.settings.clone(),
                 output_schema: None,
             };
-            let resp = Self::model_step(model.as_ref(), &req, g, false).await?;
+            let resp = self.model_step(model.as_ref(), &req, g, false).await?;
             result.usage += resp.usage;
             result.text.push_str(&resp.text);
             result.finish_reason = resp.finish_reason;
@@ -542,7 +597,8 @@ impl AgentHub {
             if g.is_cancelled() {
                 return Err(AgentError::Cancelled);
             }
-            let results = call_tools(g, op, &tools, &resp.tool_calls).await;
+            let results =
+                call_tools(g, op, &tools, &resp.tool_calls, self.telemetry().as_ref()).await;
             messages.push(Message::tool_calls(
                 resp.text.clone(),
                 resp.tool_calls.clone(),
@@ -642,7 +698,7 @@ impl AgentHub {
             settings: g.opts.settings.clone(),
             output_schema: Some(schema.source().clone()),
         };
-        let resp = Self::model_step(model.as_ref(), &req, g, true).await?;
+        let resp = self.model_step(model.as_ref(), &req, g, true).await?;
         let object: Value = serde_json::from_str(resp.text.trim()).map_err(|e| {
             AgentError::InvalidObject(format!("the model did not answer with JSON ({e})"))
         })?;

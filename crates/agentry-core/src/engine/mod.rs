@@ -24,6 +24,7 @@ use crate::store::{
     AttemptFailure, Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease,
     ListQuery, Progress, StepRecord, StepStatus, StoreError,
 };
+use crate::telemetry::{NoTelemetry, Telemetry};
 use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
 mod crash;
@@ -187,6 +188,8 @@ struct Inner {
     shutdown: CancellationToken,
     /// Set when a graceful shutdown begins: runs stop at their next step boundary.
     draining: CancellationToken,
+    /// Who is told of every durable write and takeover.
+    telemetry: RwLock<Arc<dyn Telemetry>>,
 }
 
 /// What wakes a suspended execution.
@@ -243,6 +246,7 @@ impl Engine {
                 config,
                 shutdown: CancellationToken::new(),
                 draining: CancellationToken::new(),
+                telemetry: RwLock::new(Arc::new(NoTelemetry)),
             }),
         }
     }
@@ -259,6 +263,23 @@ impl Engine {
         }
         wfs.push(Arc::new(wf));
         Ok(())
+    }
+
+    /// Sets who is told of every durable write and takeover (metrics).
+    pub fn set_telemetry(&self, telemetry: Arc<dyn Telemetry>) {
+        *self
+            .inner
+            .telemetry
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = telemetry;
+    }
+
+    pub(crate) fn telemetry(&self) -> Arc<dyn Telemetry> {
+        self.inner
+            .telemetry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Sets what runs `andAgent` steps.
@@ -373,6 +394,7 @@ impl Engine {
             last_event: 0,
         };
         let events = self.numbered(&mut record, 0, kinds);
+        let began = std::time::Instant::now();
         match self.inner.store.insert(&record, &events).await {
             Err(StoreError::Duplicate(_)) => {
                 return self
@@ -381,6 +403,8 @@ impl Engine {
             }
             other => other?,
         }
+        self.telemetry()
+            .committed(&record, &events, began.elapsed());
         let entry = Entry {
             step: 0,
             resume: None,

@@ -111,6 +111,9 @@ impl Engine {
         };
         let claimed = self.inner.store.claim_orphans(&claim).await?;
         let taken = claimed.len();
+        if taken > 0 {
+            self.telemetry().took_over(taken);
+        }
         for rec in claimed {
             if lock(&self.inner.live).contains_key(&rec.id) {
                 // A run of ours whose lease expired (this process froze past its ttl): the

@@ -814,10 +814,12 @@ impl Engine {
             let events = self.numbered(&mut next, cur.last_event, kinds);
             let changed = next.progress.changed_since(&cur.progress);
             let store = &self.inner.store;
+            let began = std::time::Instant::now();
             if store
                 .compare_and_set(&next, cur.version, &changed, &events)
                 .await?
             {
+                self.telemetry().committed(&next, &events, began.elapsed());
                 return Ok((next, events));
             }
             if attempt > 2 {

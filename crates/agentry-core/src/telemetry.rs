@@ -1,0 +1,60 @@
+//! What the engine and the agents report as they work, for whoever measures them (the
+//! Prometheus metrics of `agentry-metrics`). Every method has an empty default, and
+//! [`NoTelemetry`] is what an engine or a hub reports to until one is set.
+//!
+//! Calls are made on the path of the work they describe: an implementation must be quick
+//! (count, observe, return) and must never block.
+
+use std::time::Duration;
+
+use crate::event::WorkflowEvent;
+use crate::store::ExecutionRecord;
+
+/// A model call as the agents report it.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelCallReport<'a> {
+    pub agent: &'a str,
+    /// The model's name (`offline`, `gpt-4o-mini`, ...).
+    pub model: &'a str,
+    pub duration: Duration,
+    /// Token counts of a call that answered; `None` for one that failed.
+    pub tokens: Option<(u64, u64)>,
+}
+
+/// A tool call as the agents report it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCallReport<'a> {
+    pub agent: &'a str,
+    pub tool: &'a str,
+    pub duration: Duration,
+    /// The tool answered with an error (or does not exist).
+    pub failed: bool,
+}
+
+pub trait Telemetry: Send + Sync + 'static {
+    /// A write of `record` (as it stands after the write) committed `events` to the store,
+    /// which took `commit` to acknowledge it (group commit included). Called once per durable
+    /// write, by the process that made it.
+    fn committed(&self, record: &ExecutionRecord, events: &[WorkflowEvent], commit: Duration) {
+        let _ = (record, events, commit);
+    }
+
+    /// A recovery pass took over `count` executions whose owner went silent.
+    fn took_over(&self, count: usize) {
+        let _ = count;
+    }
+
+    fn model_call(&self, call: &ModelCallReport<'_>) {
+        let _ = call;
+    }
+
+    fn tool_call(&self, call: &ToolCallReport<'_>) {
+        let _ = call;
+    }
+}
+
+/// Reports to nobody.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTelemetry;
+
+impl Telemetry for NoTelemetry {}

@@ -1,0 +1,436 @@
+//! agentry's Prometheus metrics: one [`Metrics`] registry per server, fed by the engine and
+//! the agents through core's [`Telemetry`] trait, by the HTTP layer (requests, open streams and
+//! WebSockets), and rendered in the text exposition format for `GET /metrics`.
+//!
+//! Label values come from what the server registered (workflow, step, agent, tool and model
+//! names, route templates, status codes), never from raw client input, so the number of series
+//! stays bounded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_core::event::{EventKind, WorkflowEvent};
+use agentry_core::store::ExecutionRecord;
+use agentry_core::telemetry::{ModelCallReport, Telemetry, ToolCallReport};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// Buckets of request, step and model durations, in seconds: 1 ms to 1 minute.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Buckets of store commits, in seconds: 100 µs to 5 s.
+const COMMIT_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// Every metric of one server.
+pub struct Metrics {
+    registry: Registry,
+    http_requests: IntCounterVec,
+    http_duration: HistogramVec,
+    executions_started: IntCounterVec,
+    executions_completed: IntCounterVec,
+    executions_failed: IntCounterVec,
+    executions_cancelled: IntCounterVec,
+    executions_suspended: IntCounterVec,
+    step_duration: HistogramVec,
+    step_retries: IntCounterVec,
+    leases_held: IntGauge,
+    lease_takeovers: IntCounter,
+    open_streams: IntGauge,
+    open_websockets: IntGauge,
+    model_calls: IntCounterVec,
+    model_duration: HistogramVec,
+    model_tokens: IntCounterVec,
+    tool_calls: IntCounterVec,
+    commit_duration: HistogramVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid counter");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("registered once");
+    c
+}
+
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: &[f64],
+) -> HistogramVec {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("a valid histogram");
+    registry
+        .register(Box::new(h.clone()))
+        .expect("registered once");
+    h
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("a valid gauge");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let takeovers = IntCounter::new(
+            "agentry_lease_takeovers_total",
+            "Executions this process took over after their owner went silent (or after its own restart).",
+        )
+        .expect("a valid counter");
+        r.register(Box::new(takeovers.clone()))
+            .expect("registered once");
+        Self {
+            http_requests: counter(
+                &r,
+                "agentry_http_requests_total",
+                "HTTP requests answered, by method, route template and status.",
+                &["method", "route", "status"],
+            ),
+            http_duration: histogram(
+                &r,
+                "agentry_http_request_duration_seconds",
+                "Time to answer an HTTP request (to the start of a stream), by method and route template.",
+                &["method", "route"],
+                LATENCY_BUCKETS,
+            ),
+            executions_started: counter(
+                &r,
+                "agentry_executions_started_total",
+                "Executions started, by workflow.",
+                &["workflow"],
+            ),
+            executions_completed: counter(
+                &r,
+                "agentry_executions_completed_total",
+                "Executions that completed, by workflow.",
+                &["workflow"],
+            ),
+            executions_failed: counter(
+                &r,
+                "agentry_executions_failed_total",
+                "Executions that ended in error, by workflow.",
+                &["workflow"],
+            ),
+            executions_cancelled: counter(
+                &r,
+                "agentry_executions_cancelled_total",
+                "Executions cancelled, by workflow.",
+                &["workflow"],
+            ),
+            executions_suspended: counter(
+                &r,
+                "agentry_executions_suspended_total",
+                "Suspensions (a step waiting for a person or a deadline, or a suspend request), by workflow.",
+                &["workflow"],
+            ),
+            step_duration: histogram(
+                &r,
+                "agentry_step_duration_seconds",
+                "Time from a step's start to its completion, by workflow and step.",
+                &["workflow", "step"],
+                LATENCY_BUCKETS,
+            ),
+            step_retries: counter(
+                &r,
+                "agentry_step_retries_total",
+                "Failed attempts of a step that were tried again, by workflow and step.",
+                &["workflow", "step"],
+            ),
+            leases_held: gauge(
+                &r,
+                "agentry_leases_held",
+                "Executions this process runs now (it holds their leases).",
+            ),
+            lease_takeovers: takeovers,
+            open_streams: gauge(
+                &r,
+                "agentry_open_streams",
+                "Server-Sent Event streams open now.",
+            ),
+            open_websockets: gauge(&r, "agentry_open_websockets", "WebSockets open now."),
+            model_calls: counter(
+                &r,
+                "agentry_model_calls_total",
+                "Model calls, by agent, model and outcome (ok or error).",
+                &["agent", "model", "outcome"],
+            ),
+            model_duration: histogram(
+                &r,
+                "agentry_model_call_duration_seconds",
+                "Time of a model call, by agent and model.",
+                &["agent", "model"],
+                LATENCY_BUCKETS,
+            ),
+            model_tokens: counter(
+                &r,
+                "agentry_model_tokens_total",
+                "Tokens of model calls, by agent, model and kind (input or output).",
+                &["agent", "model", "kind"],
+            ),
+            tool_calls: counter(
+                &r,
+                "agentry_tool_calls_total",
+                "Tool calls, by agent, tool and outcome (ok or error).",
+                &["agent", "tool", "outcome"],
+            ),
+            commit_duration: histogram(
+                &r,
+                "agentry_store_commit_duration_seconds",
+                "Time for the store to acknowledge a durable write of an execution (group commit included), by kind (insert or checkpoint).",
+                &["kind"],
+                COMMIT_BUCKETS,
+            ),
+            registry: r,
+        }
+    }
+
+    /// Counts an answered HTTP request. `route` is the route's template (`/workflows/{id}`),
+    /// never the raw path.
+    pub fn http_request(&self, method: &str, route: &str, status: u16, duration: Duration) {
+        self.http_requests
+            .with_label_values(&[method, route, status_label(status)])
+            .inc();
+        self.http_duration
+            .with_label_values(&[method, route])
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Counts an open Server-Sent Event stream until the guard is dropped.
+    pub fn stream_opened(self: &Arc<Self>) -> OpenGuard {
+        OpenGuard::new(self.open_streams.clone())
+    }
+
+    /// Counts an open WebSocket until the guard is dropped.
+    pub fn websocket_opened(self: &Arc<Self>) -> OpenGuard {
+        OpenGuard::new(self.open_websockets.clone())
+    }
+
+    /// The metrics in the text exposition format (`text/plain; version=0.0.4`), with the
+    /// number of leases held now.
+    pub fn render(&self, leases_held: usize) -> String {
+        self.leases_held
+            .set(i64::try_from(leases_held).unwrap_or(i64::MAX));
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("the text encoder writes to memory");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+
+    /// The content type of [`Metrics::render`]'s text.
+    pub const CONTENT_TYPE: &'static str = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+/// A status code as a label, from a fixed set of strings.
+fn status_label(status: u16) -> &'static str {
+    const CODES: [(u16, &str); 20] = [
+        (200, "200"),
+        (201, "201"),
+        (202, "202"),
+        (204, "204"),
+        (101, "101"),
+        (304, "304"),
+        (400, "400"),
+        (401, "401"),
+        (403, "403"),
+        (404, "404"),
+        (405, "405"),
+        (408, "408"),
+        (409, "409"),
+        (413, "413"),
+        (415, "415"),
+        (429, "429"),
+        (500, "500"),
+        (502, "502"),
+        (503, "503"),
+        (504, "504"),
+    ];
+    CODES
+        .iter()
+        .find(|(c, _)| *c == status)
+        .map(|(_, s)| *s)
+        .unwrap_or(match status {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        })
+}
+
+/// Holds one unit of an "open now" gauge; gives it back when dropped.
+#[derive(Debug)]
+pub struct OpenGuard(IntGauge);
+
+impl OpenGuard {
+    fn new(gauge: IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl Telemetry for Metrics {
+    fn committed(&self, record: &ExecutionRecord, events: &[WorkflowEvent], commit: Duration) {
+        let workflow = record.workflow_id.as_str();
+        let mut kind = "checkpoint";
+        for ev in events {
+            match &ev.kind {
+                EventKind::WorkflowStart { resumed, .. } => {
+                    if !resumed {
+                        kind = "insert";
+                        self.executions_started.with_label_values(&[workflow]).inc();
+                    }
+                }
+                EventKind::StepComplete { step_id, .. } => {
+                    if let Some(step) = record.progress.steps.get(step_id)
+                        && let Some(ended) = step.ended_at
+                    {
+                        let took = (ended - step.started_at).to_std().unwrap_or_default();
+                        self.step_duration
+                            .with_label_values(&[workflow, step_id])
+                            .observe(took.as_secs_f64());
+                    }
+                }
+                EventKind::StepRetry { step_id, .. } => {
+                    self.step_retries
+                        .with_label_values(&[workflow, step_id])
+                        .inc();
+                }
+                EventKind::WorkflowSuspended { .. } => {
+                    self.executions_suspended
+                        .with_label_values(&[workflow])
+                        .inc();
+                }
+                EventKind::WorkflowComplete { .. } => {
+                    self.executions_completed
+                        .with_label_values(&[workflow])
+                        .inc();
+                }
+                EventKind::WorkflowError { .. } => {
+                    self.executions_failed.with_label_values(&[workflow]).inc();
+                }
+                EventKind::WorkflowCancelled { .. } => {
+                    self.executions_cancelled
+                        .with_label_values(&[workflow])
+                        .inc();
+                }
+                EventKind::StepStart { .. }
+                | EventKind::WorkflowResult { .. }
+                | EventKind::WorkflowHandover { .. } => {}
+            }
+        }
+        self.commit_duration
+            .with_label_values(&[kind])
+            .observe(commit.as_secs_f64());
+    }
+
+    fn took_over(&self, count: usize) {
+        self.lease_takeovers.inc_by(count as u64);
+    }
+
+    fn model_call(&self, call: &ModelCallReport<'_>) {
+        let outcome = if call.tokens.is_some() { "ok" } else { "error" };
+        self.model_calls
+            .with_label_values(&[call.agent, call.model, outcome])
+            .inc();
+        self.model_duration
+            .with_label_values(&[call.agent, call.model])
+            .observe(call.duration.as_secs_f64());
+        if let Some((input, output)) = call.tokens {
+            self.model_tokens
+                .with_label_values(&[call.agent, call.model, "input"])
+                .inc_by(input);
+            self.model_tokens
+                .with_label_values(&[call.agent, call.model, "output"])
+                .inc_by(output);
+        }
+    }
+
+    fn tool_call(&self, call: &ToolCallReport<'_>) {
+        let outcome = if call.failed { "error" } else { "ok" };
+        self.tool_calls
+            .with_label_values(&[call.agent, call.tool, outcome])
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_help_and_type_for_every_family() {
+        let m = Arc::new(Metrics::new());
+        m.http_request("GET", "/agents", 200, Duration::from_millis(3));
+        m.took_over(2);
+        m.model_call(&ModelCallReport {
+            agent: "assistant",
+            model: "offline",
+            duration: Duration::from_millis(1),
+            tokens: Some((3, 4)),
+        });
+        let guard = m.stream_opened();
+        let text = m.render(5);
+        assert!(
+            text.contains("# TYPE agentry_http_requests_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "agentry_http_requests_total{method=\"GET\",route=\"/agents\",status=\"200\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("agentry_lease_takeovers_total 2"), "{text}");
+        assert!(text.contains("agentry_leases_held 5"), "{text}");
+        assert!(text.contains("agentry_open_streams 1"), "{text}");
+        assert!(
+            text.contains(
+                "agentry_model_tokens_total{agent=\"assistant\",kind=\"output\",model=\"offline\"} 4"
+            ),
+            "{text}"
+        );
+        drop(guard);
+        assert!(m.render(0).contains("agentry_open_streams 0"));
+    }
+
+    #[test]
+    fn odd_statuses_share_a_class_label() {
+        assert_eq!(status_label(200), "200");
+        assert_eq!(status_label(418), "4xx");
+        assert_eq!(status_label(599), "5xx");
+    }
+}
