@@ -1,0 +1,132 @@
+// The console's only way to the server: agentry's public HTTP API, with the access token of the
+// browser session (if any) as `Authorization: Bearer`. Every answer is the envelope
+// `{success: true, data}` / `{success: false, error, code}`; `api()` gives `data` or throws an
+// `ApiError` carrying the server's own message.
+
+const TOKEN_KEY = "agentry.console.token";
+
+/** A refused or failed call: the HTTP status (0 when the server was not reached) and message. */
+export class ApiError extends Error {
+  constructor(status, message, code) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export function getToken() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(token) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+export function clearToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+let unauthorizedHandler = () => {};
+
+/** Called with the server's message whenever a call is refused with 401. */
+export function onUnauthorized(handler) {
+  unauthorizedHandler = handler;
+}
+
+/** The request headers of a call: JSON, and the token when there is one. */
+export function headers(extra = {}, token = getToken()) {
+  const h = { Accept: "application/json", ...extra };
+  if (token) h.Authorization = `Bearer ${token}`;
+  return h;
+}
+
+/**
+ * A raw `fetch` of the API with the session's token. `body` (any JSON value) is sent as JSON.
+ * Options: `method`, `body`, `signal`, `headers`, `token` (instead of the session's),
+ * `quiet401` (do not raise the "sign in again" banner: the caller shows the refusal itself).
+ * Resolves to the Response when it is a success (2xx), else throws an ApiError.
+ */
+export async function request(path, options = {}) {
+  const init = {
+    method: options.method || "GET",
+    headers: headers(options.headers, options.token ?? getToken()),
+    signal: options.signal,
+    cache: "no-store",
+  };
+  if (options.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(options.body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    throw new ApiError(0, `The server did not answer (${e.message})`);
+  }
+  if (response.ok) return response;
+  const failure = await failureOf(response);
+  if (response.status === 401 && !options.quiet401) unauthorizedHandler(failure.message);
+  throw failure;
+}
+
+/** The ApiError of a failed response, with the envelope's message when there is one. */
+async function failureOf(response) {
+  let message = `${response.status} ${response.statusText || "error"}`;
+  let code;
+  try {
+    const body = await response.json();
+    if (body && typeof body.error === "string") message = body.error;
+    code = body && body.code;
+  } catch {
+    // Not JSON: keep the status line.
+  }
+  return new ApiError(response.status, message, code);
+}
+
+/** Calls the API and gives the envelope's `data` (see `request` for the options). */
+export async function api(path, options = {}) {
+  const response = await request(path, options);
+  const body = await response.json();
+  if (!body || body.success !== true) {
+    throw new ApiError(response.status, (body && body.error) || "Unexpected answer");
+  }
+  // The status matters to a few callers (a suspend answers 202 while still pending).
+  if (options.withStatus) return { status: response.status, data: body.data };
+  return body.data;
+}
+
+/** `encodeURIComponent` for path segments. */
+export const seg = encodeURIComponent;
+
+/** The query string of an object (empty values left out), with its `?`. */
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+// ---- Cached reads of things that do not change while the server runs ---------------------------
+
+const cache = new Map();
+
+/** GET once per page load (the registry of workflows and agents is fixed for a server's life). */
+export function cached(path) {
+  if (!cache.has(path)) {
+    const p = api(path).catch((e) => {
+      cache.delete(path);
+      throw e;
+    });
+    cache.set(path, p);
+  }
+  return cache.get(path);
+}
+
+/** A workflow's detail (steps and schemas), cached. */
+export function workflowDetail(id) {
+  return cached(`/workflows/${seg(id)}`);
+}

@@ -1,0 +1,39 @@
+// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory) and a chat with it.
+
+import { api, seg } from "../api.js";
+import { chat } from "../chat.js";
+import { facts, h, json, replace } from "../dom.js";
+
+export async function render({ main, params, signal, title }) {
+  const agent = await api(`/agents/${seg(params.id)}`, { signal });
+  title(agent.name);
+  const list = (items, empty) =>
+    items.length ? h("ul", { class: "plain" }, items.map((i) => h("li", {}, i))) : h("span", { class: "muted" }, empty);
+  replace(
+    main,
+    h(
+      "div",
+      { class: "page-head" },
+      h("h1", {}, agent.name),
+      h("p", { class: "muted" }, h("a", { href: "/console/agents" }, "All agents")),
+    ),
+    h("p", {}, agent.description),
+    facts([
+      ["Id", h("code", {}, agent.id)],
+      ["Model", h("code", {}, agent.model)],
+      ["Tools", list(agent.tools.map((t) => h("code", {}, t)), "none")],
+      [
+        "Sub-agents",
+        list(
+          agent.subAgents.map((s) =>
+            h("span", {}, h("a", { href: `/console/agents/${encodeURIComponent(s.id)}` }, s.name || s.id), s.description ? ` · ${s.description}` : ""),
+          ),
+          "none",
+        ),
+      ],
+      ["Memory", agent.memory ? h("pre", {}, json(agent.memory.config)) : h("span", { class: "muted" }, "none: every call stands alone")],
+      ["Telemetry", agent.isTelemetryEnabled ? "on" : "off"],
+    ]),
+    chat(agent, signal),
+  );
+}

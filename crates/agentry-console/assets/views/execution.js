@@ -1,0 +1,382 @@
+// /console/executions/<executionId>: one execution. Its status, workflow, input, context, user
+// and outcome (result, error, cancellation or suspension); the timeline of its steps (composite
+// steps' children under their parent); its events, followed live through the re-attach stream
+// (`GET /workflows/{id}/executions/{executionId}/stream`, resumed after the last event id); and
+// the actions its status allows: suspend, resume, cancel.
+//
+// The stream ends whenever the execution stops running (suspended, completed, ...). While it
+// is not terminal, the page reads the state every two seconds (tab visible) and follows the
+// stream again as soon as the execution runs (a resume elsewhere, a deadline that fired).
+
+import { resumeForm, cancelButton, suspendForm } from "../actions.js";
+import { api, seg, workflowDetail } from "../api.js";
+import {
+  consoleUrl,
+  duration,
+  facts,
+  h,
+  json,
+  jsonDetails,
+  replace,
+  setStatus,
+  setText,
+  statusBadge,
+  time,
+} from "../dom.js";
+import { countdown, poll } from "../live.js";
+import { stream } from "../sse.js";
+
+const TERMINAL = new Set(["completed", "error", "cancelled"]);
+const MAX_EVENTS = 1000;
+
+export async function render({ main, params, signal, title }) {
+  const executionId = params.id;
+  title(`Execution ${executionId}`);
+  let state = await api(`/executions/${seg(executionId)}`, { signal });
+  const workflow = await workflowDetail(state.workflowId);
+  const base = `/workflows/${seg(state.workflowId)}/executions/${seg(executionId)}`;
+
+  // ---- The page's parts, each updated in place ----
+  const status = statusBadge(state.status);
+  status.dataset.testid = "execution-status";
+  const ended = h("span");
+  const took = h("span", { class: "nums" });
+  const outcome = h("section", { "aria-labelledby": "outcome-title" });
+  const actions = h("div", { class: "actions" });
+  const timeline = h("ol", { class: "timeline", "aria-label": "Timeline" });
+  const events = h("ol", { class: "events", "aria-label": "Events", tabindex: "0" });
+  const streamState = h("p", { class: "stream-state", "aria-live": "polite" });
+  const refreshError = h("p", { class: "alert", role: "alert" });
+
+  replace(
+    main,
+    h(
+      "div",
+      { class: "page-head" },
+      h("h1", {}, "Execution ", h("span", { class: "mono" }, executionId)),
+      h("p", {}, h("a", { href: consoleUrl("/executions", { workflow: state.workflowId }) }, `All executions of ${state.workflowId}`)),
+    ),
+    refreshError,
+    h(
+      "div",
+      { class: "exec-layout" },
+      h(
+        "div",
+        {},
+        facts([
+          ["Status", status],
+          ["Workflow", h("span", {}, h("a", { href: consoleUrl("/executions", { workflow: state.workflowId }) }, workflow.name), " ", h("code", {}, state.workflowId))],
+          ["Started", time(state.startAt)],
+          ["Ended", ended],
+          ["Duration", took],
+          ["User", state.userId ? h("code", {}, state.userId) : h("span", { class: "muted" }, "—")],
+        ]),
+        outcome,
+        h("section", { "aria-labelledby": "actions-title" }, h("h2", { id: "actions-title" }, "Actions"), actions),
+        h("section", { "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Timeline"), timeline),
+        h("section", { "aria-labelledby": "data-title" }, h("h2", { id: "data-title" }, "Input and context"), jsonDetails("Input", state.input, true), jsonDetails("Context", state.context)),
+      ),
+      h(
+        "section",
+        { "aria-labelledby": "events-title" },
+        h("h2", { id: "events-title" }, "Events"),
+        streamState,
+        events,
+      ),
+    ),
+  );
+
+  // ---- Drawing the state ----
+  let outcomeKey = null;
+  let actionsKey = null;
+  const steps = new Map(); // step id -> {li, status, meta, io, children, key}
+
+  function draw() {
+    setStatus(status, state.status);
+    replace(ended, state.endAt ? time(state.endAt) : h("span", { class: "muted" }, "—"));
+    setText(took, state.endAt ? duration(new Date(state.endAt) - new Date(state.startAt)) : "—");
+
+    const oKey = json([state.status, state.result, state.error, state.cancellation, state.suspension, state.suspendRequest]);
+    if (oKey !== outcomeKey) {
+      outcomeKey = oKey;
+      drawOutcome();
+    }
+    const aKey = json([state.status, Boolean(state.suspendRequest)]);
+    if (aKey !== actionsKey) {
+      actionsKey = aKey;
+      drawActions();
+    }
+    drawTimeline();
+  }
+
+  // The outcome's countdown lives until the outcome is drawn again.
+  let outcomeTimers = null;
+  function drawOutcome() {
+    outcomeTimers?.abort();
+    outcomeTimers = new AbortController();
+    signal.addEventListener("abort", () => outcomeTimers.abort(), { once: true });
+    const parts = [];
+    let heading = "Outcome";
+    if (state.status === "completed") {
+      heading = "Result";
+      parts.push(h("pre", {}, json(state.result)));
+    } else if (state.status === "error") {
+      heading = "Error";
+      parts.push(
+        h("p", { class: "alert" }, state.error ? state.error.message : "The execution failed."),
+        state.error && state.error.stepId ? h("p", {}, "Failed step: ", h("code", {}, state.error.stepId)) : null,
+      );
+    } else if (state.status === "cancelled") {
+      heading = "Cancellation";
+      const c = state.cancellation || {};
+      parts.push(facts([["Cancelled", time(c.cancelledAt)], ["Reason", c.reason || h("span", { class: "muted" }, "none given")]]));
+    } else if (state.status === "suspended") {
+      heading = "Suspension";
+      const s = state.suspension || {};
+      parts.push(
+        facts([
+          ["Reason", s.reason],
+          ["Suspended", time(s.suspendedAt)],
+          ["Resumes at step", h("code", {}, s.stepId)],
+          ["Deadline", s.deadline ? h("span", {}, time(s.deadline), " · ", countdown(s.deadline, outcomeTimers.signal)) : undefined],
+          ["Suspend data", s.suspendData !== null && s.suspendData !== undefined ? h("pre", {}, json(s.suspendData)) : undefined],
+        ]),
+      );
+    } else if (state.status === "running") {
+      heading = "Progress";
+      parts.push(h("p", { class: "muted" }, `Running: step ${state.nextStepIndex + 1} of ${workflow.stepsCount}.`));
+      if (state.suspendRequest) {
+        parts.push(h("p", {}, `Suspend requested (${state.suspendRequest.reason}): it takes effect at the next step boundary.`));
+      }
+    }
+    replace(outcome, h("h2", { id: "outcome-title" }, heading), parts);
+  }
+
+  function drawActions() {
+    const done = () => afterAction();
+    const list = [];
+    if (state.status === "running") {
+      list.push(suspendForm(state.workflowId, executionId, { onDone: done }));
+    }
+    if (state.status === "suspended") {
+      list.push(
+        h("div", { class: "card" }, h("h3", {}, "Resume"), resumeForm(workflow, executionId, { onDone: done, linkToExecution: false })),
+      );
+    }
+    if (state.status === "running" || state.status === "suspended") {
+      list.push(cancelButton(state.workflowId, executionId, { onDone: done }));
+    }
+    if (!list.length) list.push(h("p", { class: "muted" }, `None: the execution is ${state.status}.`));
+    replace(actions, list);
+  }
+
+  function drawTimeline() {
+    // The workflow's steps in order (pending until they start), then anything else that ran.
+    const order = workflow.steps.map((s) => s.id);
+    const recorded = Object.entries(state.steps || {});
+    for (const [id] of recorded) if (!order.includes(id) && !state.steps[id].parentStepId) order.push(id);
+    order.forEach((id, i) => {
+      const row = stepRow(id, null);
+      if (timeline.children[i] !== row.li) timeline.insertBefore(row.li, timeline.children[i] || null);
+      updateStep(row, id, state.steps[id]);
+    });
+    // Children under their parent, in the order they started.
+    for (const [id, rec] of recorded) {
+      if (!rec.parentStepId) continue;
+      const parent = stepRow(rec.parentStepId, null);
+      const row = stepRow(id, parent);
+      if (row.li.parentElement !== parent.children) parent.children.append(row.li);
+      parent.children.hidden = false;
+      updateStep(row, id, rec);
+    }
+  }
+
+  function stepRow(id, parent) {
+    let row = steps.get(id);
+    if (row) return row;
+    const def = workflow.steps.find((s) => s.id === id);
+    const badge = statusBadge("pending");
+    badge.dataset.testid = "step-status";
+    row = {
+      li: h("li", { dataset: { stepId: id } }),
+      status: badge,
+      meta: h("div", { class: "step-meta" }),
+      io: h("div", { class: "step-io" }),
+      children: h("ol", { class: "children", hidden: true, "aria-label": `Steps of ${id}` }),
+      key: null,
+    };
+    row.li.append(
+      h(
+        "div",
+        { class: "step" },
+        h(
+          "div",
+          { class: "step-head" },
+          badge,
+          h("span", { class: "step-id" }, id),
+          def ? h("span", { class: "small muted" }, `${def.type} · ${def.name}`) : parent ? h("span", { class: "small muted" }, "child step") : null,
+        ),
+        row.meta,
+        row.io,
+      ),
+      row.children,
+    );
+    steps.set(id, row);
+    return row;
+  }
+
+  function updateStep(row, id, rec) {
+    const key = json(rec || null);
+    if (key === row.key) return;
+    row.key = key;
+    if (!rec) {
+      setStatus(row.status, "pending");
+      replace(row.meta, h("span", {}, "not started"));
+      return;
+    }
+    setStatus(row.status, rec.status);
+    const ms = rec.endedAt ? new Date(rec.endedAt) - new Date(rec.startedAt) : null;
+    replace(
+      row.meta,
+      h("span", {}, `attempt ${rec.attempt}`),
+      h("span", {}, "started ", time(rec.startedAt)),
+      h("span", {}, ms !== null ? `took ${duration(ms)}` : rec.status === "suspended" ? "waiting" : "running…"),
+      rec.failures && rec.failures.length ? h("span", {}, `${rec.failures.length} failed attempt${rec.failures.length > 1 ? "s" : ""}`) : null,
+    );
+    // Keep each <details> open or closed as the reader left it.
+    const open = {};
+    for (const d of row.io.querySelectorAll("details")) open[d.dataset.part] = d.open;
+    const part = (name, value) => {
+      const d = jsonDetails(name, value, open[name] ?? false);
+      d.dataset.part = name;
+      return d;
+    };
+    replace(
+      row.io,
+      part("Input", rec.input),
+      rec.output !== null && rec.output !== undefined ? part("Output", rec.output) : null,
+      rec.failures && rec.failures.length ? part("Failures", rec.failures) : null,
+    );
+  }
+
+  // ---- Reading the state again (coalesced: one read at a time, one more if asked meanwhile) ----
+  let reading = null;
+  let again = false;
+  async function refreshState() {
+    if (reading) {
+      again = true;
+      return reading;
+    }
+    reading = (async () => {
+      do {
+        again = false;
+        try {
+          state = await api(`/executions/${seg(executionId)}`, { signal });
+          refreshError.textContent = "";
+          draw();
+        } catch (e) {
+          if (e.name === "AbortError" || signal.aborted) return;
+          refreshError.textContent = e.message;
+        }
+      } while (again && !signal.aborted);
+    })();
+    try {
+      await reading;
+    } finally {
+      reading = null;
+    }
+  }
+
+  // ---- The event stream ----
+  let lastEventId = null;
+  let following = false;
+  let followedStatus = null; // the status when the last stream ended
+
+  function addEvent(ev, id) {
+    const atBottom = events.scrollHeight - events.scrollTop - events.clientHeight < 8;
+    const detail =
+      ev.from ||
+      (ev.type === "workflow-suspended" && ev.suspension && ev.suspension.reason) ||
+      (ev.type === "workflow-error" && ev.error) ||
+      (ev.type === "workflow-result" && ev.status) ||
+      (ev.type === "step-retry" && `${ev.from} attempt ${ev.attempt}: ${ev.error}`) ||
+      "";
+    events.append(
+      h(
+        "li",
+        { dataset: { type: ev.type } },
+        h("span", { class: "seq" }, id ?? ""),
+        h("span", { class: "type" }, ev.type),
+        h("span", { class: "detail" }, detail),
+        ev.timestamp ? h("span", { class: "when" }, time(ev.timestamp)) : null,
+      ),
+    );
+    while (events.children.length > MAX_EVENTS) events.firstElementChild.remove();
+    if (atBottom) events.scrollTop = events.scrollHeight;
+  }
+
+  async function follow() {
+    if (following || signal.aborted) return;
+    following = true;
+    setText(streamState, "Following live…");
+    let failed = null;
+    try {
+      await stream(
+        `${base}/stream`,
+        { signal, headers: lastEventId ? { "Last-Event-ID": lastEventId } : {} },
+        (msg) => {
+          if (msg.id) lastEventId = msg.id;
+          let ev;
+          try {
+            ev = JSON.parse(msg.data);
+          } catch {
+            return;
+          }
+          addEvent(ev, msg.ownId ? msg.id : null);
+          refreshState();
+        },
+      );
+    } catch (e) {
+      if (e.name === "AbortError" || signal.aborted) return;
+      failed = e;
+    } finally {
+      following = false;
+    }
+    await refreshState();
+    followedStatus = state.status;
+    if (failed && (failed.status === 0 || failed.status >= 500)) {
+      setText(streamState, `The stream was interrupted (${failed.message}); trying again…`);
+      setTimeout(follow, 2000);
+    } else if (failed) {
+      setText(streamState, `No live events: ${failed.message}`);
+    } else if (state.status === "running") {
+      follow();
+    } else {
+      setText(
+        streamState,
+        TERMINAL.has(state.status)
+          ? `The execution is ${state.status}: no more events.`
+          : `The execution is ${state.status}: events continue when it runs again.`,
+      );
+    }
+  }
+
+  // After an action: read the state, and follow the run if it runs.
+  async function afterAction() {
+    await refreshState();
+    if (!following && state.status !== followedStatus) follow();
+  }
+
+  draw();
+  follow();
+  // While not terminal, and not following, look for a change (a resume elsewhere, a deadline).
+  poll(
+    async () => {
+      if (following || (TERMINAL.has(state.status) && followedStatus === state.status)) return;
+      await refreshState();
+      if (!following && state.status !== followedStatus) follow();
+    },
+    2000,
+    signal,
+  );
+}
