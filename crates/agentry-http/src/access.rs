@@ -117,6 +117,10 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),
     sensitive("GET", "/api/logs"),
+    // MCP (Streamable HTTP): protected like the routes that run agents and workflows.
+    protected("POST", "/mcp"),
+    protected("GET", "/mcp"),
+    protected("DELETE", "/mcp"),
     // Prometheus metrics: public by default (counts, no execution data), like the spec's logs.
     public("GET", "/metrics"),
     sensitive("GET", "/ws/logs"),
@@ -281,6 +285,10 @@ mod tests {
             "POST /workflows/{id}/executions/{execution_id}/cancel",
             // Whom a token stands for: protected, so that a client can check its token.
             "GET /api/me",
+            // MCP: it runs agents and workflows.
+            "POST /mcp",
+            "GET /mcp",
+            "DELETE /mcp",
         ]
         .into_iter()
         .map(str::to_owned)

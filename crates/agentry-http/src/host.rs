@@ -444,7 +444,13 @@ impl Host {
             policy: self.policy,
         };
         self.ext.middleware = Arc::new(self.middleware);
+        let mcp = agentry_mcp::service(
+            self.engine.clone(),
+            self.agents.clone(),
+            self.config.body_limit,
+        );
         Ok(AppState {
+            mcp: Some(Arc::new(mcp)),
             engine: self.engine,
             agents: Some(self.agents),
             config: self.config,

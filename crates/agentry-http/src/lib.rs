@@ -16,6 +16,7 @@ pub mod host;
 pub mod intake;
 pub mod landing;
 pub mod logs;
+pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod origin;
@@ -109,6 +110,8 @@ pub struct AppState {
     /// The server's Prometheus metrics (`GET /metrics`); the engine and the agents report to
     /// them.
     pub metrics: Arc<agentry_metrics::Metrics>,
+    /// The MCP server at `/mcp` (none without agents).
+    pub mcp: Option<Arc<agentry_mcp::McpService>>,
 }
 
 impl AppState {
@@ -123,6 +126,7 @@ impl AppState {
             agent_list: Arc::default(),
             database: "memory".to_owned(),
             metrics: Arc::default(),
+            mcp: None,
         }
     }
 }
@@ -155,6 +159,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(server_info::routes)
         .configure(logs::routes)
         .configure(metrics::routes)
+        .configure(mcp::routes)
         .configure(ws::routes)
         .configure(landing::routes)
         .configure(openapi::routes)

@@ -57,6 +57,7 @@ pub const DOC_PATH: &str = "/doc";
         (name = "executions", description = "Executions across workflows: every workflow's list, one execution by its id, counts by status."),
         (name = "server", description = "What the server is (version, database, authentication) and whom a token stands for."),
         (name = "observability", description = "Logs over HTTP and WebSocket, live execution events."),
+        (name = "mcp", description = "The Model Context Protocol (Streamable HTTP): agentry's tools, agents and workflows for MCP clients."),
         (name = "console", description = "The operator console: pages and files for the browser, whose data comes through this API."),
         (name = "documentation", description = "The landing page, this document and the API explorer."),
     ),
