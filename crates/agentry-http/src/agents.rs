@@ -18,7 +18,8 @@ use crate::envelope::{self, Success};
 use crate::error::{ApiError, Code, Failure, agent_error};
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{
-    AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest, TextResult,
+    AgentDetail, AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest,
+    TextResult,
 };
 
 fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
@@ -75,7 +76,7 @@ impl AgentListCache {
     summary = "An agent",
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     responses(
-        (status = 200, description = "The agent.", body = Success<AgentSummary>),
+        (status = 200, description = "The agent, with its tools' definitions.", body = Success<AgentDetail>),
         (status = 404, description = "`Agent <id> not found`.", body = Failure),
     ),
 )]
@@ -86,7 +87,7 @@ pub async fn get_agent(
 ) -> Result<HttpResponse, ApiError> {
     let h = hub(&app)?;
     let a = h.require(&id).map_err(agent_error)?;
-    Ok(envelope::ok(AgentSummary::new(h, &a)))
+    Ok(envelope::ok(AgentDetail::new(h, &a)))
 }
 
 /// A validated generation request.

@@ -7,5 +7,7 @@
 //! No web framework here: the HTTP layer adapts rmcp's service.
 
 pub mod server;
+pub mod toolset;
 
 pub use server::{AgentryMcp, McpCaller, McpService, service};
+pub use toolset::{McpServer, McpToolset, McpToolsetError};

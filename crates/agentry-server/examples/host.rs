@@ -7,6 +7,10 @@
 //! - `POST /webhooks/{source}`: public through the pattern `POST /webhooks/*`, validated body.
 //! - A custom provider, when `AGENTRY_JWT_SECRET` is unset: API keys read from the `api_key`
 //!   query parameter or the `agentry_session` cookie (or a bearer header).
+//! - An agent with the tools of an MCP server, when `AGENTRY_EXAMPLE_MCP_SERVER` names one: a
+//!   Streamable HTTP URL (`http://127.0.0.1:8000/mcp`), or a command that speaks MCP on stdio
+//!   (`npx -y @modelcontextprotocol/server-everything`). The agent `mcp-assistant` lists the
+//!   server's tools with their own names and schemas (`GET /agents/mcp-assistant`).
 //!
 //! ```text
 //! cargo run -p agentry-server --example host
@@ -162,6 +166,29 @@ pub fn customize(host: Host, provider: Option<Arc<dyn AuthProvider>>) -> Host {
         .not_found(not_found)
 }
 
+/// An agent whose tools are those of the MCP server `spec` names: a URL (Streamable HTTP) or a
+/// command line (stdio).
+pub async fn mcp_agent(spec: &str) -> anyhow::Result<agentry_core::agent::Agent> {
+    let server = if spec.starts_with("http://") || spec.starts_with("https://") {
+        agentry_mcp::McpServer::Http {
+            url: spec.to_owned(),
+            bearer: std::env::var("AGENTRY_EXAMPLE_MCP_TOKEN").ok(),
+        }
+    } else {
+        let mut words = spec.split_whitespace().map(str::to_owned);
+        agentry_mcp::McpServer::Stdio {
+            program: words.next().unwrap_or_default(),
+            args: words.collect(),
+        }
+    };
+    let tools = agentry_mcp::McpToolset::connect(server).await?.tools();
+    Ok(tools.into_iter().fold(
+        agentry_core::agent::Agent::new("mcp-assistant", "MCP assistant")
+            .description("Answers with the tools of an MCP server."),
+        |agent, tool| agent.tool(tool),
+    ))
+}
+
 /// The provider of the example: JWT when `AGENTRY_JWT_SECRET` (or a key) is set, else API keys.
 pub fn provider(auth: &AuthSettings) -> anyhow::Result<Arc<dyn AuthProvider>> {
     Ok(match auth.provider()? {
@@ -184,7 +211,18 @@ async fn main() -> anyhow::Result<()> {
     };
     let p = provider(&settings.auth)?;
     let kind = p.kind().to_owned();
-    let running = agentry_server::start_with(&settings, |h| customize(h, Some(p))).await?;
+    let mcp = match std::env::var("AGENTRY_EXAMPLE_MCP_SERVER") {
+        Ok(spec) if !spec.trim().is_empty() => Some(mcp_agent(&spec).await?),
+        _ => None,
+    };
+    let running = agentry_server::start_with(&settings, |h| {
+        let h = customize(h, Some(p));
+        match mcp {
+            Some(agent) => h.agent(agent),
+            None => h,
+        }
+    })
+    .await?;
     println!(
         "agentry host example ({kind} auth) listening on http://{}",
         running.addr

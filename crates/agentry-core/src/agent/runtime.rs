@@ -370,6 +370,12 @@ impl AgentHub {
             .collect()
     }
 
+    /// The tools an agent offers to its model, as the model is told of them (name,
+    /// description, JSON Schema of the arguments).
+    pub fn tool_specs(&self, agent: &Agent) -> Vec<ToolSpec> {
+        tool_specs(&self.tools_of(agent, 0))
+    }
+
     fn tools_of(&self, agent: &Agent, depth: u32) -> Vec<Arc<dyn Tool>> {
         let mut tools = agent.tools.clone();
         if !agent.sub_agents.is_empty() {

@@ -94,6 +94,44 @@ impl AgentSummary {
     }
 }
 
+/// GET /agents/{id}: the agent, and what its model is told of each tool.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDetail {
+    #[serde(flatten)]
+    pub agent: AgentSummary,
+    /// Each tool of `tools`: its name, description and the JSON Schema of its arguments (tools
+    /// from MCP servers with the schemas their servers declared).
+    pub tool_definitions: Vec<ToolDefinition>,
+}
+
+/// One tool as the model sees it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+}
+
+impl AgentDetail {
+    pub fn new(hub: &AgentHub, a: &Agent) -> Self {
+        Self {
+            agent: AgentSummary::new(hub, a),
+            tool_definitions: hub
+                .tool_specs(a)
+                .into_iter()
+                .map(|t| ToolDefinition {
+                    name: t.name,
+                    description: t.description,
+                    parameters: t.parameters,
+                })
+                .collect(),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // A generation's result.
 
