@@ -24,8 +24,9 @@ forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
 forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
 forbid agentry-mcp 'actix.*|sqlx.*'
 forbid agentry-metrics 'actix.*|sqlx.*'
+forbid agentry-otel 'actix.*|sqlx.*'
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-console, agentry-mcp and agentry-metrics keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth, agentry-console, agentry-mcp, agentry-metrics and agentry-otel keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.

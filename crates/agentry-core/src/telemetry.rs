@@ -58,3 +58,31 @@ pub trait Telemetry: Send + Sync + 'static {
 pub struct NoTelemetry;
 
 impl Telemetry for NoTelemetry {}
+
+/// How executions join distributed traces: set (`EngineConfig::trace`) when traces are exported.
+/// An execution started inside a traced request records that request's W3C `traceparent` in its
+/// context (`context.traceparent`); a later run of it (a resume, a recovery on another process)
+/// links its span to that trace.
+pub trait TraceContext: Send + Sync + std::fmt::Debug + 'static {
+    /// The current span's W3C `traceparent`, if it is sampled.
+    fn current(&self) -> Option<String>;
+
+    /// Links `span` to the span `traceparent` names.
+    fn link(&self, span: &tracing::Span, traceparent: &str);
+}
+
+/// The context key of the `traceparent` an execution was started under.
+pub const TRACEPARENT: &str = "traceparent";
+
+/// Links a run's span to the trace that started its execution, unless this run is that start.
+pub(crate) fn link_to_start(
+    trace: &dyn TraceContext,
+    span: &tracing::Span,
+    context: &serde_json::Map<String, serde_json::Value>,
+) {
+    if let Some(start) = context.get(TRACEPARENT).and_then(|v| v.as_str())
+        && trace.current().as_deref() != Some(start)
+    {
+        trace.link(span, start);
+    }
+}

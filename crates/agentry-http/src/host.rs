@@ -450,7 +450,7 @@ impl Host {
             self.config.body_limit,
         );
         Ok(AppState {
-            mcp: Some(Arc::new(mcp)),
+            mcp: Arc::new(mcp),
             engine: self.engine,
             agents: Some(self.agents),
             config: self.config,

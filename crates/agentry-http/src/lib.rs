@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod origin;
 pub mod request_log;
 pub mod server_info;
+pub mod trace;
 pub mod ui_stream;
 pub mod validate;
 pub mod wire;
@@ -110,15 +111,14 @@ pub struct AppState {
     /// The server's Prometheus metrics (`GET /metrics`); the engine and the agents report to
     /// them.
     pub metrics: Arc<agentry_metrics::Metrics>,
-    /// The MCP server at `/mcp` (none without agents).
-    pub mcp: Option<Arc<agentry_mcp::McpService>>,
+    /// The MCP server at `/mcp`.
+    pub mcp: Arc<agentry_mcp::McpService>,
 }
 
 impl AppState {
     /// The built-in routes on `engine`, no agents, no authentication.
     pub fn new(engine: Engine) -> Self {
         Self {
-            engine,
             agents: None,
             config: HttpConfig::default(),
             auth: Arc::new(AuthGate::default()),
@@ -126,7 +126,12 @@ impl AppState {
             agent_list: Arc::default(),
             database: "memory".to_owned(),
             metrics: Arc::default(),
-            mcp: None,
+            mcp: Arc::new(agentry_mcp::service(
+                engine.clone(),
+                AgentHub::new(Arc::new(agentry_core::agent::OfflineModel), None),
+                HttpConfig::default().body_limit,
+            )),
+            engine,
         }
     }
 }
@@ -215,6 +220,7 @@ pub fn app(
             metrics::track(counted.clone(), req, next)
         }))
         .wrap(from_fn(request_log::log_request))
+        .wrap(from_fn(trace::trace_request))
         .wrap(actix_web::middleware::Condition::new(
             cors.is_some(),
             cors.unwrap_or_default(),

@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 
 use crate::AppState;
 use crate::auth::AuthenticatedUser;
-use crate::error::{ApiError, Code, code_for_status, failure_body};
+use crate::error::{ApiError, code_for_status, failure_body};
 
 /// The largest refusal text of rmcp's that is quoted in an envelope.
 const MAX_REFUSAL: usize = 1024;
@@ -24,12 +24,7 @@ async fn forward(
     body: web::Bytes,
     user: Option<AuthenticatedUser>,
 ) -> HttpResponse {
-    let Some(mcp) = &app.mcp else {
-        return actix_web::ResponseError::error_response(&ApiError::new(
-            Code::RouteNotFound,
-            "Route /mcp not found: this server has no agents",
-        ));
-    };
+    let mcp = &app.mcp;
     let mut builder = http::Request::builder()
         .method(req.method().as_str())
         .uri(req.uri().to_string());

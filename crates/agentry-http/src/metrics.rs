@@ -123,9 +123,10 @@ pub async fn exposition(app: web::Data<AppState>) -> HttpResponse {
 
 /// The metrics as an answer.
 pub fn render(app: &AppState) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(Metrics::CONTENT_TYPE)
-        .body(app.metrics.render(app.engine.running_here()))
+    HttpResponse::Ok().content_type(Metrics::CONTENT_TYPE).body(
+        app.metrics
+            .render(app.engine.running_here(), agentry_otel::dropped_spans()),
+    )
 }
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {

@@ -48,6 +48,7 @@ pub struct Metrics {
     model_tokens: IntCounterVec,
     tool_calls: IntCounterVec,
     commit_duration: HistogramVec,
+    spans_dropped: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -207,6 +208,15 @@ impl Metrics {
                 &["kind"],
                 COMMIT_BUCKETS,
             ),
+            spans_dropped: {
+                let c = IntCounter::new(
+                    "agentry_otel_spans_dropped_total",
+                    "Trace spans not exported: the OTLP collector refused them or could not be reached.",
+                )
+                .expect("a valid counter");
+                r.register(Box::new(c.clone())).expect("registered once");
+                c
+            },
             registry: r,
         }
     }
@@ -233,10 +243,14 @@ impl Metrics {
     }
 
     /// The metrics in the text exposition format (`text/plain; version=0.0.4`), with the
-    /// number of leases held now.
-    pub fn render(&self, leases_held: usize) -> String {
+    /// number of leases held now and of trace spans dropped so far.
+    pub fn render(&self, leases_held: usize, spans_dropped: u64) -> String {
         self.leases_held
             .set(i64::try_from(leases_held).unwrap_or(i64::MAX));
+        let seen = self.spans_dropped.get();
+        if spans_dropped > seen {
+            self.spans_dropped.inc_by(spans_dropped - seen);
+        }
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)
@@ -403,7 +417,7 @@ mod tests {
             tokens: Some((3, 4)),
         });
         let guard = m.stream_opened();
-        let text = m.render(5);
+        let text = m.render(5, 3);
         assert!(
             text.contains("# TYPE agentry_http_requests_total counter"),
             "{text}"
@@ -416,6 +430,10 @@ mod tests {
         );
         assert!(text.contains("agentry_lease_takeovers_total 2"), "{text}");
         assert!(text.contains("agentry_leases_held 5"), "{text}");
+        assert!(
+            text.contains("agentry_otel_spans_dropped_total 3"),
+            "{text}"
+        );
         assert!(text.contains("agentry_open_streams 1"), "{text}");
         assert!(
             text.contains(
@@ -424,7 +442,7 @@ mod tests {
             "{text}"
         );
         drop(guard);
-        assert!(m.render(0).contains("agentry_open_streams 0"));
+        assert!(m.render(0, 3).contains("agentry_open_streams 0"));
     }
 
     #[test]

@@ -221,6 +221,11 @@ pub async fn start_with(
         node_id,
         lease_ttl: settings.lease_ttl,
         crash_hook: settings.crash_at.clone().map(CrashAt::hook),
+        // Executions join the traces they start in, when traces are exported.
+        trace: agentry_otel::enabled().then(|| {
+            Arc::new(agentry_otel::OtelTraceContext)
+                as Arc<dyn agentry_core::telemetry::TraceContext>
+        }),
         ..EngineConfig::default()
     };
     let (engine, agents) = build(&database, settings.examples, config)?;

@@ -218,12 +218,24 @@ fn parse_origins(s: &str) -> Result<agentry_http::AllowedOrigins, String> {
     agentry_http::AllowedOrigins::parse_list(s)
 }
 
-fn init_tracing() {
+/// Logs to stderr and to the capture behind `/api/logs`, and spans to an OpenTelemetry
+/// collector when `OTEL_EXPORTER_OTLP_ENDPOINT` names one (the returned handle flushes them at
+/// exit).
+fn init_tracing() -> Option<agentry_otel::Tracing> {
     use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (otel, handle) = match agentry_otel::init() {
+        Ok(Some((layer, handle))) => (Some(layer), Some(handle)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            eprintln!("traces are not exported: {e}");
+            (None, None)
+        }
+    };
     // RUST_LOG filters the stderr output; the capture layer behind /api/logs and /ws/logs keeps
-    // at least the info records of agentry's crates whatever RUST_LOG says.
+    // at least the info records of agentry's crates whatever RUST_LOG says; the trace export
+    // takes agentry's spans (info and above), whatever RUST_LOG says.
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -233,7 +245,14 @@ fn init_tracing() {
                 .with_filter(filter),
         )
         .with(agentry_http::logs::capture_layer())
+        .with(otel.map(|l| {
+            l.with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target("agentry", tracing::Level::INFO),
+            )
+        }))
         .init();
+    handle
 }
 
 #[tokio::main]
@@ -242,7 +261,16 @@ async fn main() -> anyhow::Result<()> {
     if let Some(Command::Token(args)) = cli.command {
         return token(args);
     }
-    init_tracing();
+    let traces = init_tracing();
+    let outcome = run(cli).await;
+    if let Some(t) = traces {
+        // Off the runtime: the export's shutdown waits for its last batch.
+        let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
+    outcome
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Migrate(db)) => {
             let database = open_database(&db.database_url, db.options()).await?;

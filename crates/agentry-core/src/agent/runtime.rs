@@ -218,6 +218,19 @@ impl<'a> Generation<'a> {
     }
 }
 
+/// The span of one generation of an agent (OpenTelemetry GenAI `invoke_agent`).
+fn generation_span(agent: &Agent, operation: &str) -> tracing::Span {
+    tracing::info_span!(
+        "invoke_agent",
+        otel.name = %format_args!("invoke_agent {}", agent.id),
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.id = %agent.id,
+        gen_ai.agent.name = %agent.name,
+        agent_id = %agent.id,
+        agentry.operation = operation,
+    )
+}
+
 /// What the model is told of the tools.
 fn tool_specs(tools: &[Arc<dyn Tool>]) -> Vec<ToolSpec> {
     tools
@@ -241,8 +254,24 @@ async fn call_tools(
     let ctx = g.tool_context();
     join_all(calls.iter().map(|c| async {
         let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {}", c.tool_name),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %c.tool_name,
+            gen_ai.tool.call.id = %c.tool_call_id,
+            otel.status_code = tracing::field::Empty,
+        );
         let began = Instant::now();
-        let result = call_tool(g.agent, op, tool, c, ctx.clone()).await;
+        let result = {
+            use tracing::Instrument;
+            call_tool(g.agent, op, tool, c, ctx.clone())
+                .instrument(span.clone())
+                .await
+        };
+        if result.is_error {
+            span.record("otel.status_code", "ERROR");
+        }
         telemetry.tool_call(&ToolCallReport {
             agent: &g.agent.id,
             tool: &c.tool_name,
@@ -466,8 +495,44 @@ impl AgentHub {
         g: &Generation<'_>,
         object_mode: bool,
     ) -> Result<ModelResponse, AgentError> {
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {}", model.name()),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.request.model = %model.name(),
+            gen_ai.agent.name = %g.agent.id,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
         let began = Instant::now();
-        let outcome = Self::call_model(model, req, g, object_mode).await;
+        let outcome = {
+            use tracing::Instrument;
+            Self::call_model(model, req, g, object_mode)
+                .instrument(span.clone())
+                .await
+        };
+        match &outcome {
+            Ok(r) => {
+                // Signed: OpenTelemetry's integer attributes are i64.
+                span.record("gen_ai.usage.input_tokens", r.usage.prompt_tokens as i64);
+                span.record(
+                    "gen_ai.usage.output_tokens",
+                    r.usage.completion_tokens as i64,
+                );
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    format!("[\"{}\"]", r.finish_reason.as_str()).as_str(),
+                );
+            }
+            Err(e) => {
+                span.record("otel.status_code", "ERROR");
+                span.record("error.type", e.to_string().as_str());
+            }
+        }
         self.telemetry().model_call(&ModelCallReport {
             agent: &g.agent.id,
             model: model.name(),
@@ -559,7 +624,12 @@ impl AgentHub {
             "generateText"
         };
         let op = operation(g.agent, g.opts, name);
-        let outcome = self.run_text_body(g, &op).await;
+        let outcome = {
+            use tracing::Instrument;
+            self.run_text_body(g, &op)
+                .instrument(generation_span(g.agent, name))
+                .await
+        };
         end_hook(g.agent, &op, outcome.as_ref().map(|r| r.text.as_str()));
         outcome
     }
@@ -682,7 +752,12 @@ impl AgentHub {
             "generateObject"
         };
         let op = operation(g.agent, g.opts, name);
-        let outcome = self.run_object_body(g, schema).await;
+        let outcome = {
+            use tracing::Instrument;
+            self.run_object_body(g, schema)
+                .instrument(generation_span(g.agent, name))
+                .await
+        };
         match &outcome {
             Ok(r) => end_hook(g.agent, &op, Ok(&r.object.to_string())),
             Err(e) => end_hook(g.agent, &op, Err(e)),

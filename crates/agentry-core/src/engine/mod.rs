@@ -136,6 +136,8 @@ pub struct EngineConfig {
     pub lease_ttl: Duration,
     /// Fault injection for durability tests (`AGENTRY_CRASH_AT`); none in production.
     pub crash_hook: Option<CrashHook>,
+    /// How executions join distributed traces; `None` when traces are not exported.
+    pub trace: Option<Arc<dyn crate::telemetry::TraceContext>>,
 }
 
 impl Default for EngineConfig {
@@ -145,6 +147,7 @@ impl Default for EngineConfig {
             node_id: "local".into(),
             lease_ttl: Duration::from_secs(10),
             crash_hook: None,
+            trace: None,
         }
     }
 }
@@ -364,6 +367,13 @@ impl Engine {
         }
         if let Some(cid) = &options.conversation_id {
             context.insert("conversationId".into(), Value::String(cid.clone()));
+        }
+        // The trace this execution starts in, for its later runs to link to.
+        if let Some(traceparent) = self.inner.config.trace.as_ref().and_then(|t| t.current()) {
+            context.insert(
+                crate::telemetry::TRACEPARENT.into(),
+                Value::String(traceparent),
+            );
         }
         let now = self.inner.clock.now();
         let state = transition(&ExecutionState::Idle, Transition::Start)

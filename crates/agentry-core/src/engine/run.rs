@@ -137,8 +137,19 @@ impl Engine {
         };
         lock(&self.inner.live).insert(id.clone(), run);
         self.publish(std::mem::take(&mut entry.announce));
+        // Made here, in the caller's context: a run started by a request is part of its trace.
+        let span = tracing::info_span!(
+            "execution",
+            otel.name = %format_args!("execution {}", wf.id()),
+            workflow_id = %wf.id(),
+            execution_id = %id,
+            from_step = entry.step as i64,
+        );
+        if let Some(trace) = &self.inner.config.trace {
+            crate::telemetry::link_to_start(trace.as_ref(), &span, &record.context);
+        }
         let engine = self.clone();
-        let outcome = tokio::spawn(async move { engine.run(wf, record, entry).await });
+        let outcome = tokio::spawn(async move { engine.run(wf, record, entry, span).await });
         RunHandle {
             execution_id: id,
             events: rx,
@@ -152,13 +163,12 @@ impl Engine {
         wf: Arc<Workflow>,
         record: ExecutionRecord,
         entry: Entry,
+        span: tracing::Span,
     ) -> Result<ExecutionRecord, EngineError> {
         let id = record.id.clone();
         let workflow_id = record.workflow_id.clone();
         let lease = record.lease.clone();
         tracing::info!(execution_id = %id, workflow_id = %record.workflow_id, from_step = entry.step, "execution started");
-        let span =
-            tracing::info_span!("execution", workflow_id = %record.workflow_id, execution_id = %id);
         let outcome = {
             use tracing::Instrument;
             self.drive(wf, record, entry).instrument(span).await
@@ -495,7 +505,19 @@ impl Engine {
             steps: Arc::new(rec.progress.steps.clone()),
             clock: self.inner.clock.clone(),
         };
-        let running = self.run_step(step, ctx, children);
+        let span = tracing::info_span!(
+            "step",
+            otel.name = %format_args!("step {}", step.id),
+            workflow_id = %run.wf.id(),
+            step_id = %step.id,
+            // Signed: OpenTelemetry's integer attributes are i64.
+            step_index = at.index as i64,
+            attempt = i64::from(attempt),
+        );
+        let running = {
+            use tracing::Instrument;
+            self.run_step(step, ctx, children).instrument(span)
+        };
         let result = match step.timeout {
             Some(limit) => match tokio::time::timeout(limit, running).await {
                 Ok(result) => result,

@@ -1,0 +1,69 @@
+"""A real OTLP/HTTP trace receiver for crates/agentry-server/tests/otel.rs: accepts
+`POST /v1/traces` (protobuf `ExportTraceServiceRequest`, from pip `opentelemetry-proto`), and
+appends every span it receives to a file as one JSON object a line (hex ids, attributes by key,
+links, the resource's attributes).
+
+Usage: otlp_receiver.py PORT OUT_FILE
+"""
+
+import gzip
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+OUT = sys.argv[2]
+
+
+def value(v):
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [value(x) for x in v.array_value.values]
+    return getattr(v, kind) if kind else None
+
+
+def attributes(attrs):
+    return {a.key: value(a.value) for a in attrs}
+
+
+class Receiver(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        with open(OUT, "a") as out:
+            for rs in request.resource_spans:
+                resource = attributes(rs.resource.attributes)
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        out.write(json.dumps({
+                            "traceId": s.trace_id.hex(),
+                            "spanId": s.span_id.hex(),
+                            "parentSpanId": s.parent_span_id.hex(),
+                            "name": s.name,
+                            "kind": s.kind,
+                            "attributes": attributes(s.attributes),
+                            "links": [{"traceId": l.trace_id.hex(), "spanId": l.span_id.hex()}
+                                      for l in s.links],
+                            "status": s.status.code,
+                            "resource": resource,
+                        }) + "\n")
+        reply = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args):
+        pass
+
+
+if __name__ == "__main__":
+    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Receiver).serve_forever()
