@@ -77,9 +77,28 @@ async fn lists_the_example_agents(backend: Backend) {
     assert_eq!(subs, ["assistant", "writer"]);
     assert!(agents[2]["memory"]["config"].is_object());
 
+    // The detail is the summary, and each tool's definition.
     let (status, body) = server.get_json("/agents/writer").await;
-    let writer = ok_data(status, body);
+    let mut writer = ok_data(status, body);
+    let definitions = writer
+        .as_object_mut()
+        .and_then(|w| w.remove("toolDefinitions"))
+        .expect("toolDefinitions");
     assert_eq!(writer, agents[1]);
+    assert_eq!(definitions, json!([]));
+    let (status, body) = server.get_json("/agents/assistant").await;
+    let assistant = ok_data(status, body);
+    let names: Vec<&str> = assistant["toolDefinitions"]
+        .as_array()
+        .expect("definitions")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["get_weather", "calculate"]);
+    assert_eq!(
+        assistant["toolDefinitions"][0]["parameters"]["required"],
+        json!(["city"])
+    );
     server.stop().await;
 }
 

@@ -266,6 +266,37 @@ async fn api_me_checks_a_token_and_api_info_says_authentication_is_on() {
     server.stop().await;
 }
 
+/// `GET /metrics` is public by default (like `/api/logs`), and a route rule protects it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_public_by_default_and_a_route_rule_protects_them() {
+    let open = TestServer::start_with(Backend::Sqlite, jwt_settings(), |h| h).await;
+    let resp = open.client.get(open.url("/metrics")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("# TYPE agentry_leases_held gauge"), "{text}");
+    open.stop().await;
+    let guarded = TestServer::start_with(Backend::Sqlite, jwt_settings(), |h| {
+        h.protected_route("GET /metrics")
+    })
+    .await;
+    let resp = guarded
+        .client
+        .get(guarded.url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_401(resp, "Authentication required", "/metrics without a token").await;
+    let resp = guarded
+        .client
+        .get(guarded.url("/metrics"))
+        .bearer_auth(good_token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    guarded.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rs256_configuration_refuses_hs256_tokens() {
     let fixtures = concat!(

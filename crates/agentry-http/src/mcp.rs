@@ -13,7 +13,7 @@ use http_body_util::BodyExt;
 
 use crate::AppState;
 use crate::auth::AuthenticatedUser;
-use crate::error::{ApiError, code_for_status, failure_body};
+use crate::error::{ApiError, Code, code_for_status, failure_body};
 
 /// The largest refusal text of rmcp's that is quoted in an envelope.
 const MAX_REFUSAL: usize = 1024;
@@ -71,9 +71,15 @@ async fn forward(
             } else {
                 text.trim().to_owned()
             };
+            // A 404 from rmcp is always about the session (the route exists).
+            let code = if status == StatusCode::NOT_FOUND {
+                Code::McpSessionNotFound
+            } else {
+                code_for_status(status)
+            };
             let mut out = HttpResponse::build(status);
             copy_headers(&mut out, &parts.headers, false);
-            return out.json(failure_body(code_for_status(status), &message));
+            return out.json(failure_body(code, &message));
         }
     }
     let mut out = HttpResponse::build(status);
@@ -114,7 +120,10 @@ fn copy_headers(
         is configured (the same Bearer token as the HTTP routes).",
     request_body(content = Object, description = "A JSON-RPC 2.0 message.", content_type = "application/json"),
     responses(
-        (status = 200, description = "The JSON-RPC answer: JSON, or an SSE stream of messages.", content_type = "text/event-stream"),
+        (status = 200, description = "The JSON-RPC answer: JSON, or an SSE stream of JSON-RPC messages.", content(
+            (Object = "application/json"),
+            (String = "text/event-stream"),
+        )),
         (status = 202, description = "A notification or response was accepted."),
         (status = 400, description = "Not a valid MCP message, or a missing session.", body = crate::error::Failure),
         (status = 404, description = "An unknown or ended session (initialize again).", body = crate::error::Failure),
@@ -139,7 +148,7 @@ pub async fn mcp_post(
     description = "Opens the Server-Sent Event stream of a session's server-to-client messages \
         (send its `Mcp-Session-Id`).",
     responses(
-        (status = 200, description = "The stream.", content_type = "text/event-stream"),
+        (status = 200, description = "The stream of JSON-RPC messages.", body = String, content_type = "text/event-stream"),
         (status = 400, description = "No session named.", body = crate::error::Failure),
         (status = 404, description = "An unknown or ended session.", body = crate::error::Failure),
         (status = 405, description = "Streams are not served for this protocol version.", body = crate::error::Failure),
@@ -161,8 +170,6 @@ pub async fn mcp_get(
     operation_id = "mcpDelete",
     summary = "MCP: end a session",
     responses(
-        (status = 200, description = "The session ended."),
-        (status = 202, description = "The session ended."),
         (status = 204, description = "The session ended."),
         (status = 400, description = "No session named.", body = crate::error::Failure),
         (status = 404, description = "An unknown or ended session.", body = crate::error::Failure),

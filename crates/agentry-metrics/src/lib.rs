@@ -117,8 +117,8 @@ impl Metrics {
             http_duration: histogram(
                 &r,
                 "agentry_http_request_duration_seconds",
-                "Time to answer an HTTP request (to the start of a stream), by method and route template.",
-                &["method", "route"],
+                "Time to answer an HTTP request (to the start of a stream), by method, route template and status.",
+                &["method", "route", "status"],
                 LATENCY_BUCKETS,
             ),
             executions_started: counter(
@@ -224,11 +224,10 @@ impl Metrics {
     /// Counts an answered HTTP request. `route` is the route's template (`/workflows/{id}`),
     /// never the raw path.
     pub fn http_request(&self, method: &str, route: &str, status: u16, duration: Duration) {
-        self.http_requests
-            .with_label_values(&[method, route, status_label(status)])
-            .inc();
+        let labels = [method, route, status_label(status)];
+        self.http_requests.with_label_values(&labels).inc();
         self.http_duration
-            .with_label_values(&[method, route])
+            .with_label_values(&labels)
             .observe(duration.as_secs_f64());
     }
 
