@@ -76,12 +76,21 @@ pub struct Progress {
     pub next_step: usize,
     /// Every step that started so far, by step id (children of `andAll`/`andRace`/`andWhen`
     /// included). Stored as rows of their own: a write stores only the records that changed.
-    /// Shared (`Arc`): a record copied for the next checkpoint, or shown to a step, copies
-    /// pointers, and an unchanged record is recognised by its pointer.
-    pub steps: BTreeMap<String, Arc<StepRecord>>,
+    /// Shared (`Arc`), the map and each record: a copy for the next checkpoint, or for a step
+    /// to read, copies a pointer (the map is copied once, by the write that changes it), and an
+    /// unchanged record is recognised by its pointer.
+    pub steps: Arc<StepRecords>,
 }
 
+/// Step records by step id.
+pub type StepRecords = BTreeMap<String, Arc<StepRecord>>;
+
 impl Progress {
+    /// The step records, to change (copied first if shared).
+    pub fn steps_mut(&mut self) -> &mut StepRecords {
+        Arc::make_mut(&mut self.steps)
+    }
+
     /// The ids of the step records that differ from `before`'s (added, changed or removed):
     /// what a write must store.
     pub fn changed_since<'a>(&'a self, before: &'a Progress) -> Vec<&'a str> {
@@ -439,13 +448,14 @@ impl ExecutionStore for InMemoryExecutionStore {
                     _ => expiry(record),
                 };
                 // As the databases do: the header, and only the named step records.
-                let mut steps = std::mem::take(&mut row.0.progress.steps);
+                let mut progress = std::mem::take(&mut row.0.progress);
                 for id in changed_steps {
                     match record.progress.steps.get(*id) {
-                        Some(step) => steps.insert((*id).to_owned(), step.clone()),
-                        None => steps.remove(*id),
+                        Some(step) => progress.steps_mut().insert((*id).to_owned(), step.clone()),
+                        None => progress.steps_mut().remove(*id),
                     };
                 }
+                let steps = progress.steps;
                 // What the insert set never changes.
                 let first = &row.0;
                 let stored = ExecutionRecord {
@@ -495,7 +505,7 @@ impl ExecutionStore for InMemoryExecutionStore {
             .map(|r| ExecutionRecord {
                 progress: Progress {
                     next_step: r.progress.next_step,
-                    steps: BTreeMap::new(),
+                    steps: Arc::default(),
                 },
                 ..r.clone()
             })
@@ -610,7 +620,7 @@ impl ExecutionStore for InMemoryExecutionStore {
                     && r.lease.as_ref().is_some_and(|held| held.is(lease)) =>
             {
                 r.progress
-                    .steps
+                    .steps_mut()
                     .insert(step_id.to_owned(), Arc::new(step.clone()));
                 Ok(true)
             }

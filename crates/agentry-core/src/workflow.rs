@@ -15,7 +15,7 @@
 //! assert_eq!(wf.steps().len(), 1);
 //! ```
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -108,7 +108,7 @@ pub struct StepContext {
     /// Set when the step runs because the deadline of its suspension passed (nobody resumed
     /// it in time): a durable timer fired.
     pub timed_out: bool,
-    pub(crate) steps: Arc<BTreeMap<String, Arc<StepRecord>>>,
+    pub(crate) steps: Arc<crate::store::StepRecords>,
     /// The engine's clock: what [`StepContext::now`], the durable and the in-step sleeps read.
     pub(crate) clock: Arc<dyn Clock>,
 }

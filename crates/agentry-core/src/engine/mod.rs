@@ -625,7 +625,7 @@ impl Engine {
                 });
                 if let Some(step) = wf.steps().get(index) {
                     let input = Self::input_for(&wf, r, index);
-                    match next.progress.steps.get_mut(&step.id) {
+                    match next.progress.steps_mut().get_mut(&step.id) {
                         Some(rec) if rec.status == StepStatus::Suspended => {
                             Arc::make_mut(rec).status = StepStatus::Running;
                         }

@@ -113,7 +113,7 @@ impl Children {
         let mut unstored = Vec::new();
         for (id, record, stored) in lock(&self.records).drain(..) {
             if stored {
-                progress.steps.insert(id, Arc::new(record));
+                progress.steps_mut().insert(id, Arc::new(record));
             } else {
                 unstored.push((id, record));
             }
@@ -245,11 +245,11 @@ impl Engine {
         };
         if previous.is_some() && !interrupted {
             for child in step.descendants() {
-                progress.steps.remove(child);
+                progress.steps_mut().remove(child);
             }
         }
         let now = self.inner.clock.now();
-        progress.steps.insert(
+        progress.steps_mut().insert(
             step.id.clone(),
             Arc::new(StepRecord {
                 failures,
@@ -340,8 +340,9 @@ impl Engine {
             timed_out: entry.timed_out,
         };
         // Whether the current step's start is recorded. Every write that ends a step records
-        // the next one's start with it, so a step costs one write; a recorded start is always
-        // followed by the run, so a shutdown stops a run only where no start is recorded.
+        // the next one's start with it (the last one, the completion), so a step costs one
+        // write; a recorded start is always followed by the run, so a shutdown stops a run only
+        // where no start is recorded.
         let mut begun = entry.begun;
         for (index, step) in wf.steps().iter().enumerate().skip(entry.step) {
             let at = StepAt { step, index };
@@ -365,7 +366,8 @@ impl Engine {
                         .checkpoint_step(&run, rec, &at, &input, (output.clone(), ran), unstored)
                         .await?;
                     rec = next;
-                    if rec.state.status() == Status::Suspended {
+                    // Suspended at this boundary, or completed by the last step's write.
+                    if rec.state.status() != Status::Running {
                         return Ok(rec);
                     }
                     input = output;
@@ -502,7 +504,7 @@ impl Engine {
             attempt,
             started_at,
             timed_out: std::mem::take(&mut first.timed_out),
-            steps: Arc::new(rec.progress.steps.clone()),
+            steps: rec.progress.steps.clone(),
             clock: self.inner.clock.clone(),
         };
         let span = tracing::info_span!(
@@ -547,7 +549,7 @@ impl Engine {
         self.update_held(run.lease, Some(rec), &run.id, |r, events| {
             let now = self.inner.clock.now();
             let mut next = r.clone();
-            if let Some(record) = next.progress.steps.get_mut(&at.step.id) {
+            if let Some(record) = next.progress.steps_mut().get_mut(&at.step.id) {
                 let record = Arc::make_mut(record);
                 record.failures.push(AttemptFailure {
                     attempt,
@@ -571,8 +573,9 @@ impl Engine {
     }
 
     /// The checkpoint of a step that ended with `output`: its record, the next step's start
-    /// (or the suspension a request asked for meanwhile), in one write. Returns the record and
-    /// whether the next step's start is recorded.
+    /// (or the suspension a request asked for meanwhile; after the last step, the execution's
+    /// completion), in one write. Returns the record and whether the next step's start is
+    /// recorded.
     async fn checkpoint_step(
         &self,
         run: &RunScope<'_>,
@@ -599,7 +602,7 @@ impl Engine {
                 }
                 let now = self.inner.clock.now();
                 let mut next = r.clone();
-                next.progress.steps.extend(
+                next.progress.steps_mut().extend(
                     unstored
                         .iter()
                         .map(|(id, r)| (id.clone(), Arc::new(r.clone()))),
@@ -611,7 +614,9 @@ impl Engine {
                     .map(|s| StepRecord::clone(s))
                     .unwrap_or_else(|| StepRecord::started(input.clone(), 1, now))
                     .finished(output.clone(), ran, now);
-                next.progress.steps.insert(step.id.clone(), Arc::new(done));
+                next.progress
+                    .steps_mut()
+                    .insert(step.id.clone(), Arc::new(done));
                 next.progress.next_step = index + 1;
                 events.push(EventKind::StepComplete {
                     step_id: step.id.clone(),
@@ -639,6 +644,16 @@ impl Engine {
                     (None, Some(following)) if begin_next => {
                         self.begin(&mut next.progress, following, output.clone());
                         events.push(Self::step_start(following, index + 1, output.clone()));
+                    }
+                    // The last step: its end is the execution's, in this same write.
+                    (_, None) => {
+                        let complete = Transition::Complete {
+                            result: output.clone(),
+                            at: now,
+                        };
+                        next.state = transition(&r.state, complete.clone())
+                            .map_err(|e| EngineError::Internal(e.to_string()))?;
+                        events.extend(Self::reported(&complete));
                     }
                     _ => {}
                 }
@@ -712,7 +727,7 @@ impl Engine {
                 next.progress.next_step = s.step_index;
             }
             if let Some((step_id, status)) = mark
-                && let Some(step) = next.progress.steps.get_mut(step_id)
+                && let Some(step) = next.progress.steps_mut().get_mut(step_id)
             {
                 let step = Arc::make_mut(step);
                 step.status = status;

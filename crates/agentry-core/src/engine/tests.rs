@@ -61,7 +61,7 @@ fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
         updated_at: then,
         progress: Progress {
             next_step: 1,
-            steps,
+            steps: Arc::new(steps),
         },
         version: 3,
         last_event: 0,
@@ -192,10 +192,12 @@ fn interrupted(workflow: &str, steps: &[(&str, StepRecord)]) -> ExecutionRecord 
     rec.workflow_id = workflow.into();
     rec.progress = Progress {
         next_step: 0,
-        steps: steps
-            .iter()
-            .map(|(id, r)| ((*id).to_owned(), Arc::new(r.clone())))
-            .collect(),
+        steps: Arc::new(
+            steps
+                .iter()
+                .map(|(id, r)| ((*id).to_owned(), Arc::new(r.clone())))
+                .collect(),
+        ),
     };
     rec
 }
