@@ -84,8 +84,10 @@ async fn run(kind: &str, url: &str) {
         let now = Utc::now();
         let done =
             StepRecord::started(json!(i), 1, now).finished(json!("y".repeat(1024)), true, now);
-        rec.progress.steps.insert(format!("step-{i}"), done.into());
-        rec.progress.steps.insert(
+        rec.progress
+            .steps_mut()
+            .insert(format!("step-{i}"), done.into());
+        rec.progress.steps_mut().insert(
             format!("step-{}", i + 1),
             StepRecord::started(json!("y".repeat(1024)), 1, now).into(),
         );

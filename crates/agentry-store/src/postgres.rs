@@ -27,6 +27,7 @@ impl Dialect for Postgres {
     const IS: &'static str = "IS NOT DISTINCT FROM";
     // Replicas claiming at once each take different rows, and none waits.
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
     const FOR_SHARE: &'static str = " FOR SHARE";
     // Sent on commit to every process listening (the followers of the execution's log).
     const NOTIFY: &'static str = ", pg_notify('agentry_events', id)";

@@ -41,6 +41,13 @@ pub struct ExecutionRow {
     pub wake_at: Option<i64>,
 }
 
+/// A step row's key, as the write of child steps returns it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct StepKeyRow {
+    pub execution_id: String,
+    pub step_id: String,
+}
+
 /// An execution id, as some statements return it.
 #[derive(Debug, sqlx::FromRow)]
 pub struct IdRow {
@@ -110,13 +117,23 @@ fn parse_opt<T: serde::de::DeserializeOwned>(s: Option<&str>) -> Result<Option<T
 
 impl ExecutionRow {
     pub fn from_record(r: &ExecutionRecord) -> Self {
+        Self {
+            input: to_json(&r.input),
+            context: to_json(&r.context),
+            ..Self::checkpoint_of(r)
+        }
+    }
+
+    /// The row a checkpoint writes: every column but the input and the context, which never
+    /// change after the insert (left empty here rather than serialized for nothing).
+    pub fn checkpoint_of(r: &ExecutionRecord) -> Self {
         let parts = r.state.to_parts();
         Self {
             id: r.id.clone(),
             workflow_id: r.workflow_id.clone(),
             status: parts.status.as_str().to_owned(),
-            input: to_json(&r.input),
-            context: to_json(&r.context),
+            input: String::new(),
+            context: String::new(),
             user_id: r.user_id.clone(),
             owner: r.owner.clone(),
             start_at: r.start_at,
@@ -170,6 +187,7 @@ impl ExecutionRow {
             .into_iter()
             .map(|s| Ok((s.step_id.clone(), Arc::new(s.into_record()?))))
             .collect::<Result<BTreeMap<_, _>, String>>()
+            .map(Arc::new)
             .map_err(&corrupt)?;
         Ok(ExecutionRecord {
             id: self.id,

@@ -6,14 +6,18 @@
 //! on `version`, fenced by the lease, and writes the step rows that changed, in one
 //! transaction; a heartbeat touches lease expiries only.
 //!
-//! **Group commit.** Inserts and checkpoints do not each open a transaction: the caller turns
-//! its record into rows ([`Write`]) and hands them to the store's committer, one task that
-//! writes every write waiting at that moment in one transaction, then answers each caller. A
-//! caller goes on only after the transaction holding its write has committed: an acknowledged
-//! checkpoint is as durable as one committed alone. No timer delays a write: a batch is whatever
-//! arrived while the previous commit was in flight (at most [`MAX_BATCH`]), so a lone write
-//! commits at once and a crowd shares one commit. A write that fails for a reason of its own
-//! (a database error) fails alone: the batch is rolled back and its writes are retried one by one.
+//! **Group commit.** Inserts, checkpoints and the records of finished child steps do not each
+//! open a transaction: the caller turns its record into rows ([`Job`]) and hands them to the
+//! store's committer, one task that writes every job waiting at that moment in one transaction,
+//! then answers each caller. A caller goes on only after the transaction holding its write has
+//! committed: an acknowledged checkpoint is as durable as one committed alone. No timer delays a
+//! write: a batch is whatever arrived while the previous commit was in flight (at most
+//! [`MAX_BATCH`]), so a lone write commits at once and a crowd shares one commit. A write that
+//! fails for a reason of its own (a database error) fails alone: the batch is rolled back and
+//! its writes are retried one by one. On SQLite, where the database has one writer, every write
+//! of the runs goes through the one committer (no connection ever waits in SQLite's busy
+//! handler for another); on PostgreSQL a few batches commit in parallel, each locking the
+//! executions it changes in the order of their ids.
 
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
@@ -24,10 +28,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::query_builder::Separated;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilder, Type};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::row::{CountRow, EventRow, ExecutionRow, IdRow, StepRow, db_err, to_json};
+use crate::row::{CountRow, EventRow, ExecutionRow, IdRow, StepKeyRow, StepRow, db_err, to_json};
 
 /// What differs between the databases.
 pub trait Dialect: Database {
@@ -44,6 +49,11 @@ pub trait Dialect: Database {
     const SKIP_LOCKED: &'static str;
     /// Ends the fencing check of a step record: a concurrent claim waits, or is waited for.
     const FOR_SHARE: &'static str;
+    /// Ends a select that locks the rows it reads for the transaction (PostgreSQL's
+    /// `FOR UPDATE`; empty on SQLite, whose one writer holds the whole database). Transactions
+    /// that change several executions lock them first, in the order of their ids, so that two
+    /// of them (parallel batches, a heartbeat) never wait for each other in a cycle.
+    const FOR_UPDATE: &'static str;
     /// Added to the `RETURNING id` of a write of an execution's header that reports events:
     /// tells the other processes following its log (`, pg_notify(...)` on PostgreSQL, sent on
     /// commit; nothing on SQLite, where one process runs everything).
@@ -89,6 +99,26 @@ impl<DB: Database> SqlStore<DB> {
 /// The most writes one group commit holds.
 pub const MAX_BATCH: usize = 128;
 
+/// What a committer writes: an execution's header with its steps and events, or the record of
+/// a finished child step.
+// Moved once, into the committer's queue: boxing the larger variant would only allocate.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Job {
+    Execution(Write),
+    Child(ChildWrite),
+}
+
+/// A finished child step's record (of an `andAll`, `andRace` or `andWhen`), written while its
+/// run still holds the lease it names (fencing).
+#[derive(Debug)]
+struct ChildWrite {
+    execution_id: String,
+    lease_node: String,
+    lease_epoch: i64,
+    row: StepRow,
+}
+
 /// One execution's write, as rows ready to bind.
 #[derive(Debug)]
 struct Write {
@@ -130,7 +160,10 @@ impl Write {
             .iter()
             .partition(|id| record.progress.steps.contains_key(**id));
         Self {
-            header: ExecutionRow::from_record(record),
+            header: match kind {
+                WriteKind::Insert => ExecutionRow::from_record(record),
+                WriteKind::Update { .. } => ExecutionRow::checkpoint_of(record),
+            },
             kind,
             steps: present
                 .into_iter()
@@ -154,7 +187,7 @@ impl Write {
 /// A write waiting for its commit, and where its outcome goes: whether it was written (`false`:
 /// the id was taken, or the version moved on).
 struct Pending {
-    write: Write,
+    job: Job,
     done: oneshot::Sender<Result<bool, StoreError>>,
 }
 
@@ -182,6 +215,26 @@ const HEADER: [&str; 22] = [
     "last_event",
     "cancellation",
     "error_step_id",
+];
+
+/// The header columns a checkpoint sets, beside the lease expiry (the others never change).
+const CHECKPOINT: [&str; 16] = [
+    "status",
+    "updated_at",
+    "end_at",
+    "result",
+    "error",
+    "suspension",
+    "suspend_request",
+    "next_step",
+    "version",
+    "lease_node",
+    "lease_epoch",
+    "lease_ttl_ms",
+    "last_event",
+    "cancellation",
+    "error_step_id",
+    "wake_at",
 ];
 
 /// The JSON columns of the header.
@@ -225,6 +278,31 @@ fn select_list<DB: Dialect>(columns: &[&str], json: &[&str]) -> String {
         .join(", ")
 }
 
+/// `items` (each with its index in the batch and its key) in rounds where no key appears twice:
+/// an item whose key came before goes in the next round, after it. Each round is in the order
+/// of its keys.
+fn rounds<'a, K: Ord + std::hash::Hash + Copy + 'a, T>(
+    items: impl Iterator<Item = (usize, K, T)>,
+) -> Vec<Vec<(usize, T)>> {
+    let mut rounds: Vec<Vec<(K, usize, T)>> = Vec::new();
+    let mut seen: HashMap<K, usize> = HashMap::new();
+    for (i, key, item) in items {
+        let round = seen.entry(key).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push((key, i, item));
+        *round += 1;
+    }
+    rounds
+        .into_iter()
+        .map(|mut round| {
+            round.sort_by_key(|item| item.0);
+            round.into_iter().map(|(_, i, item)| (i, item)).collect()
+        })
+        .collect()
+}
+
 #[async_trait]
 impl<DB> ExecutionStore for SqlStore<DB>
 where
@@ -242,6 +320,7 @@ where
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> EventRow: FromRow<'r, DB::Row>,
     for<'r> IdRow: FromRow<'r, DB::Row>,
+    for<'r> StepKeyRow: FromRow<'r, DB::Row>,
     for<'r> CountRow: FromRow<'r, DB::Row>,
 {
     async fn insert(
@@ -251,7 +330,7 @@ where
     ) -> Result<(), StoreError> {
         let steps: Vec<&str> = record.progress.steps.keys().map(String::as_str).collect();
         let write = Write::new(record, WriteKind::Insert, &steps, events);
-        if self.commit(write).await? {
+        if self.commit(Job::Execution(write)).await? {
             Ok(())
         } else {
             Err(StoreError::Duplicate(record.id.clone()))
@@ -287,8 +366,13 @@ where
         events: &[WorkflowEvent],
     ) -> Result<bool, StoreError> {
         let kind = WriteKind::Update { expected_version };
-        self.commit(Write::new(record, kind, changed_steps, events))
-            .await
+        self.commit(Job::Execution(Write::new(
+            record,
+            kind,
+            changed_steps,
+            events,
+        )))
+        .await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError> {
@@ -434,42 +518,29 @@ where
         step_id: &str,
         step: &StepRecord,
     ) -> Result<bool, StoreError> {
-        let s = StepRow::from_record(step_id, step);
-        let mut q = QueryBuilder::<DB>::new(format!(
-            "INSERT INTO workflow_steps (execution_id, {}) SELECT ",
-            STEP.join(", ")
-        ));
-        {
-            let mut v = q.separated(", ");
-            v.push_bind(execution_id.to_owned());
-            Self::push_step_values(&mut v, &s);
-        }
-        q.push(
-            " WHERE EXISTS (SELECT 1 FROM workflow_executions WHERE status = 'running' AND id = ",
-        )
-        .push_bind(execution_id.to_owned())
-        .push(" AND lease_node = ")
-        .push_bind(lease.node.clone())
-        .push(" AND lease_epoch = ")
-        .push_bind(lease.epoch)
-        .push(DB::FOR_SHARE)
-        .push(")");
-        push_step_upsert(&mut q);
-        let res = q.build().execute(&self.pool).await.map_err(db_err)?;
-        Ok(DB::rows_affected(&res) == 1)
+        self.commit(Job::Child(ChildWrite {
+            execution_id: execution_id.to_owned(),
+            lease_node: lease.node.clone(),
+            lease_epoch: lease.epoch,
+            row: StepRow::from_record(step_id, step),
+        }))
+        .await
     }
 
     async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<Vec<String>, StoreError> {
         let mut renewed = Vec::new();
+        let mut ids = ids.to_vec();
+        ids.sort();
         for chunk in ids.chunks(CHUNK) {
             let mut q = QueryBuilder::<DB>::new(format!(
                 "UPDATE workflow_executions SET lease_expires_at = {} + lease_ttl_ms \
+                 WHERE id IN (SELECT id FROM workflow_executions \
                  WHERE status = 'running' AND lease_node = ",
                 DB::NOW_MS
             ));
             q.push_bind(node.to_owned()).push(" AND id IN (");
             Self::push_list(&mut q, chunk);
-            q.push(") RETURNING id");
+            q.push(format!(") ORDER BY id{}) RETURNING id", DB::FOR_UPDATE));
             let ids: Vec<IdRow> = q
                 .build_query_as()
                 .fetch_all(&self.pool)
@@ -561,35 +632,46 @@ where
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> EventRow: FromRow<'r, DB::Row>,
     for<'r> IdRow: FromRow<'r, DB::Row>,
+    for<'r> StepKeyRow: FromRow<'r, DB::Row>,
     for<'r> CountRow: FromRow<'r, DB::Row>,
 {
-    /// The header's values, in the order of [`HEADER`].
-    fn push_header_values(v: &mut Separated<'_, DB, &'static str>, r: &ExecutionRow) {
-        v.push_bind(r.id.clone());
-        v.push_bind(r.workflow_id.clone());
-        v.push_bind(r.status.clone());
-        v.push_bind(r.input.clone()).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.context.clone()).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.user_id.clone());
-        v.push_bind(r.owner.clone());
-        v.push_bind(r.start_at);
-        v.push_bind(r.updated_at);
-        v.push_bind(r.end_at);
-        v.push_bind(r.result.clone()).push_unseparated(DB::AS_JSON);
-        v.push_bind(r.error.clone());
-        v.push_bind(r.suspension.clone())
-            .push_unseparated(DB::AS_JSON);
-        v.push_bind(r.suspend_request.clone())
-            .push_unseparated(DB::AS_JSON);
-        v.push_bind(r.next_step);
-        v.push_bind(r.version);
-        v.push_bind(r.lease_node.clone());
-        v.push_bind(r.lease_epoch);
-        v.push_bind(r.lease_ttl_ms);
-        v.push_bind(r.last_event);
-        v.push_bind(r.cancellation.clone())
-            .push_unseparated(DB::AS_JSON);
-        v.push_bind(r.error_step_id.clone());
+    /// The values of the header's `columns` (names of [`HEADER`] and `wake_at`), in order.
+    fn push_header_values(
+        v: &mut Separated<'_, DB, &'static str>,
+        r: &ExecutionRow,
+        columns: &[&str],
+    ) {
+        for column in columns {
+            let bound = match *column {
+                "id" => v.push_bind(r.id.clone()),
+                "workflow_id" => v.push_bind(r.workflow_id.clone()),
+                "status" => v.push_bind(r.status.clone()),
+                "input" => v.push_bind(r.input.clone()),
+                "context" => v.push_bind(r.context.clone()),
+                "user_id" => v.push_bind(r.user_id.clone()),
+                "owner" => v.push_bind(r.owner.clone()),
+                "start_at" => v.push_bind(r.start_at),
+                "updated_at" => v.push_bind(r.updated_at),
+                "end_at" => v.push_bind(r.end_at),
+                "result" => v.push_bind(r.result.clone()),
+                "error" => v.push_bind(r.error.clone()),
+                "suspension" => v.push_bind(r.suspension.clone()),
+                "suspend_request" => v.push_bind(r.suspend_request.clone()),
+                "next_step" => v.push_bind(r.next_step),
+                "version" => v.push_bind(r.version),
+                "lease_node" => v.push_bind(r.lease_node.clone()),
+                "lease_epoch" => v.push_bind(r.lease_epoch),
+                "lease_ttl_ms" => v.push_bind(r.lease_ttl_ms),
+                "last_event" => v.push_bind(r.last_event),
+                "cancellation" => v.push_bind(r.cancellation.clone()),
+                "error_step_id" => v.push_bind(r.error_step_id.clone()),
+                "wake_at" => v.push_bind(r.wake_at),
+                other => unreachable!("{other} is not a header column"),
+            };
+            if HEADER_JSON.contains(column) {
+                bound.push_unseparated(DB::AS_JSON);
+            }
+        }
     }
 
     /// A step's values, in the order of [`STEP`].
@@ -614,8 +696,8 @@ where
         }
     }
 
-    /// Commits `write` with the others waiting at that moment; its outcome once committed.
-    async fn commit(&self, write: Write) -> Result<bool, StoreError> {
+    /// Commits `job` with the others waiting at that moment; its outcome once committed.
+    async fn commit(&self, job: Job) -> Result<bool, StoreError> {
         let queue = self.committer.get_or_init(|| {
             let (tx, rx) = mpsc::channel(4 * MAX_BATCH);
             let rx = Arc::new(tokio::sync::Mutex::new(rx));
@@ -627,7 +709,7 @@ where
         let (done, outcome) = oneshot::channel();
         let gone = || StoreError::Database("the store's committer stopped".into());
         queue
-            .send(Pending { write, done })
+            .send(Pending { job, done })
             .await
             .map_err(|_| gone())?;
         outcome.await.map_err(|_| gone())?
@@ -644,9 +726,9 @@ where
         // The committers take turns at the queue; each writes its batch while the next one
         // gathers the writes that arrive meanwhile.
         while queue.lock().await.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            let writes: Vec<&Write> = batch.iter().map(|p| &p.write).collect();
+            let jobs: Vec<&Job> = batch.iter().map(|p| &p.job).collect();
             let outcome = match pool.acquire().await {
-                Ok(mut conn) => Self::write_batch(&mut conn, &writes).await,
+                Ok(mut conn) => Self::write_batch(&mut conn, &jobs).await,
                 Err(e) => Err(db_err(e)),
             };
             match outcome {
@@ -660,7 +742,7 @@ where
                 Err(_) if batch.len() > 1 => {
                     for pending in batch.drain(..) {
                         let outcome = match pool.acquire().await {
-                            Ok(mut conn) => Self::write_batch(&mut conn, &[&pending.write])
+                            Ok(mut conn) => Self::write_batch(&mut conn, &[&pending.job])
                                 .await
                                 .map(|o| o[0]),
                             Err(e) => Err(db_err(e)),
@@ -677,48 +759,144 @@ where
         }
     }
 
-    /// Writes `writes` in one transaction; whether each was written. The statements are few
-    /// whatever the batch holds: one compare-and-set per checkpoint (each has its own version
-    /// to check), then one insert for every new header, one for every step row and one for
-    /// every event of the writes that were written.
+    /// Writes `jobs` in one transaction; whether each was written. The statements are few
+    /// whatever the batch holds: one compare-and-set for every checkpoint (each row with the
+    /// version it expects), one insert for every new header, one for every step row, one for
+    /// every event of the writes that were written, and one for every child step's record.
     async fn write_batch(
         conn: &mut DB::Connection,
-        writes: &[&Write],
+        jobs: &[&Job],
     ) -> Result<Vec<bool>, StoreError> {
         let mut tx = sqlx::Connection::begin(conn).await.map_err(db_err)?;
-        let mut outcomes = vec![false; writes.len()];
-        // Rows are locked in the order of their ids, so that batches committing in parallel
-        // never wait for each other in a cycle.
-        let mut order: Vec<usize> = (0..writes.len()).collect();
-        order.sort_by(|a, b| writes[*a].header.id.cmp(&writes[*b].header.id));
-        for i in order {
-            let w = writes[i];
-            if let WriteKind::Update { expected_version } = w.kind {
-                outcomes[i] = Self::update_header(&mut tx, w, expected_version).await?;
+        Self::lock_in_order(&mut tx, jobs).await?;
+        let mut outcomes = vec![false; jobs.len()];
+        let writes: Vec<(usize, &Write)> = jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, job)| match job {
+                Job::Execution(w) => Some((i, w)),
+                Job::Child(_) => None,
+            })
+            .collect();
+        // The checkpoints, in rounds (an execution's second checkpoint in the batch finds the
+        // version moved on by its first, as if it had come alone), each round in the order of
+        // the ids.
+        let checkpoints = writes.iter().filter_map(|(i, w)| match w.kind {
+            WriteKind::Update { expected_version } => {
+                Some((*i, w.header.id.as_str(), (*w, expected_version)))
+            }
+            WriteKind::Insert => None,
+        });
+        for round in rounds(checkpoints) {
+            let (index, checkpoints): (Vec<usize>, Vec<(&Write, i64)>) = round.into_iter().unzip();
+            let updated = Self::update_headers(&mut tx, &checkpoints).await?;
+            for (i, (w, _)) in index.into_iter().zip(checkpoints) {
+                outcomes[i] = updated.contains(&w.header.id);
             }
         }
-        let mut inserts: Vec<&Write> = writes
+        let mut inserts: Vec<(usize, &Write)> = writes
             .iter()
-            .filter(|w| matches!(w.kind, WriteKind::Insert))
+            .filter(|(_, w)| matches!(w.kind, WriteKind::Insert))
             .copied()
             .collect();
-        inserts.sort_by(|a, b| a.header.id.cmp(&b.header.id));
-        let inserted = Self::insert_headers(&mut tx, &inserts).await?;
-        for (i, w) in writes.iter().enumerate() {
-            if matches!(w.kind, WriteKind::Insert) {
-                outcomes[i] = inserted.contains(&w.header.id);
-            }
+        inserts.sort_by(|(_, a), (_, b)| a.header.id.cmp(&b.header.id));
+        let headers: Vec<&Write> = inserts.iter().map(|(_, w)| *w).collect();
+        let inserted = Self::insert_headers(&mut tx, &headers).await?;
+        for (i, w) in inserts {
+            outcomes[i] = inserted.contains(&w.header.id);
         }
         let written: Vec<&Write> = writes
             .iter()
-            .zip(&outcomes)
-            .filter(|(_, ok)| **ok)
-            .map(|(w, _)| *w)
+            .filter(|(i, _)| outcomes[*i])
+            .map(|(_, w)| *w)
             .collect();
         Self::write_steps(&mut tx, &written).await?;
         Self::write_events(&mut tx, &written).await?;
+        // After the checkpoints: a child's fence sees the lease as this batch leaves it.
+        let children = jobs.iter().enumerate().filter_map(|(i, job)| match job {
+            Job::Child(c) => Some((i, (c.execution_id.as_str(), c.row.step_id.as_str()), c)),
+            Job::Execution(_) => None,
+        });
+        for round in rounds(children) {
+            let (index, children): (Vec<usize>, Vec<&ChildWrite>) = round.into_iter().unzip();
+            let stored = Self::write_children(&mut tx, &children).await?;
+            for (i, c) in index.into_iter().zip(children) {
+                outcomes[i] = stored.contains(&(c.execution_id.clone(), c.row.step_id.clone()));
+            }
+        }
         tx.commit().await.map_err(db_err)?;
         Ok(outcomes)
+    }
+
+    /// Locks the executions that `jobs` change (not the new ones), in the order of their ids
+    /// (see [`Dialect::FOR_UPDATE`]).
+    async fn lock_in_order(conn: &mut DB::Connection, jobs: &[&Job]) -> Result<(), StoreError> {
+        if DB::FOR_UPDATE.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<String> = jobs
+            .iter()
+            .filter_map(|job| match job {
+                Job::Execution(w) if matches!(w.kind, WriteKind::Update { .. }) => {
+                    Some(w.header.id.clone())
+                }
+                Job::Execution(_) => None,
+                Job::Child(c) => Some(c.execution_id.clone()),
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        for chunk in ids.chunks(CHUNK) {
+            let mut q = QueryBuilder::<DB>::new("SELECT id FROM workflow_executions WHERE id IN (");
+            Self::push_list(&mut q, chunk);
+            q.push(format!(") ORDER BY id{}", DB::FOR_UPDATE));
+            q.build().execute(&mut *conn).await.map_err(db_err)?;
+        }
+        Ok(())
+    }
+
+    /// Finished child steps' records, where their runs still hold the leases they name (no
+    /// step twice in `children`); the `(execution id, step id)` of those written.
+    async fn write_children(
+        conn: &mut DB::Connection,
+        children: &[&ChildWrite],
+    ) -> Result<HashSet<(String, String)>, StoreError> {
+        let mut stored = HashSet::with_capacity(children.len());
+        let columns: Vec<String> = ["execution_id", "lease_node", "lease_epoch"]
+            .iter()
+            .chain(&STEP)
+            .map(|c| format!("child_{c}"))
+            .collect();
+        let step_columns: Vec<String> = STEP.iter().map(|c| format!("child_{c}")).collect();
+        for chunk in children.chunks(CHUNK / columns.len()) {
+            let mut q =
+                QueryBuilder::<DB>::new(format!("WITH children ({}) AS (", columns.join(", ")));
+            q.push_values(chunk, |mut v, c| {
+                v.push_bind(c.execution_id.clone());
+                v.push_bind(c.lease_node.clone());
+                v.push_bind(c.lease_epoch);
+                Self::push_step_values(&mut v, &c.row);
+            });
+            q.push(format!(
+                ") INSERT INTO workflow_steps (execution_id, {}) \
+                 SELECT child_execution_id, {} FROM children WHERE EXISTS (\
+                 SELECT 1 FROM workflow_executions WHERE status = 'running' \
+                 AND id = child_execution_id AND lease_node = child_lease_node \
+                 AND lease_epoch = child_lease_epoch{})",
+                STEP.join(", "),
+                step_columns.join(", "),
+                DB::FOR_SHARE,
+            ));
+            push_step_upsert(&mut q);
+            q.push(" RETURNING execution_id, step_id");
+            let rows: Vec<StepKeyRow> = q
+                .build_query_as()
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            stored.extend(rows.into_iter().map(|r| (r.execution_id, r.step_id)));
+        }
+        Ok(stored)
     }
 
     /// Inserts new executions' headers, except those whose id is taken; the ids inserted.
@@ -734,7 +912,7 @@ where
             ));
             q.push_values(chunk, |mut row, w| {
                 let r = &w.header;
-                Self::push_header_values(&mut row, r);
+                Self::push_header_values(&mut row, r, &HEADER);
                 row.push_bind(r.wake_at);
                 if r.status == "running" {
                     row.push(format!("{} + ", DB::NOW_MS))
@@ -757,71 +935,55 @@ where
         Ok(inserted)
     }
 
-    /// A checkpoint's compare-and-set of the header on its version.
-    async fn update_header(
+    /// Checkpoints' compare-and-sets of their headers on the versions they expect, many in one
+    /// statement (no id twice in `checkpoints`); the ids written.
+    async fn update_headers(
         conn: &mut DB::Connection,
-        w: &Write,
-        expected_version: i64,
-    ) -> Result<bool, StoreError> {
-        let r = &w.header;
-        let mut q = QueryBuilder::<DB>::new("UPDATE workflow_executions SET ");
-        // The lease expiry: none once the execution stops running; unchanged while the same
-        // hold writes (only heartbeats renew it, so a suspend request from another process
-        // never keeps a dead owner's lease alive); a full ttl when the hold is new.
-        q.push("lease_expires_at = ");
-        if r.status == "running" {
+        checkpoints: &[(&Write, i64)],
+    ) -> Result<HashSet<String>, StoreError> {
+        let mut updated = HashSet::with_capacity(checkpoints.len());
+        let changes: Vec<String> = ["id", "expected_version"]
+            .iter()
+            .chain(&CHECKPOINT)
+            .map(|c| format!("new_{c}"))
+            .collect();
+        let set: Vec<String> = CHECKPOINT
+            .iter()
+            .map(|c| format!("{c} = new_{c}"))
+            .collect();
+        for chunk in checkpoints.chunks(CHUNK / changes.len()) {
+            let mut q =
+                QueryBuilder::<DB>::new(format!("WITH changes ({}) AS (", changes.join(", ")));
+            q.push_values(chunk, |mut v, (w, expected_version)| {
+                v.push_bind(w.header.id.clone());
+                v.push_bind(*expected_version);
+                Self::push_header_values(&mut v, &w.header, &CHECKPOINT);
+            });
+            // The lease expiry: none once the execution stops running; unchanged while the
+            // same hold writes (only heartbeats renew it, so a suspend request from another
+            // process never keeps a dead owner's lease alive); a full ttl when the hold is new.
             q.push(format!(
-                "CASE WHEN status = 'running' AND lease_node {} ",
-                DB::IS
-            ))
-            .push_bind(r.lease_node.clone())
-            .push(" AND lease_epoch = ")
-            .push_bind(r.lease_epoch)
-            .push(format!(" THEN lease_expires_at ELSE {} + ", DB::NOW_MS))
-            .push_bind(r.lease_ttl_ms)
-            .push(" END");
-        } else {
-            q.push("NULL");
+                ") UPDATE workflow_executions SET lease_expires_at = CASE \
+                 WHEN new_status <> 'running' THEN NULL \
+                 WHEN status = 'running' AND lease_node {is} new_lease_node \
+                 AND lease_epoch = new_lease_epoch THEN lease_expires_at \
+                 ELSE {now} + new_lease_ttl_ms END, {set} \
+                 FROM changes WHERE id = new_id AND version = new_expected_version RETURNING id",
+                is = DB::IS,
+                now = DB::NOW_MS,
+                set = set.join(", "),
+            ));
+            if chunk.iter().any(|(w, _)| !w.events.is_empty()) {
+                q.push(DB::NOTIFY);
+            }
+            let rows: Vec<IdRow> = q
+                .build_query_as()
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            updated.extend(rows.into_iter().map(|r| r.id));
         }
-        q.push(", status = ").push_bind(r.status.clone());
-        q.push(", updated_at = ").push_bind(r.updated_at);
-        q.push(", end_at = ").push_bind(r.end_at);
-        q.push(", result = ")
-            .push_bind(r.result.clone())
-            .push(DB::AS_JSON);
-        q.push(", error = ").push_bind(r.error.clone());
-        q.push(", suspension = ")
-            .push_bind(r.suspension.clone())
-            .push(DB::AS_JSON);
-        q.push(", suspend_request = ")
-            .push_bind(r.suspend_request.clone())
-            .push(DB::AS_JSON);
-        q.push(", next_step = ").push_bind(r.next_step);
-        q.push(", version = ").push_bind(r.version);
-        q.push(", lease_node = ").push_bind(r.lease_node.clone());
-        q.push(", lease_epoch = ").push_bind(r.lease_epoch);
-        q.push(", lease_ttl_ms = ").push_bind(r.lease_ttl_ms);
-        q.push(", last_event = ").push_bind(r.last_event);
-        q.push(", cancellation = ")
-            .push_bind(r.cancellation.clone())
-            .push(DB::AS_JSON);
-        q.push(", error_step_id = ")
-            .push_bind(r.error_step_id.clone());
-        q.push(", wake_at = ").push_bind(r.wake_at);
-        q.push(" WHERE id = ")
-            .push_bind(r.id.clone())
-            .push(" AND version = ")
-            .push_bind(expected_version)
-            .push(" RETURNING id");
-        if !w.events.is_empty() {
-            q.push(DB::NOTIFY);
-        }
-        let row: Option<IdRow> = q
-            .build_query_as()
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        Ok(row.is_some())
+        Ok(updated)
     }
 
     /// Writes the step rows of `writes` (deleting those their executions no longer have).

@@ -99,6 +99,7 @@ impl Dialect for Sqlite {
     const IS: &'static str = "IS";
     // One writer at a time: no two claimers ever see the same row.
     const SKIP_LOCKED: &'static str = "";
+    const FOR_UPDATE: &'static str = "";
     const FOR_SHARE: &'static str = "";
     const NOTIFY: &'static str = "";
 

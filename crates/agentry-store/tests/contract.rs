@@ -175,7 +175,7 @@ fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
         updated_at: at,
         progress: Progress {
             next_step: 1,
-            steps: steps.into_iter().map(|(k, v)| (k, v.into())).collect(),
+            steps: std::sync::Arc::new(steps.into_iter().map(|(k, v)| (k, v.into())).collect()),
         },
         version: 1,
         last_event: 0,
@@ -306,19 +306,22 @@ async fn a_write_stores_the_header_and_the_named_steps_only(store: &dyn Executio
     next.progress.next_step = 2;
     let done =
         StepRecord::clone(&next.progress.steps["second"]).finished(json!({"n": 3}), true, at);
-    next.progress.steps.insert("second".into(), done.into());
-    next.progress.steps.insert(
+    next.progress
+        .steps_mut()
+        .insert("second".into(), done.into());
+    next.progress.steps_mut().insert(
         "third".into(),
         StepRecord::started(json!({"n": 3}), 1, at).into(),
     );
-    next.progress.steps.remove("child");
+    next.progress.steps_mut().remove("child");
     let mut expected = next.clone();
     expected.version = rec.version + 1;
     // Only "second", "third" and "child" (removed) are named: a change elsewhere is not
     // written.
     let mut sneaky = next.clone();
     sneaky.version = rec.version + 1;
-    std::sync::Arc::make_mut(sneaky.progress.steps.get_mut("first").expect("first")).attempt = 9;
+    std::sync::Arc::make_mut(sneaky.progress.steps_mut().get_mut("first").expect("first"))
+        .attempt = 9;
     let ok = store
         .compare_and_set(&sneaky, rec.version, &["second", "third", "child"], &[])
         .await
