@@ -4,40 +4,14 @@
 //! JWT provider on); Playwright, pytest and Chromium are installed by
 //! `scripts/install-test-deps.sh` (the README's set-up).
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use agentry_auth::{TokenOptions, create_token};
 use agentry_server::AuthSettings;
-use agentry_tests::{Backend, TestServer};
+use agentry_tests::{Backend, TestServer, pytest};
 use serde_json::json;
 
 const SECRET: &str = "console-tests-secret-of-32-bytes!";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The virtualenv's Python, failing with the set-up script's name when Playwright is missing.
-fn python() -> PathBuf {
-    let python = repo().join(".venv-tools/bin/python");
-    let ok = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import playwright, pytest"])
-            .status()
-            .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "Playwright for Python is missing from .venv-tools: run scripts/install-test-deps.sh \
-         (the README's set-up) first"
-    );
-    assert!(
-        std::path::Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: run scripts/install-test-deps.sh first"
-    );
-    python
-}
 
 fn token(sub: &str, expires_in: Option<u64>, expired: bool) -> String {
     let mut payload = json!({"sub": sub, "name": sub, "roles": []});
@@ -118,14 +92,17 @@ async fn the_console_is_served_from_the_binary() {
 /// failed request on any page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_in_a_real_browser() {
-    let python = tokio::task::spawn_blocking(python).await.unwrap();
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run scripts/install-test-deps.sh first"
+    );
     let open = TestServer::start(Backend::Sqlite).await;
     let auth = AuthSettings {
         jwt_secret: Some(SECRET.into()),
         ..Default::default()
     };
     let guarded = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
-    let env = [
+    let env = vec![
         ("AGENTRY_CONSOLE_BASE", open.base_url.clone()),
         ("AGENTRY_CONSOLE_JWT_BASE", guarded.base_url.clone()),
         (
@@ -138,30 +115,7 @@ async fn the_console_works_in_a_real_browser() {
         ),
         ("CHROMIUM", "/usr/bin/chromium".to_owned()),
     ];
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .args([
-                "-m",
-                "pytest",
-                "tests/console",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-            ])
-            .current_dir(repo())
-            .envs(env)
-            .output()
-            .expect("running pytest")
-    })
-    .await
-    .unwrap();
-    let report = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{report}");
-    assert!(out.status.success(), "the browser tests failed:\n{report}");
+    pytest("tests/console", "playwright, pytest", env).await;
     open.stop().await;
     guarded.stop().await;
 }

@@ -4,7 +4,6 @@
 //! agent uses the tools of `tests/mcp/weather_server.py`, a real MCP server written with the
 //! same SDK, over Streamable HTTP and over stdio.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -12,53 +11,10 @@ use agentry_auth::{TokenOptions, create_token};
 use agentry_core::agent::Agent;
 use agentry_mcp::{McpServer, McpToolset};
 use agentry_server::AuthSettings;
-use agentry_tests::{Backend, TestServer};
+use agentry_tests::{Backend, TestServer, pytest, repo, tools_python};
 use serde_json::{Value, json};
 
 const SECRET: &str = "mcp-tests-secret-of-at-least-32-bytes";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The virtualenv's Python, failing with the set-up script's name when the SDK is missing.
-fn python() -> PathBuf {
-    let python = repo().join(".venv-tools/bin/python");
-    let ok = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import mcp, pytest"])
-            .status()
-            .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "the MCP Python SDK is missing from .venv-tools: run scripts/install-test-deps.sh \
-         (the README's set-up) first"
-    );
-    python
-}
-
-/// Runs pytest on `tests/mcp/<file>` with `env`; fails with its report.
-pub async fn pytest(file: &str, env: Vec<(&'static str, String)>) {
-    let python = tokio::task::spawn_blocking(python).await.unwrap();
-    let target = format!("tests/mcp/{file}");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .args(["-m", "pytest", &target, "-q", "-p", "no:cacheprovider"])
-            .current_dir(repo())
-            .envs(env)
-            .output()
-            .expect("running pytest")
-    })
-    .await
-    .unwrap();
-    let report = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{report}");
-    assert!(out.status.success(), "the MCP tests failed:\n{report}");
-}
 
 /// initialize, tools with their schemas, `calculate`, `ask_assistant`, `run_word-count`, a
 /// suspending workflow, bad arguments as tool errors in a session that lives on, and with JWT
@@ -81,7 +37,8 @@ async fn the_official_python_sdk_uses_agentry_over_mcp() {
     )
     .expect("a token");
     pytest(
-        "test_mcp_server.py",
+        "tests/mcp/test_mcp_server.py",
+        "mcp, pytest",
         vec![
             ("AGENTRY_MCP_URL", open.url("/mcp")),
             ("AGENTRY_MCP_JWT_URL", guarded.url("/mcp")),
@@ -147,7 +104,9 @@ async fn text(s: &TestServer, agent: &str, input: &str) -> Value {
 /// while the agent still answers. The same server over stdio lends the same tool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_uses_the_tools_of_a_real_mcp_server() {
-    let python = tokio::task::spawn_blocking(python).await.unwrap();
+    let python = tokio::task::spawn_blocking(|| tools_python("mcp"))
+        .await
+        .unwrap();
     let (station, url) = {
         let python = python.clone();
         tokio::task::spawn_blocking(move || start_station(&python))

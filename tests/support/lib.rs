@@ -415,3 +415,51 @@ pub fn assert_iso(v: &Value) -> chrono::DateTime<chrono::FixedOffset> {
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
+
+/// The repository's root (the Python tests and their helpers live below it).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The Python of `.venv-tools` (made by `scripts/install-test-deps.sh`, the README's set-up),
+/// failing with the script's name when it cannot import `modules` (as `import` lists them).
+pub fn tools_python(modules: &str) -> PathBuf {
+    let python = repo().join(".venv-tools/bin/python");
+    let ok = python.exists()
+        && std::process::Command::new(&python)
+            .args(["-c", &format!("import {modules}")])
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{modules} cannot be imported by .venv-tools/bin/python: run \
+         scripts/install-test-deps.sh (the README's set-up) first"
+    );
+    python
+}
+
+/// Runs pytest (with `.venv-tools`'s Python, which must import `modules`) on `target`, a file or
+/// folder of the repository, with `env`; fails with its report.
+pub async fn pytest(target: &str, modules: &'static str, env: Vec<(&'static str, String)>) {
+    let python = tokio::task::spawn_blocking(move || tools_python(modules))
+        .await
+        .unwrap();
+    let args = ["-m", "pytest", target, "-q", "-p", "no:cacheprovider"].map(str::to_owned);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args(args)
+            .current_dir(repo())
+            .envs(env)
+            .output()
+            .expect("running pytest")
+    })
+    .await
+    .unwrap();
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{report}");
+    assert!(out.status.success(), "{target} failed:\n{report}");
+}

@@ -110,6 +110,42 @@ export function query(params) {
   return s ? `?${s}` : "";
 }
 
+/**
+ * Executions read page by page with the API's cursor; `fetchPage(cursor, limit)` answers one
+ * page of `GET /executions`. `more()` appends the next page (leaving out any already shown);
+ * `refresh()` reads again as many as are shown (at least a page), from the newest; `reset()`
+ * forgets them.
+ */
+export function executionPages(fetchPage, pageSize) {
+  const pages = {
+    items: [],
+    nextCursor: null,
+    async more() {
+      const page = await fetchPage(pages.nextCursor, pageSize);
+      const seen = new Set(pages.items.map((e) => e.executionId));
+      pages.items = pages.items.concat(page.executions.filter((e) => !seen.has(e.executionId)));
+      pages.nextCursor = page.nextCursor;
+    },
+    async refresh() {
+      const want = Math.max(pageSize, pages.items.length);
+      const fresh = [];
+      let cursor = null;
+      do {
+        const page = await fetchPage(cursor, Math.min(100, Math.max(pageSize, want - fresh.length)));
+        fresh.push(...page.executions);
+        cursor = page.nextCursor;
+      } while (cursor && fresh.length < want);
+      pages.items = fresh;
+      pages.nextCursor = cursor;
+    },
+    reset() {
+      pages.items = [];
+      pages.nextCursor = null;
+    },
+  };
+  return pages;
+}
+
 // ---- Cached reads of things that do not change while the server runs ---------------------------
 
 const cache = new Map();

@@ -26,7 +26,9 @@ pub struct ListParams {
     cursor: Option<String>,
 }
 
-/// The query of the list across workflows: [`ListParams`] and an optional workflow.
+/// The query of the list across workflows: [`ListParams`] and an optional workflow. (Its fields
+/// are repeated rather than flattened: utoipa would describe a flattened struct as one object
+/// parameter in `/doc`, not as the query parameters it is.)
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase")]
 #[into_params(parameter_in = Query)]

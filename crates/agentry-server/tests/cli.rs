@@ -1,9 +1,13 @@
 //! The `agentry` binary as an operator runs it: the listening line, migrate, help, SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use common::printed;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_agentry"));
@@ -39,15 +43,8 @@ fn http_get(addr: &str, path: &str) -> String {
 /// Spawns `cmd` with stdout piped and reads the address of its listening line.
 fn spawn_listening(cmd: &mut Command) -> (std::process::Child, String) {
     let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("agentry listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let addr = printed(&mut stdout, "agentry listening on http://");
     (child, addr)
 }
 

@@ -6,64 +6,19 @@
 //! trace that started it; and with the collector down, requests are served and the dropped spans
 //! are counted in `/metrics`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod common;
+
+use std::io::BufReader;
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{Killed, free_port, printed, request};
 use serde_json::Value;
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let extra: String = headers
-        .iter()
-        .map(|(k, v)| format!("{k}: {v}\r\n"))
-        .collect();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or("")
-        .to_owned();
-    (status, body)
 }
 
 fn data(body: &str) -> Value {
@@ -91,15 +46,8 @@ fn start_agentry(endpoint: &str) -> (Killed, String) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("agentry listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let addr = printed(&mut stdout, "agentry listening on http://");
     (Killed(child), addr)
 }
 

@@ -3,47 +3,15 @@
 //! serves, and a real `prometheus` server scraping it until a PromQL query counts the runs made.
 //! Prometheus is installed by `scripts/install-test-deps.sh` (the README's set-up).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::io::{BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{Killed, free_port, printed, request};
 use serde_json::Value;
-
-/// A child process killed when the test ends, however it ends.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn request(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connecting {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().expect("a status");
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_owned())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn require(tool: &str) {
     assert!(
@@ -63,15 +31,9 @@ fn start_agentry(db: &str) -> (Killed, String, String) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut next = |prefix: &str| {
-        let line = lines.next().expect("a line").expect("stdout");
-        line.strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
-            .to_owned()
-    };
-    let addr = next("agentry listening on http://");
-    let metrics = next("agentry metrics on http://");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let addr = printed(&mut stdout, "agentry listening on http://");
+    let metrics = printed(&mut stdout, "agentry metrics on http://");
     let metrics = metrics
         .strip_suffix("/metrics")
         .expect("the path")
@@ -81,7 +43,7 @@ fn start_agentry(db: &str) -> (Killed, String, String) {
 
 /// Prometheus's HTTP API answer to `path`, once it answers with success.
 fn prometheus_api(addr: &str, path: &str) -> Value {
-    let (status, body) = request(addr, "GET", path, "");
+    let (status, body) = request(addr, "GET", path, &[], "");
     assert_eq!(status, 200, "{path}: {body}");
     let v: Value = serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {body}"));
     assert_eq!(v["status"], "success", "{v}");
@@ -103,15 +65,16 @@ fn prometheus_scrapes_the_metrics_and_counts_the_runs() {
             &addr,
             "POST",
             "/workflows/word-count/execute",
+            &[],
             &format!(r#"{{"input":{{"text":"run {i}"}}}}"#),
         );
         assert_eq!(status, 200, "{body}");
     }
-    let (status, body) = request(&addr, "GET", "/metrics", "");
+    let (status, body) = request(&addr, "GET", "/metrics", &[], "");
     assert_eq!(status, 404, "not on the main address: {body}");
 
     // promtool lints what is served: nothing to report.
-    let (status, text) = request(&metrics, "GET", "/metrics", "");
+    let (status, text) = request(&metrics, "GET", "/metrics", &[], "");
     assert_eq!(status, 200, "GET /metrics on {metrics}: {text}");
     assert!(
         text.contains("agentry_executions_completed_total{workflow=\"word-count\"} 7"),

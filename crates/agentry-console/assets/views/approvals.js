@@ -5,7 +5,7 @@
 // working on it, then it says so and its form is disabled.
 
 import { resumeForm } from "../actions.js";
-import { api, query, workflowDetail } from "../api.js";
+import { api, executionPages, query, workflowDetail } from "../api.js";
 import { executionLink, facts, h, json, replace, setText, time } from "../dom.js";
 import { countdown, poll } from "../live.js";
 
@@ -26,40 +26,29 @@ export async function render({ main, signal, title }) {
     h("div", { class: "form-actions below" }, more),
   );
 
-  let items = [];
-  let nextCursor = null;
   const cards = new Map(); // executionId -> card
   let chain = Promise.resolve();
   const serial = (fn) => (chain = chain.then(fn, fn));
 
-  const fetchPage = (cursor, limit) =>
-    api(`/executions${query({ status: "suspended", limit, cursor })}`, { signal });
+  const pages = executionPages(
+    (cursor, limit) => api(`/executions${query({ status: "suspended", limit, cursor })}`, { signal }),
+    PAGE,
+  );
 
   const refresh = () =>
     serial(async () => {
-      const want = Math.max(PAGE, items.length);
-      const fresh = [];
-      let cursor = null;
-      do {
-        const page = await fetchPage(cursor, Math.min(100, Math.max(PAGE, want - fresh.length)));
-        fresh.push(...page.executions);
-        cursor = page.nextCursor;
-      } while (cursor && fresh.length < want);
-      items = fresh;
-      nextCursor = cursor;
+      await pages.refresh();
       await draw();
     });
 
   const loadMore = () =>
     serial(async () => {
-      const page = await fetchPage(nextCursor, PAGE);
-      const seen = new Set(items.map((e) => e.executionId));
-      items = items.concat(page.executions.filter((e) => !seen.has(e.executionId)));
-      nextCursor = page.nextCursor;
+      await pages.more();
       await draw();
     });
 
   async function draw() {
+    const { items, nextCursor } = pages;
     // The schemas of every workflow shown (read once per page load).
     const details = new Map();
     for (const id of new Set(items.map((e) => e.workflowId))) details.set(id, await workflowDetail(id));

@@ -3,7 +3,7 @@
 // live: every two seconds, while the tab is visible, the pages shown are read again and the
 // rows updated in place (a row never moves unless an execution is added above it).
 
-import { api, query } from "../api.js";
+import { api, executionPages, query } from "../api.js";
 import { consoleUrl, duration, executionLink, h, replace, setStatus, setText, setTime, statusBadge, time } from "../dom.js";
 import { poll } from "../live.js";
 import { pushUrl } from "../router.js";
@@ -76,8 +76,6 @@ export async function render({ main, query: params, signal, title }) {
   );
 
   // ---- State: the rows shown, and the cursor of the next page ----
-  let items = [];
-  let nextCursor = null;
   let loaded = false;
   const rows = new Map(); // executionId -> {tr, status, end, duration}
   let chain = Promise.resolve();
@@ -86,17 +84,17 @@ export async function render({ main, query: params, signal, title }) {
     return chain;
   };
 
-  const fetchPage = (cursor, limit) =>
-    api(`/executions${query({ workflowId: filter.workflow, status: filter.status, limit, cursor })}`, { signal });
+  const pages = executionPages(
+    (cursor, limit) =>
+      api(`/executions${query({ workflowId: filter.workflow, status: filter.status, limit, cursor })}`, { signal }),
+    PAGE,
+  );
 
   const loadMore = () =>
     serial(async () => {
       more.disabled = true;
       try {
-        const page = await fetchPage(nextCursor, PAGE);
-        const seen = new Set(items.map((e) => e.executionId));
-        items = items.concat(page.executions.filter((e) => !seen.has(e.executionId)));
-        nextCursor = page.nextCursor;
+        await pages.more();
         error.textContent = "";
         draw();
       } finally {
@@ -107,21 +105,13 @@ export async function render({ main, query: params, signal, title }) {
   // Reads again as many executions as are shown (at least a page), from the newest.
   const refresh = () =>
     serial(async () => {
-      const want = Math.max(PAGE, items.length);
-      const fresh = [];
-      let cursor = null;
-      do {
-        const page = await fetchPage(cursor, Math.min(100, Math.max(PAGE, want - fresh.length)));
-        fresh.push(...page.executions);
-        cursor = page.nextCursor;
-      } while (cursor && fresh.length < want);
-      items = fresh;
-      nextCursor = cursor;
+      await pages.refresh();
       error.textContent = "";
       draw();
     });
 
   function draw() {
+    const { items, nextCursor } = pages;
     loaded = true;
     const keep = new Set(items.map((e) => e.executionId));
     for (const [id, row] of rows) {
@@ -155,8 +145,7 @@ export async function render({ main, query: params, signal, title }) {
     filter.workflow = workflowSelect.value;
     filter.status = statusSelect.value;
     pushUrl(consoleUrl("/executions", filter));
-    items = [];
-    nextCursor = null;
+    pages.reset();
     for (const row of rows.values()) row.tr.remove();
     rows.clear();
     refresh().catch(showError);
