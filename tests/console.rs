@@ -13,8 +13,8 @@ use serde_json::json;
 
 const SECRET: &str = "console-tests-secret-of-32-bytes!";
 
-fn token(sub: &str, expires_in: Option<u64>, expired: bool) -> String {
-    let mut payload = json!({"sub": sub, "name": sub, "roles": []});
+fn token(sub: &str, roles: &[&str], expires_in: Option<u64>, expired: bool) -> String {
+    let mut payload = json!({"sub": sub, "name": sub, "roles": roles});
     if expired {
         payload["exp"] = json!(chrono::Utc::now().timestamp() - 3600);
     }
@@ -88,8 +88,8 @@ async fn the_console_is_served_from_the_binary() {
 
 /// The console in Chromium, driven by Playwright (tests/console/*.py): approvals and their
 /// generated resume form, a bad resume, live timelines, cancel, a deadline that passes, the
-/// chat with a tool call, sign-in with a valid and an expired token, and no console error or
-/// failed request on any page.
+/// chat with a tool call, sign-in with a valid and an expired token, the log tail polled in
+/// strict mode, and no console error or failed request on any page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_in_a_real_browser() {
     assert!(
@@ -101,21 +101,32 @@ async fn the_console_works_in_a_real_browser() {
         jwt_secret: Some(SECRET.into()),
         ..Default::default()
     };
-    let guarded = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
+    let guarded = TestServer::start_with(Backend::Sqlite, auth.clone(), |h| h).await;
+    let strict = AuthSettings {
+        strict: true,
+        ..auth
+    };
+    let strict = TestServer::start_with(Backend::Sqlite, strict, |h| h).await;
     let env = vec![
         ("AGENTRY_CONSOLE_BASE", open.base_url.clone()),
         ("AGENTRY_CONSOLE_JWT_BASE", guarded.base_url.clone()),
         (
             "AGENTRY_CONSOLE_VALID_TOKEN",
-            token("console-user", Some(3600), false),
+            token("console-user", &[], Some(3600), false),
         ),
         (
             "AGENTRY_CONSOLE_EXPIRED_TOKEN",
-            token("console-user", None, true),
+            token("console-user", &[], None, true),
+        ),
+        ("AGENTRY_CONSOLE_STRICT_BASE", strict.base_url.clone()),
+        (
+            "AGENTRY_CONSOLE_ADMIN_TOKEN",
+            token("console-admin", &["admin"], Some(3600), false),
         ),
         ("CHROMIUM", "/usr/bin/chromium".to_owned()),
     ];
     pytest("tests/console", "playwright, pytest", env).await;
     open.stop().await;
     guarded.stop().await;
+    strict.stop().await;
 }

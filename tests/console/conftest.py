@@ -5,6 +5,8 @@ The Rust harness starts two servers and runs `python -m pytest tests/console` wi
 - `AGENTRY_CONSOLE_BASE`: a server without authentication (`http://127.0.0.1:PORT`);
 - `AGENTRY_CONSOLE_JWT_BASE`, `AGENTRY_CONSOLE_VALID_TOKEN`, `AGENTRY_CONSOLE_EXPIRED_TOKEN`:
   a server with the JWT provider on, and a valid and an expired token of it;
+- `AGENTRY_CONSOLE_STRICT_BASE`, `AGENTRY_CONSOLE_ADMIN_TOKEN`: a server in strict mode (same
+  secret), and a token with the `admin` role;
 - `AGENTRY_CONSOLE_SCREENSHOTS` (optional): a directory for the README's screenshots;
 - `CHROMIUM` (optional): the browser, default Debian's `/usr/bin/chromium` (Playwright's own
   browser download cannot work here).
@@ -43,6 +45,16 @@ def base() -> str:
 @pytest.fixture(scope="session")
 def jwt_base() -> str:
     return env("AGENTRY_CONSOLE_JWT_BASE")
+
+
+@pytest.fixture(scope="session")
+def strict_base() -> str:
+    return env("AGENTRY_CONSOLE_STRICT_BASE")
+
+
+@pytest.fixture(scope="session")
+def admin_token() -> str:
+    return env("AGENTRY_CONSOLE_ADMIN_TOKEN")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import json
 import re
 
 from playwright.sync_api import expect
-from support import new_id
+from support import Api, new_id
 
 
 def step(page, step_id):
@@ -358,6 +358,28 @@ def test_logs_follow_live_with_filters_in_the_url(page, api, base):
     page.get_by_role("button", name="Apply").click()
     expect(page).to_have_url(re.compile(rf"/console/logs\?level=error&executionId={execution_id}$"))
     expect(records.get_by_text("execution started")).to_have_count(0)
+
+
+def test_in_strict_mode_the_logs_are_polled_and_each_record_shown_once(page, strict_base, admin_token):
+    # A browser cannot send a token on a WebSocket: in strict mode the tail polls GET /api/logs,
+    # asking again from the newest record's millisecond (records share milliseconds), and must
+    # neither miss nor repeat a record.
+    execution_id = new_id("strict-logs")
+    page.goto(f"{strict_base}/console/logs?executionId={execution_id}")
+    page.get_by_label("Access token").fill(admin_token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_text("Polling GET /api/logs every 2 s")).to_be_visible()
+
+    Api(strict_base, admin_token).execute("word-count", {"text": "polled"}, execution_id)
+    records = page.get_by_role("list", name="Log records")
+    expect(records.get_by_text("execution finished")).to_be_visible()
+    # Two more polls, each from the last record's millisecond: nothing shown twice.
+    with page.expect_response(lambda r: "/api/logs?" in r.url and "since=" in r.url):
+        pass
+    with page.expect_response(lambda r: "/api/logs?" in r.url and "since=" in r.url):
+        pass
+    expect(records.get_by_text("execution started")).to_have_count(1)
+    expect(records.get_by_text("execution finished")).to_have_count(1)
 
 
 # ---- Good manners -----------------------------------------------------------------------------------

@@ -55,10 +55,25 @@ export async function render({ main, query: params, signal, title }) {
   // ---- Records ----
   let paused = false;
   let held = [];
-  let last = null; // the newest record's timestamp (polling resumes after it)
+  // Polling asks again from the newest record's millisecond (`since` is exclusive and records
+  // share milliseconds), and skips the records of that millisecond it has already shown.
+  let last = null; // the newest record's timestamp
+  let shownAtLast = new Set(); // those records, as JSON
+
+  function isNew(record) {
+    const key = JSON.stringify(record);
+    if (!record.timestamp || (last && record.timestamp < last)) return true;
+    if (record.timestamp === last) {
+      if (shownAtLast.has(key)) return false;
+    } else {
+      last = record.timestamp;
+      shownAtLast = new Set();
+    }
+    shownAtLast.add(key);
+    return true;
+  }
 
   function add(record) {
-    if (record.timestamp && (!last || record.timestamp > last)) last = record.timestamp;
     if (paused) {
       held.push(record);
       if (held.length > MAX_LINES) held = held.slice(-MAX_LINES);
@@ -106,12 +121,13 @@ export async function render({ main, query: params, signal, title }) {
     setText(status, "Polling GET /api/logs every 2 s (strict mode: the logs need your token).");
     let first = true;
     const fetchNew = async () => {
-      const q = first ? { ...filters, limit: BACKLOG } : { ...filters, since: last || undefined, limit: 1000 };
+      const since = last ? new Date(Date.parse(last) - 1).toISOString() : undefined;
+      const q = first ? { ...filters, limit: BACKLOG } : { ...filters, since, limit: 1000 };
       const records = await api(`/api/logs${query(q)}`, { signal: stop });
       if (stop.aborted) return;
       first = false;
       error.textContent = "";
-      for (const r of records) add(r);
+      for (const r of records) if (isNew(r)) add(r);
     };
     const showError = (e) => {
       if (stop.aborted) return;
@@ -165,6 +181,7 @@ export async function render({ main, query: params, signal, title }) {
     list.replaceChildren();
     held = [];
     last = null;
+    shownAtLast = new Set();
     connect();
   });
 
