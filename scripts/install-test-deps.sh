@@ -8,7 +8,8 @@
 #   - Playwright for Python and pytest in the same virtualenv (tests/console.rs drives Debian's
 #     chromium with them; Playwright's own browser download is never used), and the official
 #     MCP Python SDK (tests/mcp.rs: its client against /mcp, its FastMCP as a server for agents),
-#     and opentelemetry-proto (crates/agentry-server/tests/otel.rs: a real OTLP receiver)
+#     and opentelemetry-proto with grpcio (crates/agentry-server/tests/otel.rs: a real OTLP
+#     receiver, over HTTP and over gRPC)
 # Safe to run again: a second run installs nothing. Needs root for apt-get (CI and the dev machines
 # run as root).
 set -euo pipefail
@@ -66,11 +67,11 @@ else
   "$VENV/bin/st" --version
 fi
 
-if "$VENV/bin/python" -c 'import playwright, pytest, mcp, opentelemetry.proto' 2>/dev/null; then
-  echo "playwright, pytest, mcp, opentelemetry-proto: present"
+if "$VENV/bin/python" -c 'import playwright, pytest, mcp, opentelemetry.proto, grpc' 2>/dev/null; then
+  echo "playwright, pytest, mcp, opentelemetry-proto, grpcio: present"
 else
-  echo "playwright, pytest, mcp, opentelemetry-proto: installing into $VENV"
+  echo "playwright, pytest, mcp, opentelemetry-proto, grpcio: installing into $VENV"
   # The versions tests/console and tests/mcp were written against. Playwright drives
   # /usr/bin/chromium (executable_path): `playwright install` is never run.
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'playwright==1.65.2' 'pytest==9.2.0' 'mcp==2.3.0' 'opentelemetry-proto==1.45.2'
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'playwright==1.65.2' 'pytest==9.2.0' 'mcp==2.3.0' 'opentelemetry-proto==1.45.2' 'grpcio==1.76.0'
 fi

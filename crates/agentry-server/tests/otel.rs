@@ -1,10 +1,11 @@
-//! OpenTelemetry traces from the real binary to a real OTLP/HTTP receiver
+//! OpenTelemetry traces from the real binary to a real OTLP receiver
 //! (`tests/otel/otlp_receiver.py`, decoding `ExportTraceServiceRequest` with pip
-//! `opentelemetry-proto`, installed into `.venv-tools` by `scripts/install-test-deps.sh`): the
-//! spans of a workflow run and of an agent call with a tool arrive with their parents, names and
-//! GenAI attributes; a client's `traceparent` is continued; a resumed execution links to the
-//! trace that started it; and with the collector down, requests are served and the dropped spans
-//! are counted in `/metrics`.
+//! `opentelemetry-proto`, over HTTP or, with `grpcio`, over gRPC; installed into `.venv-tools`
+//! by `scripts/install-test-deps.sh`): the spans of a workflow run and of an agent call with a
+//! tool arrive with their parents, names and GenAI attributes; a client's `traceparent` is
+//! continued; a resumed execution links to the trace that started it; the same over gRPC; and
+//! with the collector down, requests are served and the dropped spans are counted in
+//! `/metrics`.
 
 mod common;
 
@@ -26,8 +27,8 @@ fn data(body: &str) -> Value {
     v["data"].clone()
 }
 
-/// The binary, exporting traces to `endpoint`.
-fn start_agentry(endpoint: &str) -> (Killed, String) {
+/// The binary, exporting traces to `endpoint` over `protocol` (`http/protobuf` or `grpc`).
+fn start_agentry(endpoint: &str, protocol: &str) -> (Killed, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_agentry"))
         .args([
             "serve",
@@ -37,7 +38,7 @@ fn start_agentry(endpoint: &str) -> (Killed, String) {
             "sqlite::memory:",
         ])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env("OTEL_SERVICE_NAME", "agentry-under-test")
         .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
         .env_remove("OTEL_TRACES_SAMPLER")
@@ -74,45 +75,116 @@ fn one<'a>(spans: &'a [Value], name: &str, trace: &str) -> &'a Value {
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const CALLER: &str = "b7ad6b7169203331";
 
-#[test]
-fn spans_arrive_with_their_parents_names_and_genai_attributes() {
-    let python = repo().join(".venv-tools/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import opentelemetry.proto"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "opentelemetry-proto is missing from .venv-tools: run scripts/install-test-deps.sh first"
-    );
-    let dir = std::env::temp_dir().join(format!("agentry-otel-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("spans.jsonl");
-    let port = free_port();
-    let _receiver = Killed(
-        Command::new(&python)
-            .arg(repo().join("tests/otel/otlp_receiver.py"))
-            .arg(port.to_string())
-            .arg(&out)
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the receiver never listened");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let (_agentry, addr) = start_agentry(&format!("http://127.0.0.1:{port}"));
+/// A running OTLP receiver (`http` or `grpc`) and the file it writes the spans to.
+struct Receiver {
+    _process: Killed,
+    port: u16,
+    dir: PathBuf,
+    out: PathBuf,
+}
 
+impl Receiver {
+    fn start(mode: &str) -> Self {
+        let python = repo().join(".venv-tools/bin/python");
+        let ok = Command::new(&python)
+            .args(["-c", "import opentelemetry.proto, grpc"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "opentelemetry-proto or grpcio is missing from .venv-tools: run \
+             scripts/install-test-deps.sh first"
+        );
+        let dir = std::env::temp_dir().join(format!("agentry-otel-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("spans.jsonl");
+        let port = free_port();
+        let process = Killed(
+            Command::new(&python)
+                .arg(repo().join("tests/otel/otlp_receiver.py"))
+                .arg(port.to_string())
+                .arg(&out)
+                .arg(mode)
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the receiver never listened");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Self {
+            _process: process,
+            port,
+            dir,
+            out,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The spans received so far, once `arrived` holds of them (batches leave every half
+    /// second).
+    fn spans_once(&self, arrived: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let all = spans(&self.out);
+            if arrived(&all) {
+                return all;
+            }
+            assert!(Instant::now() < deadline, "spans never arrived: {all:#?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A workflow run under the caller's trace: request > execution > step, the caller's span the
+/// request's parent.
+fn check_workflow_run(all: &[Value]) {
+    let http = one(all, "POST /workflows/{id}/execute", TRACE);
+    assert_eq!(
+        http["parentSpanId"], CALLER,
+        "the caller's span is the parent"
+    );
+    assert_eq!(http["attributes"]["http.route"], "/workflows/{id}/execute");
+    assert_eq!(http["attributes"]["http.response.status_code"], 200);
+    assert_eq!(http["kind"], 2, "a server span");
+    let execution = one(all, "execution word-count", TRACE);
+    assert_eq!(execution["parentSpanId"], http["spanId"]);
+    let step = one(all, "step count", TRACE);
+    assert_eq!(step["parentSpanId"], execution["spanId"]);
+    assert_eq!(step["attributes"]["attempt"], 1);
+    assert_eq!(http["resource"]["service.name"], "agentry-under-test");
+    assert_eq!(http["resource"]["deployment.environment"], "test");
+}
+
+/// Runs word-count under the caller's trace.
+fn run_word_count(addr: &str) {
     let traceparent = format!("00-{TRACE}-{CALLER}-01");
     let (status, body) = request(
-        &addr,
+        addr,
         "POST",
         "/workflows/word-count/execute",
         &[("traceparent", &traceparent)],
         r#"{"input":{"text":"one two"}}"#,
     );
     assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn spans_arrive_with_their_parents_names_and_genai_attributes() {
+    let receiver = Receiver::start("http");
+    let (_agentry, addr) = start_agentry(&receiver.endpoint(), "http/protobuf");
+
+    run_word_count(&addr);
     let (status, body) = request(
         &addr,
         "POST",
@@ -138,35 +210,11 @@ fn spans_arrive_with_their_parents_names_and_genai_attributes() {
     );
     assert_eq!(status, 200, "{body}");
 
-    // Batches leave every half second.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let all = loop {
-        let all = spans(&out);
-        if named(&all, "execution expense-approval").len() >= 2
-            && !named(&all, "chat offline").is_empty()
-        {
-            break all;
-        }
-        assert!(Instant::now() < deadline, "spans never arrived: {all:#?}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-
-    // The workflow run: the caller's trace continued, request > execution > step.
-    let http = one(&all, "POST /workflows/{id}/execute", TRACE);
-    assert_eq!(
-        http["parentSpanId"], CALLER,
-        "the caller's span is the parent"
-    );
-    assert_eq!(http["attributes"]["http.route"], "/workflows/{id}/execute");
-    assert_eq!(http["attributes"]["http.response.status_code"], 200);
-    assert_eq!(http["kind"], 2, "a server span");
-    let execution = one(&all, "execution word-count", TRACE);
-    assert_eq!(execution["parentSpanId"], http["spanId"]);
-    let step = one(&all, "step count", TRACE);
-    assert_eq!(step["parentSpanId"], execution["spanId"]);
-    assert_eq!(step["attributes"]["attempt"], 1);
-    assert_eq!(http["resource"]["service.name"], "agentry-under-test");
-    assert_eq!(http["resource"]["deployment.environment"], "test");
+    let all = receiver.spans_once(|all| {
+        named(all, "execution expense-approval").len() >= 2
+            && !named(all, "chat offline").is_empty()
+    });
+    check_workflow_run(&all);
 
     // The agent call: request > invoke_agent > chat and execute_tool, with GenAI attributes.
     let agent_http = named(&all, "POST /agents/{id}/text")[0];
@@ -229,12 +277,23 @@ fn spans_arrive_with_their_parents_names_and_genai_attributes() {
         "the resume request's own trace"
     );
     assert_eq!(resumed["links"][0]["traceId"], started["traceId"]);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn spans_arrive_over_grpc_too() {
+    let receiver = Receiver::start("grpc");
+    let (_agentry, addr) = start_agentry(&receiver.endpoint(), "grpc");
+    run_word_count(&addr);
+    let all = receiver.spans_once(|all| !named(all, "step count").is_empty());
+    check_workflow_run(&all);
 }
 
 #[test]
 fn with_the_collector_down_requests_are_served_and_dropped_spans_counted() {
-    let (_agentry, addr) = start_agentry(&format!("http://127.0.0.1:{}", free_port()));
+    let (_agentry, addr) = start_agentry(
+        &format!("http://127.0.0.1:{}", free_port()),
+        "http/protobuf",
+    );
     for i in 0..20 {
         let (status, body) = request(
             &addr,
