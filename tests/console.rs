@@ -1,7 +1,7 @@
 //! The operator console (`/console`): how the server serves it, and the console itself in a
 //! real browser. `tests/console/` holds Playwright-for-Python tests that drive Debian's
-//! `chromium` against two real servers started here (one without authentication, one with the
-//! JWT provider on); Playwright, pytest and Chromium are installed by
+//! `chromium` against three real servers started here (one without authentication, one with
+//! the JWT provider on, one in strict mode); Playwright, pytest and Chromium are installed by
 //! `scripts/install-test-deps.sh` (the README's set-up).
 
 use std::time::Duration;

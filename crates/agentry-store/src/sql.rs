@@ -278,6 +278,15 @@ fn select_list<DB: Dialect>(columns: &[&str], json: &[&str]) -> String {
         .join(", ")
 }
 
+/// `columns`, each name behind `prefix`: the columns of a `WITH` list of values, apart from the
+/// table's own.
+fn prefixed<'a>(prefix: &str, columns: impl IntoIterator<Item = &'a &'a str>) -> Vec<String> {
+    columns
+        .into_iter()
+        .map(|c| format!("{prefix}{c}"))
+        .collect()
+}
+
 /// `items` (each with its index in the batch and its key) in rounds where no key appears twice:
 /// an item whose key came before goes in the next round, after it. Each round is in the order
 /// of its keys.
@@ -865,12 +874,13 @@ where
         children: &[&ChildWrite],
     ) -> Result<HashSet<(String, String)>, StoreError> {
         let mut stored = HashSet::with_capacity(children.len());
-        let columns: Vec<String> = ["execution_id", "lease_node", "lease_epoch"]
-            .iter()
-            .chain(&STEP)
-            .map(|c| format!("child_{c}"))
-            .collect();
-        let step_columns: Vec<String> = STEP.iter().map(|c| format!("child_{c}")).collect();
+        let columns = prefixed(
+            "child_",
+            ["execution_id", "lease_node", "lease_epoch"]
+                .iter()
+                .chain(&STEP),
+        );
+        let step_columns = prefixed("child_", &STEP);
         for chunk in children.chunks(CHUNK / columns.len()) {
             let mut q =
                 QueryBuilder::<DB>::new(format!("WITH children ({}) AS (", columns.join(", ")));
@@ -945,11 +955,7 @@ where
         checkpoints: &[(&Write, i64)],
     ) -> Result<HashSet<String>, StoreError> {
         let mut updated = HashSet::with_capacity(checkpoints.len());
-        let changes: Vec<String> = ["id", "expected_version"]
-            .iter()
-            .chain(&CHECKPOINT)
-            .map(|c| format!("new_{c}"))
-            .collect();
+        let changes = prefixed("new_", ["id", "expected_version"].iter().chain(&CHECKPOINT));
         let set: Vec<String> = CHECKPOINT
             .iter()
             .map(|c| format!("{c} = new_{c}"))

@@ -284,6 +284,19 @@ impl Engine {
         }
     }
 
+    /// `state` after `t` (which the engine only takes where the state machine allows it), and
+    /// the event that reports it.
+    fn transitioned(
+        state: &ExecutionState,
+        t: Transition,
+        events: &mut Vec<EventKind>,
+    ) -> Result<ExecutionState, EngineError> {
+        let next =
+            transition(state, t.clone()).map_err(|e| EngineError::Internal(e.to_string()))?;
+        events.extend(Self::reported(&t));
+        Ok(next)
+    }
+
     /// The event a transition reports, if any.
     pub(super) fn reported(t: &Transition) -> Option<EventKind> {
         match t {
@@ -637,9 +650,8 @@ impl Engine {
                             data: None,
                             deadline: None,
                         };
-                        next.state = transition(&r.state, Transition::Suspend(suspension.clone()))
-                            .map_err(|e| EngineError::Internal(e.to_string()))?;
-                        events.push(EventKind::WorkflowSuspended { suspension });
+                        next.state =
+                            Self::transitioned(&r.state, Transition::Suspend(suspension), events)?;
                     }
                     (None, Some(following)) if begin_next => {
                         self.begin(&mut next.progress, following, output.clone());
@@ -651,9 +663,7 @@ impl Engine {
                             result: output.clone(),
                             at: now,
                         };
-                        next.state = transition(&r.state, complete.clone())
-                            .map_err(|e| EngineError::Internal(e.to_string()))?;
-                        events.extend(Self::reported(&complete));
+                        next.state = Self::transitioned(&r.state, complete, events)?;
                     }
                     _ => {}
                 }
@@ -719,9 +729,7 @@ impl Engine {
         mark: Option<(&str, StepStatus)>,
     ) -> Result<ExecutionRecord, EngineError> {
         self.update_held(lease, known, id, |r, events| {
-            let state = transition(&r.state, t.clone())
-                .map_err(|e| EngineError::Internal(e.to_string()))?;
-            events.extend(Self::reported(&t));
+            let state = Self::transitioned(&r.state, t.clone(), events)?;
             let mut next = r.clone();
             if let ExecutionState::Suspended(s) = &state {
                 next.progress.next_step = s.step_index;
