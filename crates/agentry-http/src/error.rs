@@ -88,6 +88,9 @@ error_table! {
     ModelTimedOut => GATEWAY_TIMEOUT, "model_timed_out", "The model provider stayed silent past the read time-out (60 s by default).";
     Internal => INTERNAL_SERVER_ERROR, "internal", "A failure of the server itself (logged with its cause).";
     ExecutionContinuesElsewhere => SERVICE_UNAVAILABLE, "execution_continues_elsewhere", "This server stopped (or lost) the execution mid-run: it continues on another; retry with the same executionId and input.";
+    ServerShuttingDown => SERVICE_UNAVAILABLE, "server_shutting_down", "The server is draining before it stops (header `Retry-After`): send the request again, to another replica or after the restart.";
+    DatabaseUnavailable => SERVICE_UNAVAILABLE, "database_unavailable", "The database did not answer in time (down, restarting, or every connection busy; header `Retry-After`): nothing was lost; try again.";
+    McpSessionLimit => SERVICE_UNAVAILABLE, "mcp_session_limit", "MCP: the server holds as many sessions as it may (`AGENTRY_MCP_MAX_SESSIONS`; header `Retry-After`).";
 }
 
 /// The table as Markdown: `docs/ERRORS.md` and the `ErrorCode` schema of `/doc` show it.
