@@ -19,6 +19,17 @@ pub(crate) fn is_plain_word(id: &str, also: &[char]) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') || also.contains(&c))
 }
 
+/// Text that names or keys something (an id, a user id, a cursor) is kept in text columns,
+/// which cannot hold the NUL character on PostgreSQL: it is refused on every database alike,
+/// naming `field`. (JSON values may hold it: they are stored and returned exactly.)
+pub fn refuse_nul(field: &str, value: &str) -> Result<(), String> {
+    if value.contains('\0') {
+        Err(format!("{field} must not contain the NUL character"))
+    } else {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::is_valid_id;

@@ -257,6 +257,26 @@ pub enum StoreError {
     Corrupt { id: String, reason: String },
     #[error("database error: {0}")]
     Database(String),
+    /// The database could not be reached, or did not answer in time (down, restarting, a lost
+    /// connection, every connection busy, a disk that is full or read-only). Nothing is known
+    /// to have failed for good: the same call may succeed later. A write that ends here may or
+    /// may not have been committed.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// A value the database cannot hold (the NUL character in text), named.
+    #[error("{0}")]
+    Invalid(String),
+    /// The database answers but lacks migrations this build needs.
+    #[error("{0}")]
+    Migrations(String),
+}
+
+impl StoreError {
+    /// Whether the database was unreachable (a fault of the infrastructure, worth retrying),
+    /// not the request or the data.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 /// Where executions live. Implemented in memory here and on SQLite and PostgreSQL by
@@ -310,6 +330,12 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// database's clock, the most overdue first (a durable timer is due). Their ids.
     async fn due_timers(&self, workflows: &[String], limit: u32)
     -> Result<Vec<String>, StoreError>;
+
+    /// Whether the store can serve: its database answers and has every migration this build
+    /// knows (`GET /readyz`). `Err` with the reason otherwise.
+    async fn check(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// Up to `limit` events of an execution's log after number `after`, in order.
     async fn events_after(

@@ -21,10 +21,15 @@ pub struct ModelCallReport<'a> {
     pub tokens: Option<(u64, u64)>,
 }
 
+/// The label of a name the server did not register (a tool a model made up).
+pub const UNKNOWN: &str = "unknown";
+
 /// A tool call as the agents report it.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolCallReport<'a> {
     pub agent: &'a str,
+    /// A tool the agent has, or [`UNKNOWN`] for a name the model made up: labels take only
+    /// registered names, so the series stay bounded whatever a model answers.
     pub tool: &'a str,
     pub duration: Duration,
     /// The tool answered with an error (or does not exist).

@@ -113,6 +113,8 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
     // What the server is (public, like /doc), and whom a token stands for (protected: a client
     // checks its token with it).
     public("GET", "/api/info"),
+    public("GET", "/healthz"),
+    public("GET", "/readyz"),
     protected("GET", "/api/me"),
     // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
     public("GET", "/"),

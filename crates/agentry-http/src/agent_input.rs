@@ -114,7 +114,10 @@ fn integer(o: &Map<String, Value>, key: &str, min: i64, max: i64) -> Result<Opti
 fn string(o: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => {
+            agentry_core::id::refuse_nul(&format!("options.{key}"), s).map_err(bad)?;
+            Ok(Some(s.clone()))
+        }
         Some(_) => Err(bad(format!("options.{key} must be a string"))),
     }
 }
@@ -153,6 +156,9 @@ pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiErro
             .get("userId")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        if let Some(u) = &user_id {
+            agentry_core::id::refuse_nul("options.context.userId", u).map_err(bad)?;
+        }
     }
     Ok(GenerateOptions {
         user_id,

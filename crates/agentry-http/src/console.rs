@@ -4,17 +4,11 @@
 //! are its files. The pages are public: every piece of data comes through the API, under its
 //! usual authentication rules.
 
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
 use agentry_console::Asset;
 
 use crate::error::{ApiError, Code};
-
-/// What a console page may load and reach: its own files and its own origin's API, nothing
-/// else (an execution's data is rendered as text, and no script from elsewhere may run).
-const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; \
-    style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
-    frame-ancestors 'none'; base-uri 'self'; form-action 'self'";
 
 /// An embedded file, gzip-encoded when the client accepts it.
 fn serve(req: &HttpRequest, asset: &'static Asset) -> HttpResponse {
@@ -27,16 +21,11 @@ fn serve(req: &HttpRequest, asset: &'static Asset) -> HttpResponse {
                 .any(|e| e.split(';').next().is_some_and(|e| e.trim() == "gzip"))
         });
     let mut resp = HttpResponse::Ok();
-    resp.content_type(asset.content_type)
+    crate::page::secure(&mut resp)
+        .content_type(asset.content_type)
         .insert_header((header::VARY, "Accept-Encoding"))
         // Revalidate each time: a new binary serves new files at the same paths.
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .insert_header((header::REFERRER_POLICY, "no-referrer"))
-        .insert_header((
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-        ));
+        .insert_header((header::CACHE_CONTROL, "no-cache"));
     if gzip {
         resp.insert_header((header::CONTENT_ENCODING, "gzip"))
             .body(asset.gzip)

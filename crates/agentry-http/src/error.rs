@@ -8,6 +8,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use agentry_core::EngineError;
 use agentry_core::agent::{AgentError, ModelErrorKind};
+use agentry_core::store::StoreError;
 
 /// Declares [`Code`]: one line per row, `Variant => STATUS, "code", "when";` (the code is the
 /// variant in snake_case, as serde writes it: a test checks they agree).
@@ -157,6 +158,18 @@ pub fn failure_body(code: Code, message: &str) -> Failure {
     }
 }
 
+impl Code {
+    /// The seconds a client should wait before it tries again (`Retry-After`), for the
+    /// failures that pass.
+    pub fn retry_after(self) -> Option<u32> {
+        match self {
+            Code::ServerShuttingDown | Code::DatabaseUnavailable | Code::McpSessionLimit => Some(2),
+            Code::ExecutionContinuesElsewhere | Code::ModelRateLimited => Some(1),
+            _ => None,
+        }
+    }
+}
+
 /// The row of a status answered by something that is not a handler (actix itself).
 pub fn code_for_status(status: StatusCode) -> Code {
     match status.as_u16() {
@@ -189,7 +202,11 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status()).json(failure_body(self.code, &self.message))
+        let mut out = HttpResponse::build(self.status());
+        if let Some(seconds) = self.code.retry_after() {
+            out.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
+        }
+        out.json(failure_body(self.code, &self.message))
     }
 }
 
@@ -211,6 +228,7 @@ pub fn agent_error_code(err: &AgentError) -> Code {
             ModelErrorKind::Unavailable => Code::ModelUnavailable,
             ModelErrorKind::Failed => Code::GenerationFailed,
         },
+        AgentError::MemoryUnavailable(_) => Code::DatabaseUnavailable,
         AgentError::Duplicate(_) | AgentError::InvalidId(_) | AgentError::Memory(_) => {
             Code::GenerationFailed
         }
@@ -224,6 +242,10 @@ pub fn agent_error(err: AgentError) -> ApiError {
         Code::AgentNotFound | Code::InvalidRequest | Code::ClientClosedRequest => {
             ApiError::new(code, err.to_string())
         }
+        Code::DatabaseUnavailable => {
+            tracing::warn!(error = %err, "conversation memory unavailable");
+            ApiError::new(code, DATABASE_UNAVAILABLE)
+        }
         Code::UnsatisfiableSchema => {
             tracing::warn!(error = %err, "no object valid against the schema");
             ApiError::new(code, err.to_string())
@@ -235,6 +257,10 @@ pub fn agent_error(err: AgentError) -> ApiError {
     }
 }
 
+/// What `database_unavailable` says.
+pub const DATABASE_UNAVAILABLE: &str =
+    "The database is unavailable (down, restarting or busy): try again shortly";
+
 /// The row of each engine error. Server-side failures (store, internal) are logged with their
 /// cause and answered with `server_message`.
 pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
@@ -245,6 +271,7 @@ pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
         E::NotSuspended { .. } => Code::ExecutionNotSuspended,
         E::InvalidInput(_) => Code::InvalidInput,
         E::InvalidExecutionId(_) => Code::InvalidExecutionId,
+        E::InvalidOptions(_) => Code::InvalidRequest,
         E::NotSuspendable { .. } => Code::NotSuspendable,
         E::NotCancellable { .. } => Code::NotCancellable,
         E::InvalidResumeData(_) => Code::InvalidResumeData,
@@ -255,6 +282,12 @@ pub fn engine_error(err: EngineError, server_message: &str) -> ApiError {
         E::Contention(_) | E::Cancelled(_) | E::NotDue(_) => Code::Conflict,
         // The execution is not lost: another process (or this one, restarted) continues it.
         E::LeaseLost(_) | E::HandedOver(_) => Code::ExecutionContinuesElsewhere,
+        E::ShuttingDown => Code::ServerShuttingDown,
+        E::Store(StoreError::Unavailable(cause)) => {
+            tracing::warn!(error = %cause, "{server_message}: the database is unavailable");
+            return ApiError::new(Code::DatabaseUnavailable, DATABASE_UNAVAILABLE);
+        }
+        E::Store(StoreError::Invalid(_)) => Code::InvalidRequest,
         E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) => {
             tracing::error!(error = %err, "{server_message}");
             return ApiError::internal(server_message);

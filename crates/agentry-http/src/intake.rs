@@ -34,6 +34,12 @@ pub async fn intake(
     mut req: ServiceRequest,
     next: Next<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if let Some(field) = nul_in_path_or_query(&req) {
+        let message = agentry_core::id::refuse_nul(&field, "\0").unwrap_err();
+        return Ok(req
+            .error_response(ApiError::bad_request(message))
+            .map_into_boxed_body());
+    }
     if req.method() == Method::HEAD {
         // Routed as GET; the HTTP layer knows the request was HEAD and sends no body.
         req.extensions_mut().insert(ArrivedAs(Method::HEAD));
@@ -47,6 +53,47 @@ pub async fn intake(
         }
     }
     next.call(req).await
+}
+
+/// The path parameter or query parameter whose value holds the NUL character (`%00`), if
+/// any: ids, cursors and filters are text keys, which no database column can hold it in (see
+/// `agentry_core::id::refuse_nul`). A path parameter is named as the route names it, in
+/// camelCase (`executionId`). (A raw NUL never gets this far: the HTTP parser refuses it.)
+fn nul_in_path_or_query(req: &ServiceRequest) -> Option<String> {
+    const NUL: &str = "%00";
+    let path = req.path();
+    if path.contains(NUL) {
+        let pattern = req.match_pattern().unwrap_or_default();
+        let named = pattern
+            .split('/')
+            .zip(path.split('/'))
+            .find(|(_, segment)| segment.contains(NUL))
+            .and_then(|(param, _)| param.strip_prefix('{'))
+            .map(|p| camel_case(p.trim_end_matches('}').split(':').next().unwrap_or(p)));
+        return Some(named.unwrap_or_else(|| "the path".to_owned()));
+    }
+    req.query_string()
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(key, value)| key.contains(NUL) || value.contains(NUL))
+        .map(|(key, _)| key.to_owned())
+}
+
+/// `execution_id` as `executionId`.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A request body as actix reads it.

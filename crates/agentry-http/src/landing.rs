@@ -139,7 +139,7 @@ pub async fn index(app: web::Data<AppState>) -> HttpResponse {
             ]
         })
         .collect();
-    HttpResponse::Ok()
+    crate::page::secure(&mut HttpResponse::Ok())
         .content_type(ContentType::html())
         .body(render(&agents, &workflows))
 }

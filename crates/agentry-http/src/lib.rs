@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod error;
 pub mod executions;
 pub mod fallback;
+pub mod health;
 pub mod host;
 pub mod intake;
 pub mod landing;
@@ -20,6 +21,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod openapi;
 pub mod origin;
+pub mod page;
 pub mod request_log;
 pub mod server_info;
 pub mod trace;
@@ -162,6 +164,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(workflows::routes)
         .configure(executions::routes)
         .configure(server_info::routes)
+        .configure(health::routes)
         .configure(logs::routes)
         .configure(metrics::routes)
         .configure(mcp::routes)

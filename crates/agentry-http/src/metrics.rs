@@ -46,12 +46,18 @@ pub async fn track(
     let status = res.status();
     // The route's template, never the raw path (which would make a series per id).
     let route = res.request().match_pattern();
-    metrics.http_request(
-        method,
-        route.as_deref().unwrap_or("unmatched"),
-        status.as_u16(),
-        started.elapsed(),
-    );
+    // Probes are not traffic: left out of the request series.
+    if !route
+        .as_deref()
+        .is_some_and(|r| crate::health::PROBES.contains(&r))
+    {
+        metrics.http_request(
+            method,
+            route.as_deref().unwrap_or("unmatched"),
+            status.as_u16(),
+            started.elapsed(),
+        );
+    }
     let is_stream = res
         .headers()
         .get(header::CONTENT_TYPE)

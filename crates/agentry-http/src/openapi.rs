@@ -342,12 +342,13 @@ fn explorer_file(tail: &str) -> HttpResponse {
                 "<head>\n    <base href=\"/ui/\">",
                 1,
             );
-            HttpResponse::Ok()
+            crate::page::secure(&mut HttpResponse::Ok())
                 .content_type(file.content_type)
                 .body(page)
         }
         Ok(Some(file)) => HttpResponse::Ok()
             .content_type(file.content_type)
+            .insert_header((actix_web::http::header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
             .body(file.bytes.into_owned()),
         Ok(None) => {
             ApiError::new(Code::RouteNotFound, format!("No file {tail} in /ui/")).error_response()

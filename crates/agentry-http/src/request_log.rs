@@ -17,6 +17,10 @@ pub async fn log_request(
     let method = req.method().clone();
     let path = req.path().to_owned();
     let res = next.call(req).await;
+    // Probes every few seconds would drown the log.
+    if crate::health::PROBES.contains(&path.as_str()) {
+        return res;
+    }
     let status = match &res {
         Ok(r) => r.status(),
         Err(e) => e.as_response_error().status_code(),

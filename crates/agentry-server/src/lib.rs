@@ -241,6 +241,9 @@ pub async fn start_with(
     };
     let http = HttpConfig {
         metrics_elsewhere: metrics_listener.is_some(),
+        // The server stops once the engine has drained (see `serve_until_signal`): what is
+        // still in flight then gets a second, and the connections left open are closed.
+        shutdown_timeout_secs: 1,
         ..settings.http.clone()
     };
     let mut host = Host::new(engine.clone(), agents.clone())
@@ -284,10 +287,10 @@ pub async fn start_with(
 }
 
 impl Running {
-    /// Serves until SIGINT or SIGTERM, then stops gracefully: stops accepting, lets running
-    /// steps finish within the grace, checkpoints and hands every execution over (its lease
-    /// released, so another process continues it at once), lets in-flight requests finish,
-    /// closes the database.
+    /// Serves until SIGINT or SIGTERM, then stops gracefully: drains (not ready, refusing new
+    /// work with 503, still answering), lets running steps finish within the grace, checkpoints
+    /// and hands every execution over (its lease released, so another process continues it at
+    /// once), then stops accepting, gives in-flight requests a second, closes the database.
     pub async fn serve_until_signal(self) -> anyhow::Result<()> {
         let handle = self.server.handle();
         let engine = self.engine.clone();
@@ -304,9 +307,21 @@ impl Running {
         // Log sockets never end by themselves: close them (1001) so they do not hold the stop.
         agentry_http::ws::close_all();
         tracing::info!("shutting down: handing running executions over, finishing requests");
-        tokio::join!(engine.shutdown(self.shutdown_grace), handle.stop(true));
+        // The drain: /readyz answers 503 and new starts and resumes 503 `server_shutting_down`
+        // (still answered, so that probes and balancers see it) while running steps finish
+        // within the grace and every execution is handed over; streams of runs end with
+        // `workflow-handover`, followers and MCP streams at once.
+        engine.shutdown(self.shutdown_grace).await;
+        handle.stop(true).await;
         server.await??;
-        self.database.close().await;
+        // A run still waiting on a statement holds its connection: the close waits a moment,
+        // not for it.
+        if tokio::time::timeout(Duration::from_secs(1), self.database.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("closing the database took too long: leaving its connections");
+        }
         tracing::info!("stopped");
         Ok(())
     }

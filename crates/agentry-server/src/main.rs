@@ -140,12 +140,18 @@ struct DbArgs {
     /// (safe from a process crash, not from a power loss), off, extra (docs/PERFORMANCE.md)
     #[arg(long, env = "AGENTRY_SQLITE_SYNCHRONOUS", default_value = "full")]
     sqlite_synchronous: agentry_store::Synchronous,
+    /// How long a request waits for a database connection, and the longest a statement may run
+    /// (PostgreSQL's statement_timeout; SQLite's busy time-out), before it answers 503
+    /// database_unavailable: 500ms, 5s, 1m
+    #[arg(long, env = "AGENTRY_DB_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    db_timeout: std::time::Duration,
 }
 
 impl DbArgs {
     fn options(&self) -> agentry_store::DbOptions {
         agentry_store::DbOptions {
             sqlite_synchronous: self.sqlite_synchronous,
+            timeout: self.db_timeout,
         }
     }
 }

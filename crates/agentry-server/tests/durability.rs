@@ -1086,3 +1086,224 @@ on_both_databases!(
     acknowledged_executions_survive_kill_9_under_load_on_sqlite,
     acknowledged_executions_survive_kill_9_under_load_on_postgres
 );
+
+/// A countdown streamed from one replica and cancelled through another: the live stream shows
+/// the cancel (`workflow-cancelled`, then `workflow-result`), as the replay does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_through_another_replica_reaches_the_live_stream_on_postgres() {
+    let db = PgDatabase::create().await;
+    let short = [("AGENTRY_LEASE_TTL", "1s")];
+    let streaming_from = Replica::start(&db.url, "s1", &short);
+    let cancelling = Replica::start(&db.url, "s2", &short);
+    let reading = Replica::start(&db.url, "s3", &short);
+    let id = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let streaming = stream_countdown(&streaming_from, &id, 10_000);
+    wait_for(&reading, &id, "tick-5 running", |s| {
+        s["steps"]["tick-5"]["status"] == "running"
+    })
+    .await;
+    let cancelled = post_data(
+        &cancelling,
+        &format!("/workflows/countdown/executions/{id}/cancel"),
+        json!({"reason": "from another replica"}),
+    )
+    .await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let events = tokio::time::timeout(PATIENCE, streaming)
+        .await
+        .expect("the stream ends")
+        .expect("task");
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "workflow-start",
+            "step-start",
+            "workflow-cancelled",
+            "workflow-result"
+        ],
+        "{events:#?}"
+    );
+    assert_eq!(events[2]["cancellation"]["reason"], "from another replica");
+    assert_eq!(events[3]["status"], "cancelled");
+    drop((streaming_from, cancelling, reading));
+    db.drop_now().await;
+}
+
+/// Opens `/mcp`'s stream of server messages on `r`: an `initialize`, its session's `GET`. The
+/// response, its body still open.
+async fn open_mcp_stream(r: &Replica) -> reqwest::Response {
+    let init = client()
+        .post(r.url("/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "durability", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(init.status(), 200);
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    drop(init);
+    let initialized = client()
+        .post(r.url("/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .expect("initialized");
+    assert!(
+        initialized.status().is_success(),
+        "{}",
+        initialized.status()
+    );
+    let stream = client()
+        .get(r.url("/mcp"))
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    stream
+}
+
+/// An execute's id, workflow, status and body.
+type Answer = (String, &'static str, u16, Value);
+
+/// SIGTERM in the middle of a burst of executes: no request is answered 500 (a start that
+/// arrives during the drain is a 503 `server_shutting_down`, a run handed over a 503
+/// `execution_continues_elsewhere`), the process exits within the grace plus 2 s although a
+/// workflow stream, a re-attach stream and an MCP stream are open, and every execution it
+/// acknowledged completes on the replica that stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_burst_answers_no_500_and_exits_within_the_grace_on_postgres() {
+    use std::sync::{Arc, Mutex};
+    let db = PgDatabase::create().await;
+    let grace = Duration::from_secs(2);
+    let env = [
+        ("AGENTRY_LEASE_TTL", "2s"),
+        ("AGENTRY_SHUTDOWN_GRACE", "2s"),
+    ];
+    let mut leaving = Replica::start(&db.url, "burst-a", &env);
+    let staying = Replica::start(&db.url, "burst-b", &env);
+    // Streams that would hold a shutdown open.
+    let long = format!("cd-{}", uuid::Uuid::new_v4().simple());
+    let streaming = stream_countdown(&leaving, &long, 20_000);
+    wait_for(&staying, &long, "the long countdown running", |s| {
+        s["status"] == "running"
+    })
+    .await;
+    let reattached = client()
+        .get(leaving.url(&format!("/workflows/countdown/executions/{long}/stream")))
+        .send()
+        .await
+        .expect("re-attach");
+    assert_eq!(reattached.status(), 200);
+    let mcp = open_mcp_stream(&leaving).await;
+
+    // The burst: word counts and short countdowns, each under an id of its own.
+    let answers: Arc<Mutex<Vec<Answer>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut lanes = Vec::new();
+    for lane in 0..8 {
+        let (base, answers, stop) = (leaving.url(""), answers.clone(), stop.clone());
+        lanes.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                n += 1;
+                let id = format!("burst-{lane}-{n}-{}", uuid::Uuid::new_v4().simple());
+                let (workflow, input) = if n % 2 == 0 {
+                    ("word-count", json!({"text": "one two three"}))
+                } else {
+                    ("countdown", json!({"stepDelayMs": 150}))
+                };
+                let sent = client()
+                    .post(format!("{base}/workflows/{workflow}/execute"))
+                    .json(&json!({"input": input, "options": {"executionId": id}}))
+                    .send()
+                    .await;
+                // Refused at the socket: the server has stopped listening.
+                let Ok(resp) = sent else { break };
+                let status = resp.status().as_u16();
+                let body: Value = resp.json().await.unwrap_or(Value::Null);
+                answers.lock().unwrap().push((id, workflow, status, body));
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    leaving.signal("-TERM");
+    let stopping = Instant::now();
+    let exit = loop {
+        if let Some(status) = leaving.child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            stopping.elapsed() < grace + Duration::from_secs(5),
+            "still running after {:?}",
+            stopping.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let took = stopping.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for lane in lanes {
+        lane.await.expect("lane");
+    }
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        took <= grace + Duration::from_secs(2),
+        "SIGTERM took {took:?} with streams open (grace {grace:?}): {}",
+        leaving.log()
+    );
+    let events = streaming.await.expect("task");
+    assert_eq!(
+        events.last().map(|e| e["type"].clone()),
+        Some(json!("workflow-handover")),
+        "{events:?}"
+    );
+    drop((reattached, mcp));
+
+    let answers = answers.lock().unwrap().clone();
+    assert!(answers.len() > 10, "only {} answers", answers.len());
+    let mut acknowledged = Vec::new();
+    for (id, workflow, status, body) in &answers {
+        match (*status, body["code"].as_str()) {
+            (200, _) => acknowledged.push((id.clone(), *workflow)),
+            (503, Some("execution_continues_elsewhere")) => {
+                acknowledged.push((id.clone(), *workflow))
+            }
+            (503, Some("server_shutting_down")) => {
+                assert!(body["error"].is_string());
+            }
+            other => panic!("{id}: answered {other:?}: {body}"),
+        }
+    }
+    let drained = answers
+        .iter()
+        .filter(|a| a.3["code"] == "server_shutting_down")
+        .count();
+    eprintln!(
+        "{} answers, {} acknowledged, {drained} refused while draining; exit after {took:?}",
+        answers.len(),
+        acknowledged.len()
+    );
+    for (id, workflow) in acknowledged {
+        let done = wait_for_in(&staying, workflow, &id, "completed", |s| {
+            s["status"] == "completed"
+        })
+        .await;
+        assert_ne!(done["status"], "error", "{done}");
+    }
+    drop((leaving, staying));
+    db.drop_now().await;
+}

@@ -11,6 +11,7 @@ mod sql;
 mod sqlite;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentry_core::agent::ConversationStore;
 use agentry_core::store::ExecutionStore;
@@ -21,11 +22,24 @@ pub use sql::{Dialect, SqlStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 /// How a database is opened, beside its URL.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct DbOptions {
     /// SQLite's `synchronous` level (ignored for PostgreSQL, whose `synchronous_commit` is the
     /// server's setting).
     pub sqlite_synchronous: Synchronous,
+    /// How long a caller waits for a connection, and the longest a statement may run
+    /// (PostgreSQL's `statement_timeout`; SQLite's busy time-out), before the call fails as
+    /// unavailable (`AGENTRY_DB_TIMEOUT`).
+    pub timeout: Duration,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        Self {
+            sqlite_synchronous: Synchronous::default(),
+            timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 /// A connected database, chosen by the URL's scheme.
@@ -55,12 +69,12 @@ impl Database {
     /// [`Database::connect`] with `options`.
     pub async fn connect_with(url: &str, options: DbOptions) -> Result<Self, DbError> {
         if url.starts_with("sqlite:") {
-            sqlite::connect(url, options.sqlite_synchronous)
+            sqlite::connect(url, options)
                 .await
                 .map(Database::Sqlite)
                 .map_err(DbError::Connect)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            postgres::connect(url)
+            postgres::connect(url, options.timeout)
                 .await
                 .map(Database::Postgres)
                 .map_err(DbError::Connect)
@@ -69,14 +83,26 @@ impl Database {
         }
     }
 
-    /// Applies pending migrations; a no-op when there are none.
+    /// Applies pending migrations; a no-op when there are none. A migration may take longer
+    /// than the statement time-out (an index on a large table): it runs without one.
     pub async fn migrate(&self) -> Result<(), DbError> {
         match self {
-            Database::Sqlite(pool) => sqlx::migrate!("../../migrations/sqlite").run(pool).await?,
+            Database::Sqlite(pool) => sqlx::Sqlite::migrator().run(pool).await?,
             Database::Postgres(pool) => {
-                sqlx::migrate!("../../migrations/postgres")
-                    .run(pool)
-                    .await?
+                let mut conn = pool.acquire().await.map_err(DbError::Connect)?;
+                sqlx::query("SET statement_timeout = 0")
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(DbError::Connect)?;
+                let applied = sqlx::Postgres::migrator().run(&mut *conn).await;
+                // Back to the connection's own time-out before it returns to the pool.
+                let reset = sqlx::query("RESET statement_timeout")
+                    .execute(&mut *conn)
+                    .await;
+                applied?;
+                if reset.is_err() {
+                    conn.detach();
+                }
             }
         }
         Ok(())

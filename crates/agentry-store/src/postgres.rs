@@ -1,21 +1,27 @@
 //! PostgreSQL (the scale-out path: many replicas on one database) and its [`Dialect`].
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::Postgres;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgQueryResult};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgQueryResult};
 
 use crate::sql::{Dialect, SqlStore};
 
 /// Executions in PostgreSQL.
 pub type PgStore = SqlStore<Postgres>;
 
-/// Connects to the PostgreSQL database at `url`.
-pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
+/// Connects to the PostgreSQL database at `url`: a caller waits at most `timeout` for a
+/// connection, and a statement runs at most `timeout` (`statement_timeout`), so that a database
+/// that is down, locked or saturated fails a call in a bounded time instead of hanging it.
+pub async fn connect(url: &str, timeout: Duration) -> Result<PgPool, sqlx::Error> {
+    let millis = timeout.as_millis().max(1).to_string();
+    let options =
+        PgConnectOptions::from_str(url)?.options([("statement_timeout", millis.as_str())]);
     PgPoolOptions::new()
         .max_connections(16)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
+        .acquire_timeout(timeout)
+        .connect_with(options)
         .await
 }
 
@@ -32,7 +38,13 @@ impl Dialect for Postgres {
     // Sent on commit to every process listening (the followers of the execution's log).
     const NOTIFY: &'static str = ", pg_notify('agentry_events', id)";
 
+    const BEGIN_SNAPSHOT: &'static str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
     const COMMITTERS: usize = 4;
+
+    fn migrator() -> &'static sqlx::migrate::Migrator {
+        static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+        &MIGRATOR
+    }
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()

@@ -140,7 +140,9 @@ impl ExecutionRow {
             updated_at: r.updated_at,
             end_at: parts.end_at,
             result: parts.result.as_ref().map(to_json),
-            error: parts.error,
+            // A message for people, which may quote a step's data: PostgreSQL's text cannot
+            // hold NUL, so neither database stores one (U+FFFD in its place).
+            error: parts.error.map(|e| e.replace('\0', "\u{fffd}")),
             suspension: parts.suspension.as_ref().map(to_json),
             suspend_request: parts.suspend_request.as_ref().map(to_json),
             next_step: i64::try_from(r.progress.next_step).unwrap_or(i64::MAX),
@@ -249,6 +251,93 @@ impl StepRow {
     }
 }
 
+/// A database failure as the store's: [`StoreError::Unavailable`] when the database could not
+/// be reached or did not answer in time (worth trying again), [`StoreError::Invalid`] for a
+/// value it cannot hold, [`StoreError::Database`] for anything else.
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    StoreError::Database(e.to_string())
+    let unavailable = match &e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(d) => match d.code().as_deref().map(|c| {
+            if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                Code::sqlite(c.parse().unwrap_or_default())
+            } else {
+                Code::postgres(c)
+            }
+        }) {
+            Some(Code::Unavailable) => true,
+            Some(Code::Unstorable) => {
+                return StoreError::Invalid(
+                    "a text value must not contain the NUL character".into(),
+                );
+            }
+            _ => false,
+        },
+        _ => false,
+    };
+    if unavailable {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Database(e.to_string())
+    }
+}
+
+/// What a database's error code says.
+#[derive(Debug, PartialEq, Eq)]
+enum Code {
+    /// The database is unreachable, stopping, out of space or of connections, busy past its
+    /// time-out, or read-only: not the statement's fault.
+    Unavailable,
+    /// A character the database cannot store (PostgreSQL's NUL in text).
+    Unstorable,
+    Other,
+}
+
+impl Code {
+    /// SQLite's extended result code.
+    fn sqlite(extended: i64) -> Code {
+        // The primary codes BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL and CANTOPEN.
+        match extended & 0xff {
+            5 | 6 | 7 | 8 | 10 | 13 | 14 => Code::Unavailable,
+            _ => Code::Other,
+        }
+    }
+
+    /// PostgreSQL's SQLSTATE.
+    fn postgres(code: &str) -> Code {
+        match code {
+            // The database stopping or not accepting connections yet, a statement or lock
+            // time-out, a serialization failure or deadlock, a read-only standby.
+            "57P01" | "57P02" | "57P03" | "57014" | "55P03" | "40001" | "40P01" | "25006" => {
+                Code::Unavailable
+            }
+            // Connection exceptions and insufficient resources (disk full, out of memory,
+            // too many connections).
+            c if c.starts_with("08") || c.starts_with("53") => Code::Unavailable,
+            "22021" | "22P05" => Code::Unstorable,
+            _ => Code::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod code_tests {
+    use super::Code;
+
+    #[test]
+    fn database_codes_are_classified() {
+        assert_eq!(Code::sqlite(5), Code::Unavailable); // SQLITE_BUSY
+        assert_eq!(Code::sqlite(13), Code::Unavailable); // SQLITE_FULL
+        assert_eq!(Code::sqlite(1032), Code::Unavailable); // SQLITE_READONLY_DBMOVED
+        assert_eq!(Code::sqlite(2067), Code::Other); // SQLITE_CONSTRAINT_UNIQUE
+        assert_eq!(Code::postgres("57P01"), Code::Unavailable); // admin_shutdown
+        assert_eq!(Code::postgres("08006"), Code::Unavailable); // connection_failure
+        assert_eq!(Code::postgres("53100"), Code::Unavailable); // disk_full
+        assert_eq!(Code::postgres("22021"), Code::Unstorable);
+        assert_eq!(Code::postgres("23505"), Code::Other); // unique_violation
+    }
 }

@@ -58,6 +58,11 @@ pub trait Dialect: Database {
     /// tells the other processes following its log (`, pg_notify(...)` on PostgreSQL, sent on
     /// commit; nothing on SQLite, where one process runs everything).
     const NOTIFY: &'static str;
+    /// Begins a read-only transaction whose reads all see one snapshot (PostgreSQL's
+    /// `REPEATABLE READ`; SQLite's read transaction under WAL).
+    const BEGIN_SNAPSHOT: &'static str;
+    /// The migrations of this database (`migrations/<database>/`, embedded).
+    fn migrator() -> &'static sqlx::migrate::Migrator;
     /// How many group commits may be in flight at once: one where the database has one writer
     /// (SQLite), more where transactions commit in parallel (PostgreSQL).
     const COMMITTERS: usize;
@@ -332,6 +337,24 @@ where
     for<'r> StepKeyRow: FromRow<'r, DB::Row>,
     for<'r> CountRow: FromRow<'r, DB::Row>,
 {
+    async fn check(&self) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        let applied: CountRow = sqlx::query_as(
+            "SELECT '' AS workflow_id, '' AS status, COUNT(*) AS count FROM _sqlx_migrations WHERE success",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db_err)?;
+        let known = DB::migrator().iter().count() as i64;
+        if applied.count < known {
+            return Err(StoreError::Migrations(format!(
+                "migrations pending: {} of {known} applied (run `agentry migrate`)",
+                applied.count
+            )));
+        }
+        Ok(())
+    }
+
     async fn insert(
         &self,
         record: &ExecutionRecord,
@@ -348,6 +371,11 @@ where
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
+        // The header and its steps from one snapshot: a checkpoint committing meanwhile is
+        // seen whole or not at all.
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, DB::BEGIN_SNAPSHOT)
+            .await
+            .map_err(db_err)?;
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT {} FROM workflow_executions WHERE id = ",
             select_list::<DB>(&HEADER, &HEADER_JSON)
@@ -355,15 +383,17 @@ where
         q.push_bind(id.to_owned());
         let row: Option<ExecutionRow> = q
             .build_query_as()
-            .fetch_optional(&mut *conn)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(db_err)?;
-        match row {
-            Some(row) => {
-                let steps = Self::read_steps(&mut conn, id).await?;
-                row.into_record(steps).map(Some)
-            }
-            None => Ok(None),
+        let steps = match &row {
+            Some(_) => Some(Self::read_steps(&mut tx, id).await?),
+            None => None,
+        };
+        tx.commit().await.map_err(db_err)?;
+        match (row, steps) {
+            (Some(row), Some(steps)) => row.into_record(steps).map(Some),
+            _ => Ok(None),
         }
     }
 

@@ -1,7 +1,6 @@
 //! SQLite (the embedded default): WAL journal, a busy timeout, and its [`Dialect`].
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
@@ -65,7 +64,7 @@ impl From<Synchronous> for SqliteSynchronous {
 
 /// Opens (creating if missing) the SQLite database at `url` (`sqlite://PATH` or
 /// `sqlite::memory:`).
-pub async fn connect(url: &str, synchronous: Synchronous) -> Result<SqlitePool, sqlx::Error> {
+pub async fn connect(url: &str, db: crate::DbOptions) -> Result<SqlitePool, sqlx::Error> {
     let in_memory = url.contains(":memory:") || url.contains("mode=memory");
     let options = SqliteConnectOptions::from_str(url)?
         .create_if_missing(true)
@@ -74,8 +73,8 @@ pub async fn connect(url: &str, synchronous: Synchronous) -> Result<SqlitePool, 
         } else {
             SqliteJournalMode::Wal
         })
-        .synchronous(synchronous.into())
-        .busy_timeout(Duration::from_secs(10))
+        .synchronous(db.sqlite_synchronous.into())
+        .busy_timeout(db.timeout)
         .foreign_keys(true);
     // A local file: nothing to test before handing a connection out.
     let mut pool = SqlitePoolOptions::new().test_before_acquire(false);
@@ -89,6 +88,7 @@ pub async fn connect(url: &str, synchronous: Synchronous) -> Result<SqlitePool, 
     } else {
         pool = pool.max_connections(8);
     }
+    pool = pool.acquire_timeout(db.timeout);
     pool.connect_with(options).await
 }
 
@@ -103,7 +103,13 @@ impl Dialect for Sqlite {
     const FOR_SHARE: &'static str = "";
     const NOTIFY: &'static str = "";
 
+    const BEGIN_SNAPSHOT: &'static str = "BEGIN";
     const COMMITTERS: usize = 1;
+
+    fn migrator() -> &'static sqlx::migrate::Migrator {
+        static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+        &MIGRATOR
+    }
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()

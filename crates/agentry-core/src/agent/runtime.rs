@@ -22,7 +22,8 @@ use super::partial::parse_partial;
 use super::tool::{Tool, ToolContext};
 use crate::engine::AgentRunner;
 use crate::schema::Schema;
-use crate::telemetry::{ModelCallReport, NoTelemetry, Telemetry, ToolCallReport};
+use crate::store::StoreError;
+use crate::telemetry::{ModelCallReport, NoTelemetry, Telemetry, ToolCallReport, UNKNOWN};
 
 /// Steps the loop takes when the request gives no `maxSteps`.
 pub const DEFAULT_MAX_STEPS: u32 = 10;
@@ -143,8 +144,21 @@ pub enum AgentError {
     InvalidObject(String),
     #[error("Memory error: {0}")]
     Memory(String),
+    /// The conversation memory's database could not be reached in time.
+    #[error("Memory unavailable: {0}")]
+    MemoryUnavailable(String),
     #[error("Generation cancelled")]
     Cancelled,
+}
+
+/// A conversation store's failure as the agent's: an unreachable database, a value it cannot
+/// hold (the client's), or anything else.
+fn memory_error(e: StoreError) -> AgentError {
+    match e {
+        StoreError::Unavailable(m) => AgentError::MemoryUnavailable(m),
+        StoreError::Invalid(m) => AgentError::InvalidRequest(m),
+        other => AgentError::Memory(other.to_string()),
+    }
 }
 
 struct Inner {
@@ -243,6 +257,9 @@ fn tool_specs(tools: &[Arc<dyn Tool>]) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// The most characters of a name a model chose that a span records.
+const MAX_NAME_CHARS: usize = 128;
+
 /// The tool fan-out: the calls of one model answer, run at once, their results in call order.
 async fn call_tools(
     g: &Generation<'_>,
@@ -254,11 +271,14 @@ async fn call_tools(
     let ctx = g.tool_context();
     join_all(calls.iter().map(|c| async {
         let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
+        // The model chooses the name: only a registered one names a span or a series.
+        let label = tool.as_ref().map_or(UNKNOWN, |t| t.name()).to_owned();
+        let asked: String = c.tool_name.chars().take(MAX_NAME_CHARS).collect();
         let span = tracing::info_span!(
             "execute_tool",
-            otel.name = %format_args!("execute_tool {}", c.tool_name),
+            otel.name = %format_args!("execute_tool {label}"),
             gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %c.tool_name,
+            gen_ai.tool.name = %asked,
             gen_ai.tool.call.id = %c.tool_call_id,
             otel.status_code = tracing::field::Empty,
         );
@@ -274,7 +294,7 @@ async fn call_tools(
         }
         telemetry.tool_call(&ToolCallReport {
             agent: &g.agent.id,
-            tool: &c.tool_name,
+            tool: &label,
             duration: began.elapsed(),
             failed: result.is_error,
         });
@@ -458,7 +478,7 @@ impl AgentHub {
             let history = mem
                 .load(&key, opts.context_limit.min(MAX_CONTEXT_LIMIT))
                 .await
-                .map_err(|e| AgentError::Memory(e.to_string()))?;
+                .map_err(memory_error)?;
             messages.extend(newest_within(history, MAX_HISTORY_BYTES));
         }
         messages.extend_from_slice(input);
@@ -479,9 +499,7 @@ impl AgentHub {
                 .cloned()
                 .collect();
             msgs.push(Message::assistant(answer));
-            mem.append(&key, &msgs)
-                .await
-                .map_err(|e| AgentError::Memory(e.to_string()))?;
+            mem.append(&key, &msgs).await.map_err(memory_error)?;
         }
         Ok(())
     }

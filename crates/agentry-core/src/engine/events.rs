@@ -51,7 +51,9 @@ impl Engine {
     /// Sends `id`'s stored events after number `after` to `tx`, then each new one as it is
     /// written (woken by this process's writes, or by the database's notifications of another
     /// process's), until the execution stops running; then its `workflow-result`. Answers with
-    /// the record it ended with (or stood at when the receiver went away).
+    /// the record it ended with (or stood at when the receiver went away). When this process
+    /// begins to drain, the last event is a `workflow-handover` instead (the client follows on
+    /// another server).
     pub(super) async fn follow(
         &self,
         id: &str,
@@ -103,6 +105,20 @@ impl Engine {
                         Err(broadcast::error::RecvError::Closed) => return Ok(rec),
                     },
                     _ = tx.closed() => return Ok(rec),
+                    // This server stops: the follower goes to another one.
+                    _ = self.inner.draining.cancelled() => {
+                        let handover = EngineError::HandedOver(rec.id.clone());
+                        let _ = tx.send(WorkflowEvent {
+                            execution_id: rec.id.clone(),
+                            workflow_id: rec.workflow_id.clone(),
+                            seq: None,
+                            timestamp: self.inner.clock.now(),
+                            kind: EventKind::WorkflowHandover {
+                                message: handover.to_string(),
+                            },
+                        });
+                        return Err(handover);
+                    }
                 }
             }
         }
@@ -158,6 +174,9 @@ impl Engine {
 
     pub(super) fn send(&self, ev: WorkflowEvent) {
         if let Some(run) = lock(&self.inner.live).get_mut(&ev.execution_id) {
+            if let Some(seq) = ev.seq {
+                run.sent = run.sent.max(seq);
+            }
             run.subscribers.retain(|s| s.send(ev.clone()).is_ok());
         }
         let _ = self.inner.all_events.send(ev);

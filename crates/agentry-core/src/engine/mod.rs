@@ -62,6 +62,9 @@ pub enum EngineError {
     InvalidInput(String),
     #[error("Invalid executionId: {0}")]
     InvalidExecutionId(String),
+    /// An option the store cannot key by (a user id with the NUL character).
+    #[error("{0}")]
+    InvalidOptions(String),
     /// The id is taken by an execution of another workflow, input or owner (the same ones
     /// rejoin it instead: the idempotent start).
     #[error("Execution {0} already exists with another workflow or input")]
@@ -101,6 +104,12 @@ pub enum EngineError {
         workflow_id: String,
         step_id: String,
     },
+    /// This process is draining before it stops: it starts and resumes nothing more (another
+    /// replica, or this one restarted, will).
+    #[error(
+        "This server is shutting down: send the request again (to another replica, or after the restart)"
+    )]
+    ShuttingDown,
     #[error("Execution {0} is being changed by too many writers at once")]
     Contention(String),
     #[error(transparent)]
@@ -155,6 +164,12 @@ impl Default for EngineConfig {
 /// How many orphaned executions one recovery pass claims at most.
 const CLAIM_BATCH: u32 = 100;
 
+/// The first pause of a run before it tries a write the database did not take again; each
+/// pause doubles, up to [`DB_RETRY_MAX`].
+const DB_RETRY_FIRST: Duration = Duration::from_millis(20);
+/// The longest pause between two tries: a database that is back is written to within it.
+const DB_RETRY_MAX: Duration = Duration::from_millis(500);
+
 /// A run in progress: its events as they happen and its final record.
 pub struct RunHandle {
     pub execution_id: String,
@@ -193,6 +208,18 @@ struct Inner {
     draining: CancellationToken,
     /// Who is told of every durable write and takeover.
     telemetry: RwLock<Arc<dyn Telemetry>>,
+}
+
+/// What a write does when the database does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Patience {
+    /// A client waits for the answer: the failure is answered at once (a 503; the client
+    /// tries again).
+    Request,
+    /// A run's write: tried again, pausing longer each time, until the database takes it or
+    /// this process shuts down (the run is handed over). A database that went away never ends
+    /// a run in error.
+    Run,
 }
 
 /// What wakes a suspended execution.
@@ -347,6 +374,7 @@ impl Engine {
         let wf = self.require_workflow(workflow_id)?;
         wf.validate_input(&input)
             .map_err(EngineError::InvalidInput)?;
+        self.refuse_when_draining()?;
         let id = match options.execution_id {
             Some(id) => {
                 check_execution_id(&id)?;
@@ -362,6 +390,11 @@ impl Engine {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         });
+        for (field, value) in [("userId", &user_id), ("owner", &options.owner)] {
+            if let Some(v) = value {
+                crate::id::refuse_nul(field, v).map_err(EngineError::InvalidOptions)?;
+            }
+        }
         if let Some(uid) = &user_id {
             context.insert("userId".into(), Value::String(uid.clone()));
         }
@@ -512,7 +545,7 @@ impl Engine {
             reason,
         };
         let id = execution_id.to_owned();
-        self.update(Some(current), &id, |r, _| {
+        self.update(Some(current), &id, Patience::Request, |r, _| {
             let state =
                 transition(&r.state, Transition::RequestSuspend(request.clone())).map_err(|e| {
                     EngineError::NotSuspendable {
@@ -570,6 +603,7 @@ impl Engine {
         wake: Wake<'_>,
     ) -> Result<RunHandle, EngineError> {
         let wf = self.require_workflow(workflow_id)?;
+        self.refuse_when_draining()?;
         let current = self.load(workflow_id, execution_id).await?;
         let suspension = match &current.state {
             ExecutionState::Suspended(s) => s.clone(),
@@ -597,44 +631,49 @@ impl Engine {
         };
         let now = self.inner.clock.now();
         let (rec, events) = self
-            .commit(Some(current), execution_id, |r, events| {
-                let due = r
-                    .state
-                    .suspension()
-                    .and_then(|s| s.deadline)
-                    .is_some_and(|d| d <= now);
-                if matches!(wake, Wake::Deadline) && !due {
-                    return Err(EngineError::NotDue(r.id.clone()));
-                }
-                let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
-                    TransitionError::NotSuspended(status) => EngineError::NotSuspended {
-                        id: r.id.clone(),
-                        status,
-                    },
-                    other => EngineError::Internal(other.to_string()),
-                })?;
-                let mut next = r.clone();
-                next.state = state;
-                next.progress.next_step = index;
-                next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
-                // The step starts again with this same write: the step that suspended
-                // continues its attempt; any other starts its next one.
-                events.push(EventKind::WorkflowStart {
-                    input: r.input.clone(),
-                    resumed: true,
-                });
-                if let Some(step) = wf.steps().get(index) {
-                    let input = Self::input_for(&wf, r, index);
-                    match next.progress.steps_mut().get_mut(&step.id) {
-                        Some(rec) if rec.status == StepStatus::Suspended => {
-                            Arc::make_mut(rec).status = StepStatus::Running;
-                        }
-                        _ => self.begin(&mut next.progress, step, input.clone()),
+            .commit(
+                Some(current),
+                execution_id,
+                Patience::Request,
+                |r, events| {
+                    let due = r
+                        .state
+                        .suspension()
+                        .and_then(|s| s.deadline)
+                        .is_some_and(|d| d <= now);
+                    if matches!(wake, Wake::Deadline) && !due {
+                        return Err(EngineError::NotDue(r.id.clone()));
                     }
-                    events.push(Self::step_start(step, index, input));
-                }
-                Ok(next)
-            })
+                    let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
+                        TransitionError::NotSuspended(status) => EngineError::NotSuspended {
+                            id: r.id.clone(),
+                            status,
+                        },
+                        other => EngineError::Internal(other.to_string()),
+                    })?;
+                    let mut next = r.clone();
+                    next.state = state;
+                    next.progress.next_step = index;
+                    next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
+                    // The step starts again with this same write: the step that suspended
+                    // continues its attempt; any other starts its next one.
+                    events.push(EventKind::WorkflowStart {
+                        input: r.input.clone(),
+                        resumed: true,
+                    });
+                    if let Some(step) = wf.steps().get(index) {
+                        let input = Self::input_for(&wf, r, index);
+                        match next.progress.steps_mut().get_mut(&step.id) {
+                            Some(rec) if rec.status == StepStatus::Suspended => {
+                                Arc::make_mut(rec).status = StepStatus::Running;
+                            }
+                            _ => self.begin(&mut next.progress, step, input.clone()),
+                        }
+                        events.push(Self::step_start(step, index, input));
+                    }
+                    Ok(next)
+                },
+            )
             .await?;
         if matches!(wake, Wake::Deadline) {
             tracing::info!(execution_id = %execution_id, "deadline passed: resuming with the time-out marker");
@@ -709,16 +748,21 @@ impl Engine {
         };
         let cancel = Transition::Cancel(cancellation);
         let rec = self
-            .update(Some(current), execution_id, |r, events| {
-                let state = transition(&r.state, cancel.clone()).map_err(|_| {
-                    EngineError::NotCancellable {
-                        id: r.id.clone(),
-                        status: r.state.status(),
-                    }
-                })?;
-                events.extend(Self::reported(&cancel));
-                Ok(ExecutionRecord { state, ..r.clone() })
-            })
+            .update(
+                Some(current),
+                execution_id,
+                Patience::Request,
+                |r, events| {
+                    let state = transition(&r.state, cancel.clone()).map_err(|_| {
+                        EngineError::NotCancellable {
+                            id: r.id.clone(),
+                            status: r.state.status(),
+                        }
+                    })?;
+                    events.extend(Self::reported(&cancel));
+                    Ok(ExecutionRecord { state, ..r.clone() })
+                },
+            )
             .await?;
         tracing::info!(execution_id = %execution_id, "execution cancelled");
         self.stop_run(execution_id);
@@ -769,6 +813,26 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + limit;
         while !lock(&self.inner.live).is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether this process is draining (a graceful shutdown began): it starts, resumes and
+    /// takes over nothing more.
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.is_cancelled()
+    }
+
+    /// Fires when the drain begins (see [`Engine::shutdown`]).
+    pub fn drain_signal(&self) -> CancellationToken {
+        self.inner.draining.clone()
+    }
+
+    /// [`EngineError::ShuttingDown`] once the drain began.
+    fn refuse_when_draining(&self) -> Result<(), EngineError> {
+        if self.is_draining() {
+            Err(EngineError::ShuttingDown)
+        } else {
+            Ok(())
         }
     }
 

@@ -64,6 +64,9 @@ impl Engine {
     /// whichever process gets there first; also those whose deadline passed while every server
     /// was down. Returns how many this process resumed.
     pub async fn fire_due_timers(&self) -> Result<usize, EngineError> {
+        if self.is_draining() {
+            return Ok(0);
+        }
         let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
         let due = self.inner.store.due_timers(&workflows, CLAIM_BATCH).await?;
         let mut fired = 0;
@@ -100,6 +103,10 @@ impl Engine {
     }
 
     pub(super) async fn claim_and_continue(&self, own: bool) -> Result<usize, EngineError> {
+        // A draining process takes nothing over: what it would claim is for the others.
+        if self.is_draining() {
+            return Ok(0);
+        }
         let config = &self.inner.config;
         let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
         let claim = Claim {

@@ -6,6 +6,9 @@ use super::*;
 /// A run in this process: who gets its events, and the signal that stops its steps.
 pub(super) struct LiveRun {
     pub(super) subscribers: Vec<mpsc::UnboundedSender<WorkflowEvent>>,
+    /// The number of the last stored event sent to the subscribers: a write of another process
+    /// (a cancel) is read from the log after it.
+    pub(super) sent: i64,
     /// Fires when the execution is cancelled, or this process no longer holds it.
     pub(super) stop: CancellationToken,
 }
@@ -78,6 +81,10 @@ impl Children {
         }
     }
 
+    pub(super) fn execution_id(&self) -> &str {
+        &self.execution_id
+    }
+
     /// Keeps a record for the step's checkpoint.
     pub(super) fn keep(&self, id: &str, record: StepRecord) {
         lock(&self.records).push((id.to_owned(), record, false));
@@ -133,6 +140,7 @@ impl Engine {
         let id = record.id.clone();
         let run = LiveRun {
             subscribers: vec![tx],
+            sent: record.last_event - entry.announce.len() as i64,
             stop: self.inner.shutdown.child_token(),
         };
         lock(&self.inner.live).insert(id.clone(), run);
@@ -178,11 +186,21 @@ impl Engine {
             // Cancelled through the API while a step ran: the cancel wrote the end.
             Err(EngineError::Cancelled(_)) => {
                 tracing::info!(execution_id = %id, "cancelled: its run stopped");
+                self.catch_up(&id).await;
                 match self.inner.store.get(&id).await {
                     Ok(Some(rec)) => Ok(rec),
                     Ok(None) => Err(EngineError::Internal(format!("execution {id} disappeared"))),
                     Err(e) => Err(e.into()),
                 }
+            }
+            // The database went away and this process stops before it came back: the
+            // execution is not failed; it continues where its lease is taken over.
+            Err(EngineError::Store(e)) if e.is_unavailable() => {
+                tracing::warn!(execution_id = %id, error = %e, "the database is unavailable and this process stops: the execution continues elsewhere");
+                let e = EngineError::HandedOver(id.clone());
+                let message = e.to_string();
+                self.emit_for(&id, &workflow_id, EventKind::WorkflowHandover { message });
+                Err(e)
             }
             Err(e @ (EngineError::LeaseLost(_) | EngineError::HandedOver(_))) => {
                 if matches!(e, EngineError::LeaseLost(_)) {
@@ -802,7 +820,12 @@ impl Engine {
     where
         F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
     {
-        self.update(known, id, |r, events| {
+        let patience = if lease.is_some() {
+            Patience::Run
+        } else {
+            Patience::Request
+        };
+        self.update(known, id, patience, |r, events| {
             if lease.is_some() && r.state.status() == Status::Cancelled {
                 return Err(EngineError::Cancelled(r.id.clone()));
             }
@@ -824,34 +847,66 @@ impl Engine {
         &self,
         known: Option<ExecutionRecord>,
         id: &str,
+        patience: Patience,
         f: F,
     ) -> Result<ExecutionRecord, EngineError>
     where
         F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
     {
-        let (rec, events) = self.commit(known, id, f).await?;
+        let (rec, events) = self.commit(known, id, patience, f).await?;
         self.publish(events);
         Ok(rec)
     }
 
-    /// [`Engine::update`], handing the committed events back instead of sending them.
+    /// [`Engine::update`], handing the committed events back instead of sending them. A run's
+    /// write ([`Patience::Run`]) outlasts a database that does not answer: it is tried again
+    /// until it is taken; a write whose commit is in doubt (the connection failed after it was
+    /// sent) is looked for first, so that it is never made twice.
     pub(super) async fn commit<F>(
         &self,
         known: Option<ExecutionRecord>,
         id: &str,
+        patience: Patience,
         f: F,
     ) -> Result<(ExecutionRecord, Vec<WorkflowEvent>), EngineError>
     where
         F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
     {
         let mut current = known;
-        for attempt in 0..200u32 {
+        let mut conflicts = 0u32;
+        let mut pause = DB_RETRY_FIRST;
+        // A write sent when the database failed: it may have been committed.
+        let mut in_doubt: Option<(ExecutionRecord, Vec<WorkflowEvent>)> = None;
+        loop {
             let cur = match current.take() {
                 Some(c) => c,
-                None => self.inner.store.get(id).await?.ok_or_else(|| {
-                    EngineError::Internal(format!("execution {id} disappeared from the store"))
-                })?,
+                None => match self.inner.store.get(id).await {
+                    Ok(Some(c)) => c,
+                    Ok(None) => {
+                        return Err(EngineError::Internal(format!(
+                            "execution {id} disappeared from the store"
+                        )));
+                    }
+                    Err(e) => {
+                        self.outlast(id, patience, e, &mut pause).await?;
+                        continue;
+                    }
+                },
             };
+            if let Some((sent, events)) = in_doubt.take() {
+                match self.was_committed(&cur, &sent, &events).await {
+                    Ok(true) => {
+                        tracing::info!(execution_id = %id, version = sent.version, "a write in doubt was committed");
+                        return Ok((sent, events));
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        in_doubt = Some((sent, events));
+                        self.outlast(id, patience, e, &mut pause).await?;
+                        continue;
+                    }
+                }
+            }
             let mut kinds = Vec::new();
             let mut next = f(&cur, &mut kinds)?;
             next.version = cur.version + 1;
@@ -860,18 +915,105 @@ impl Engine {
             let changed = next.progress.changed_since(&cur.progress);
             let store = &self.inner.store;
             let began = std::time::Instant::now();
-            if store
+            match store
                 .compare_and_set(&next, cur.version, &changed, &events)
-                .await?
+                .await
             {
-                self.telemetry().committed(&next, &events, began.elapsed());
-                return Ok((next, events));
-            }
-            if attempt > 2 {
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt.min(20)))).await;
+                Ok(true) => {
+                    self.telemetry().committed(&next, &events, began.elapsed());
+                    return Ok((next, events));
+                }
+                Ok(false) => {
+                    conflicts += 1;
+                    if conflicts >= 200 {
+                        return Err(EngineError::Contention(id.to_owned()));
+                    }
+                    if conflicts > 3 {
+                        tokio::time::sleep(Duration::from_millis(u64::from(conflicts.min(20))))
+                            .await;
+                    }
+                }
+                Err(e) => {
+                    self.outlast(id, patience, e, &mut pause).await?;
+                    in_doubt = Some((next, events));
+                }
             }
         }
-        Err(EngineError::Contention(id.to_owned()))
+    }
+
+    /// After a store failure: a run's write waits for the database (`pause`, doubled for the
+    /// next time) and is tried again; anything else fails. A process that shuts down meanwhile
+    /// hands the run over.
+    pub(super) async fn outlast(
+        &self,
+        id: &str,
+        patience: Patience,
+        error: StoreError,
+        pause: &mut Duration,
+    ) -> Result<(), EngineError> {
+        if patience == Patience::Request || !error.is_unavailable() {
+            return Err(error.into());
+        }
+        if *pause == DB_RETRY_FIRST {
+            tracing::warn!(execution_id = %id, error = %error, "the database did not take a write: trying again until it does");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(*pause) => {}
+            _ = self.inner.shutdown.cancelled() => {}
+        }
+        if self.inner.shutdown.is_cancelled() {
+            return Err(EngineError::HandedOver(id.to_owned()));
+        }
+        *pause = (*pause * 2).min(DB_RETRY_MAX);
+        Ok(())
+    }
+
+    /// Whether `sent` (a write whose commit is in doubt) is in the store, read as `cur`: its
+    /// first event is stored with its number and time (every write of a run reports one), or,
+    /// without events, the stored version and time are its.
+    async fn was_committed(
+        &self,
+        cur: &ExecutionRecord,
+        sent: &ExecutionRecord,
+        events: &[WorkflowEvent],
+    ) -> Result<bool, StoreError> {
+        let Some(first) = events.first() else {
+            return Ok(cur.version == sent.version
+                && cur.updated_at.timestamp_millis() == sent.updated_at.timestamp_millis());
+        };
+        let seq = first.seq.unwrap_or(0);
+        if cur.last_event < seq {
+            return Ok(false);
+        }
+        let stored = self.inner.store.events_after(&cur.id, seq - 1, 1).await?;
+        Ok(stored.first().is_some_and(|ev| {
+            ev.seq == first.seq
+                && ev.kind.type_name() == first.kind.type_name()
+                && ev.timestamp.timestamp_millis() == first.timestamp.timestamp_millis()
+        }))
+    }
+
+    /// Sends this run's subscribers the stored events it did not write itself (another
+    /// process's cancel), after the last one they were sent.
+    async fn catch_up(&self, id: &str) {
+        let Some(sent) = lock(&self.inner.live).get(id).map(|run| run.sent) else {
+            return;
+        };
+        match self
+            .inner
+            .store
+            .events_after(id, sent, super::events::FOLLOW_BATCH)
+            .await
+        {
+            Ok(events) => {
+                for ev in events {
+                    self.send(ev);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(execution_id = %id, error = %e, "reading the events another process wrote failed")
+            }
+        }
     }
 
     pub(super) fn child_ctx(
@@ -929,23 +1071,40 @@ impl Engine {
         ))
     }
 
-    /// Stores a finished child's record now: a lost lease stops the step.
+    /// Stores a finished child's record now (through a database that does not answer, as a
+    /// run's writes: the record is the same each time): a lost lease, or a shutdown while the
+    /// database is away, stops the step.
     pub(super) async fn store_child(
         &self,
         children: &Children,
         child: &Step,
         record: StepRecord,
     ) -> Result<(), StepError> {
-        match children
-            .store(self.inner.store.as_ref(), &child.id, record)
-            .await
-        {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(StepError::Cancelled),
-            Err(e) => Err(StepError::failed(format!(
-                "recording step {}: {e}",
-                child.id
-            ))),
+        let mut pause = DB_RETRY_FIRST;
+        loop {
+            match children
+                .store(self.inner.store.as_ref(), &child.id, record.clone())
+                .await
+            {
+                Ok(true) => return Ok(()),
+                Ok(false) => return Err(StepError::Cancelled),
+                Err(e) if e.is_unavailable() => {
+                    let execution_id = children.execution_id();
+                    if self
+                        .outlast(execution_id, Patience::Run, e, &mut pause)
+                        .await
+                        .is_err()
+                    {
+                        return Err(StepError::Cancelled);
+                    }
+                }
+                Err(e) => {
+                    return Err(StepError::failed(format!(
+                        "recording step {}: {e}",
+                        child.id
+                    )));
+                }
+            }
         }
     }
 
@@ -1131,7 +1290,9 @@ impl Engine {
         };
         let rec = outcome.map_err(|e| match e {
             // The child stopped for the shutdown: so does the parent, at this step.
-            EngineError::HandedOver(_) | EngineError::LeaseLost(_) => StepError::Cancelled,
+            EngineError::HandedOver(_) | EngineError::LeaseLost(_) | EngineError::ShuttingDown => {
+                StepError::Cancelled
+            }
             e => StepError::failed(format!("sub-workflow {workflow_id}: {e}")),
         })?;
         match rec.state {

@@ -36,3 +36,26 @@ pub struct Me {
     #[schema(required = true, value_type = Option<Object>)]
     pub user: Option<Value>,
 }
+
+/// GET /healthz (not in the envelope: what probes read).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"status": "ok"}))]
+pub struct Health {
+    /// Always `ok`: the process serves.
+    pub status: &'static str,
+}
+
+/// GET /readyz (not in the envelope: what probes read).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"status": "not_ready", "reason": "draining", "detail": "the server is shutting down"}))]
+pub struct Readiness {
+    /// `ready`, or `not_ready`.
+    pub status: &'static str,
+    /// Why not: `draining` (a graceful shutdown began), `database` (it does not answer),
+    /// `migrations` (some are not applied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// The reason, for a person.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}

@@ -1,0 +1,81 @@
+//! The probes orchestrators ask (beyond the spec): `GET /healthz`, the process serves, and `GET
+//! /readyz`, it can take work: the database answers, every migration is applied, and it is not
+//! draining (SIGTERM turns it to 503 at once). Public, small JSON bodies outside the envelope,
+//! and left out of the request log and the HTTP metrics (probes would drown them).
+
+use std::time::Duration;
+
+use actix_web::{HttpResponse, get, web};
+
+use crate::AppState;
+use crate::wire::server::{Health, Readiness};
+
+/// The longest `/readyz` waits for the database: a probe's own time-out is usually a second
+/// or a few.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The paths of the probes (the request log and the metrics skip them).
+pub const PROBES: [&str; 2] = ["/healthz", "/readyz"];
+
+/// GET /healthz
+#[utoipa::path(
+    tag = "server",
+    operation_id = "health",
+    summary = "Liveness: the process serves",
+    description = "Always 200 `{\"status\": \"ok\"}` while the process answers HTTP (whatever \
+        the database does). Not in the envelope; public.",
+    responses((status = 200, description = "The process serves.", body = Health)),
+)]
+#[get("/healthz")]
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(Health { status: "ok" })
+}
+
+/// GET /readyz
+#[utoipa::path(
+    tag = "server",
+    operation_id = "readiness",
+    summary = "Readiness: the server can take work",
+    description = "200 `{\"status\": \"ready\"}` when the database answers, every migration \
+        this build knows is applied, and the server is not draining; else 503 with `reason` \
+        (`draining`, `database`, `migrations`) and `detail`. Not in the envelope; public.",
+    responses(
+        (status = 200, description = "Ready.", body = Readiness),
+        (status = 503, description = "Not ready, and why.", body = Readiness),
+    ),
+)]
+#[get("/readyz")]
+pub async fn readyz(app: web::Data<AppState>) -> HttpResponse {
+    let unready = |reason, detail: String| {
+        HttpResponse::ServiceUnavailable().json(Readiness {
+            status: "not_ready",
+            reason: Some(reason),
+            detail: Some(detail),
+        })
+    };
+    if app.engine.is_draining() {
+        return unready("draining", "the server is shutting down".into());
+    }
+    match tokio::time::timeout(CHECK_TIMEOUT, app.engine.store().check()).await {
+        Ok(Ok(())) => HttpResponse::Ok().json(Readiness {
+            status: "ready",
+            reason: None,
+            detail: None,
+        }),
+        Ok(Err(agentry_core::store::StoreError::Migrations(detail))) => {
+            unready("migrations", detail)
+        }
+        Ok(Err(e)) => unready("database", e.to_string()),
+        Err(_) => unready(
+            "database",
+            format!(
+                "the database did not answer within {} s",
+                CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}
+
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+    cfg.service(healthz).service(readyz);
+}
