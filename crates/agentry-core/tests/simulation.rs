@@ -98,10 +98,9 @@ fn simulation() {
             println!("stats: {}", report.stats);
         }
         if !report.violations.is_empty() {
-            eprintln!(
-                "SEED={seed}: {}",
-                report.violations.first().map(String::as_str).unwrap_or("")
-            );
+            for v in &report.violations {
+                eprintln!("SEED={seed}: {v}");
+            }
             failed.push(report);
         }
     }

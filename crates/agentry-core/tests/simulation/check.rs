@@ -9,7 +9,7 @@ use agentry_core::store::{ExecutionRecord, ExecutionStore, ListQuery, StepStatus
 use serde_json::Value;
 
 use crate::driver::Outcomes;
-use crate::workflows::{Effect, Effects, Spec, expected, v_of};
+use crate::workflows::{Effect, Effects, Shape, Spec, expected, v_of};
 use crate::world::{World, lock};
 
 /// Whether an `error` an execution ended in is one the plan allows: the planned failure (its
@@ -118,6 +118,7 @@ pub async fn check(
     v.extend(dups);
 
     let mut statuses: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut lost_resumes = 0;
     for (id, rec) in &records {
         let n = name(id);
         let status = rec.state.status();
@@ -163,7 +164,7 @@ pub async fn check(
             }
         }
 
-        check_log(world, rec, &n, &mut v).await;
+        lost_resumes += check_log(world, rec, spec, &n, &mut v).await;
         check_effects(rec, spec, &by_step, &claims, &n, &mut v);
     }
 
@@ -172,17 +173,18 @@ pub async fn check(
     let mut winners: BTreeMap<(String, i64), Vec<String>> = BTreeMap::new();
     for g in &out.groups {
         for (who, answer) in &g.results {
-            if let Some((true, _, seq)) = answer {
-                match seq {
-                    Some(seq) => winners
-                        .entry((g.exec.clone(), *seq))
-                        .or_default()
-                        .push(format!("{who} ({})", g.what)),
-                    None => v.push(format!(
-                        "one winner: {who} resumed {} ({}) and its run announced no start",
-                        g.exec, g.what
-                    )),
-                }
+            let Some(answer) = answer.as_ref().filter(|a| a.won) else {
+                continue;
+            };
+            match answer.seq {
+                Some(seq) => winners
+                    .entry((g.exec.clone(), seq))
+                    .or_default()
+                    .push(format!("{who} ({})", g.what)),
+                None => v.push(format!(
+                    "one winner: {who} resumed {} ({}) and its run announced no start",
+                    g.exec, g.what
+                )),
             }
         }
     }
@@ -211,7 +213,7 @@ pub async fn check(
     }
 
     let stats = format!(
-        "{} executions {:?}, {} effects, {} faults",
+        "{} executions {:?}, {} effects, {} faults, {lost_resumes} resumes lost to a crash",
         records.len(),
         statuses,
         effects.len(),
@@ -223,7 +225,18 @@ pub async fn check(
 /// The event log: numbered 1..n with no gap or duplicate, `last_event` = n, it begins with the
 /// start, tells the state it ends in (one final event, last), each suspension is followed by
 /// one resume or a cancel, and each step's completion is logged once, with its stored output.
-async fn check_log(world: &World, rec: &ExecutionRecord, n: &str, v: &mut Vec<String>) {
+///
+/// Returns how many resumes a crash lost (not an invariant: noted in the stats): a step that
+/// waits for a resume suspended again without completing after one. The resume data is not
+/// stored; a crash after the resume, before the step's checkpoint, runs the step again without
+/// it, and it waits again.
+async fn check_log(
+    world: &World,
+    rec: &ExecutionRecord,
+    spec: &Spec,
+    n: &str,
+    v: &mut Vec<String>,
+) -> usize {
     let events = world
         .inner
         .events_after(&rec.id, 0, 1_000_000)
@@ -236,7 +249,7 @@ async fn check_log(world: &World, rec: &ExecutionRecord, n: &str, v: &mut Vec<St
                 e.seq,
                 i + 1
             ));
-            return;
+            return 0;
         }
     }
     if rec.last_event != events.len() as i64 {
@@ -323,6 +336,28 @@ async fn check_log(world: &World, rec: &ExecutionRecord, n: &str, v: &mut Vec<St
             ));
         }
     }
+    let mut lost = 0;
+    let mut waiting_at: Option<usize> = None;
+    for e in &events {
+        match &e.kind {
+            EventKind::WorkflowSuspended { suspension } => {
+                let i = suspension.step_index;
+                let waits = matches!(spec.shapes.get(i), Some(Shape::Wait { .. }));
+                if waits && waiting_at == Some(i) {
+                    lost += 1;
+                    world.trace.line(format!(
+                        "note: {n} waits again at step {i}: a resume was lost to a crash"
+                    ));
+                }
+                waiting_at = Some(i);
+            }
+            EventKind::StepComplete { step_index, .. } if waiting_at == Some(*step_index) => {
+                waiting_at = None;
+            }
+            _ => {}
+        }
+    }
+    lost
 }
 
 /// Effects against committed step records: a committed output was produced by the attempt its

@@ -77,9 +77,17 @@ pub struct Started {
 pub struct Group {
     pub exec: String,
     pub what: String,
-    /// Per racer: who, and its answer once it came: won or not, why, and for a winner the
-    /// number of the `workflow-start` event its resume wrote.
-    pub results: Vec<(String, Option<(bool, String, Option<i64>)>)>,
+    /// Per racer: who, and its answer once it came.
+    pub results: Vec<(String, Option<Answer>)>,
+}
+
+/// What a resume (or a timer) was told (why it lost is in the trace).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub won: bool,
+    /// For a winner, the number of the `workflow-start` its resume wrote: it names the
+    /// suspension the resume ended.
+    pub seq: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -218,6 +226,10 @@ impl Sim {
         let (found, stats) =
             check::check(&self.world, &by_id, &self.fx, &out, quiet, strict_infra).await;
         violations.extend(found);
+        let violations: Vec<String> = violations
+            .into_iter()
+            .map(|v| self.world.trace.normalize(v))
+            .collect();
         let trace = &self.world.trace;
         let report = Report {
             seed: self.seed,
@@ -674,7 +686,7 @@ impl Sim {
                 Ok(ev) => ev.seq,
                 Err(_) => None,
             };
-            let answer = if timer {
+            let (won, why, seq) = if timer {
                 match node.engine.fire_timer(&id).await {
                     Ok(Some(h)) => (true, "fired".to_owned(), won(h)),
                     Ok(None) => (false, "nothing to fire".to_owned(), None),
@@ -689,7 +701,8 @@ impl Sim {
                     Err(e) => (false, e.to_string(), None),
                 }
             };
-            trace.line(format!("{who} {id}: {} {:?}", answer.1, answer.2));
+            trace.line(format!("{who} {id}: {why} {seq:?}"));
+            let answer = Answer { won, seq };
             lock(&out).groups[group].results[slot].1 = Some(answer);
         });
     }

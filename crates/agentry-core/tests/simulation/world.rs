@@ -121,13 +121,18 @@ impl Trace {
             .clone()
     }
 
-    pub fn line(&self, mut line: String) {
-        // Engine messages quote raw ids: name them as the rest of the trace does.
+    /// `text` with the raw ids it quotes (engine messages do) replaced by their names.
+    pub fn normalize(&self, mut text: String) -> String {
         for (raw, name) in lock(&self.names).iter() {
-            if line.contains(raw.as_str()) {
-                line = line.replace(raw.as_str(), name);
+            if text.contains(raw.as_str()) {
+                text = text.replace(raw.as_str(), name);
             }
         }
+        text
+    }
+
+    pub fn line(&self, line: String) {
+        let line = self.normalize(line);
         lock(&self.lines).push(line);
     }
 
@@ -387,6 +392,9 @@ impl World {
     }
 }
 
+/// Waits by when they fall due, then by when they were made.
+type Waits = BTreeMap<(DateTime<Utc>, u64), oneshot::Sender<()>>;
+
 /// The simulation's time: a [`ManualClock`] that the driver advances, and the waits on it.
 /// The waits are kept here, in the order they fall due (then the order they were made), and
 /// woken in that order when the clock passes them: tokio's `watch` (which `ManualClock`'s own
@@ -397,7 +405,7 @@ impl World {
 /// store's claims, which take the oldest first, do not fall back on its hash map's random order.
 pub struct SimTime {
     pub manual: Arc<ManualClock>,
-    waits: Mutex<BTreeMap<(DateTime<Utc>, u64), oneshot::Sender<()>>>,
+    waits: Mutex<Waits>,
     made: AtomicU64,
     reads: AtomicU64,
 }
