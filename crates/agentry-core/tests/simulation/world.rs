@@ -553,6 +553,15 @@ impl FaultyStore {
         }
     }
 
+    /// Traces a write (one that a `fail-before` fault stopped says so).
+    fn write_line(&self, fault: Option<Fault>, line: String) {
+        let line = match fault {
+            Some(Fault::FailBefore) => format!("{line} [not written]"),
+            _ => line,
+        };
+        self.world.trace.line(line);
+    }
+
     /// The node dies here: it never answers again, its clock stops.
     async fn crash<T>(&self) -> T {
         self.dead.store(true, Ordering::SeqCst);
@@ -607,15 +616,18 @@ impl ExecutionStore for FaultyStore {
             }
             result
         };
-        self.world.trace.line(format!(
-            "w{n} {} insert {} {}",
-            self.label(),
-            self.world.trace.name(&record.id),
-            match &result {
-                Ok(()) => "ok".to_owned(),
-                Err(e) => format!("{e}"),
-            }
-        ));
+        self.write_line(
+            fault,
+            format!(
+                "w{n} {} insert {} {}",
+                self.label(),
+                self.world.trace.name(&record.id),
+                match &result {
+                    Ok(()) => "ok".to_owned(),
+                    Err(e) => format!("{e}"),
+                }
+            ),
+        );
         self.after(Write::Insert, n, fault, result).await
     }
 
@@ -649,15 +661,18 @@ impl ExecutionStore for FaultyStore {
             }
             result
         };
-        self.world.trace.line(format!(
-            "w{n} {} cas {} v{} {} next={} {:?}",
-            self.label(),
-            self.world.trace.name(&record.id),
-            expected_version,
-            record.state.status(),
-            record.progress.next_step,
-            result.as_ref().map_err(ToString::to_string)
-        ));
+        self.write_line(
+            fault,
+            format!(
+                "w{n} {} cas {} v{} {} next={} {:?}",
+                self.label(),
+                self.world.trace.name(&record.id),
+                expected_version,
+                record.state.status(),
+                record.progress.next_step,
+                result.as_ref().map_err(ToString::to_string)
+            ),
+        );
         self.after(Write::Cas, n, fault, result).await
     }
 
@@ -731,13 +746,16 @@ impl ExecutionStore for FaultyStore {
             }
             result
         };
-        self.world.trace.line(format!(
-            "w{n} {} record_step {} {step_id} a{} {:?}",
-            self.label(),
-            self.world.trace.name(execution_id),
-            step.attempt,
-            result.as_ref().map_err(ToString::to_string)
-        ));
+        self.write_line(
+            fault,
+            format!(
+                "w{n} {} record_step {} {step_id} a{} {:?}",
+                self.label(),
+                self.world.trace.name(execution_id),
+                step.attempt,
+                result.as_ref().map_err(ToString::to_string)
+            ),
+        );
         self.after(Write::RecordStep, n, fault, result).await
     }
 
@@ -753,12 +771,15 @@ impl ExecutionStore for FaultyStore {
             .map(|ids| ids.iter().map(|id| self.world.trace.name(id)).collect())
             .unwrap_or_default();
         renewed.sort();
-        self.world.trace.line(format!(
-            "w{n} {} renew {} of {}",
-            self.label(),
-            renewed.join(","),
-            ids.len()
-        ));
+        self.write_line(
+            fault,
+            format!(
+                "w{n} {} renew {} of {}",
+                self.label(),
+                renewed.join(","),
+                ids.len()
+            ),
+        );
         self.after(Write::Renew, n, fault, result).await
     }
 
@@ -783,12 +804,15 @@ impl ExecutionStore for FaultyStore {
             .map(|rs| rs.iter().map(|r| self.world.trace.name(&r.id)).collect())
             .unwrap_or_default();
         claimed.sort();
-        self.world.trace.line(format!(
-            "w{n} {} claim own={} [{}]",
-            self.label(),
-            claim.own,
-            claimed.join(",")
-        ));
+        self.write_line(
+            fault,
+            format!(
+                "w{n} {} claim own={} [{}]",
+                self.label(),
+                claim.own,
+                claimed.join(",")
+            ),
+        );
         self.after(Write::Claim, n, fault, result).await
     }
 
