@@ -188,9 +188,13 @@ impl StepContext {
 
     /// Sleeps, or returns [`StepError::Cancelled`] as soon as the step is cancelled.
     pub async fn sleep(&self, d: Duration) -> Result<(), StepError> {
+        // Biased: when the cancel and the end of the sleep come together, the cancel wins, and
+        // always the same way (the deterministic simulation, tests/simulation.rs, replays a
+        // seed; an unbiased select picks at random).
         tokio::select! {
-            _ = self.clock.sleep(d) => Ok(()),
+            biased;
             _ = self.cancel.cancelled() => Err(StepError::Cancelled),
+            _ = self.clock.sleep(d) => Ok(()),
         }
     }
 

@@ -24,7 +24,10 @@ impl Engine {
     /// execution data. Call it more often than the lease ttl (the server does every third of
     /// it).
     pub async fn heartbeat(&self) {
-        let alive: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
+        let mut alive: Vec<String> = lock(&self.inner.live).keys().cloned().collect();
+        // In id order, not the map's random one: the runs it stops are stopped in the same
+        // order every time (the deterministic simulation, tests/simulation.rs, replays a seed).
+        alive.sort();
         if alive.is_empty() {
             return;
         }
