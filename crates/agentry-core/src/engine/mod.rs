@@ -482,7 +482,39 @@ impl Engine {
             return Err(exists());
         }
         tracing::info!(execution_id = %found.id, status = %found.state.status(), "execution rejoined");
-        Ok(self.follower(&found.id, after))
+        self.adopt(found);
+        Ok(self.follower(&attempt.id, after))
+    }
+
+    /// Runs `found` here if it is this process's and nobody runs it: a start whose insert was
+    /// committed although the database failed to say so (the start answered 503, and this is
+    /// the client's retry). Without this, it would wait for its lease to expire.
+    fn adopt(&self, found: ExecutionRecord) {
+        let ours = found
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.node == self.inner.config.node_id);
+        if found.state.status() != Status::Running || !ours || self.is_draining() {
+            return;
+        }
+        let Some(wf) = self.workflow(&found.workflow_id) else {
+            return;
+        };
+        let id = found.id.clone();
+        let entry = Entry {
+            step: found.progress.next_step.min(wf.steps().len()),
+            resume: None,
+            // Never written since its insert: the insert recorded the first step's start.
+            begun: found.version == 1,
+            announce: Vec::new(),
+            timed_out: false,
+        };
+        if self
+            .spawn_run_if(wf, found, entry, |live| !live.contains_key(&id))
+            .is_some()
+        {
+            tracing::info!(execution_id = %id, "an execution whose start was in doubt runs now");
+        }
     }
 
     /// Runs an execution to its end (completed, suspended or error).
@@ -636,6 +668,14 @@ impl Engine {
                 execution_id,
                 Patience::Request,
                 |r, events| {
+                    // Only the suspension read above is resumed: a conflict that finds another
+                    // (it was resumed and suspended again meanwhile) is not this resume's.
+                    if r.state.suspension() != Some(&suspension) {
+                        return Err(EngineError::NotSuspended {
+                            id: r.id.clone(),
+                            status: r.state.status(),
+                        });
+                    }
                     let due = r
                         .state
                         .suspension()

@@ -134,8 +134,21 @@ impl Engine {
         &self,
         wf: Arc<Workflow>,
         record: ExecutionRecord,
-        mut entry: Entry,
+        entry: Entry,
     ) -> RunHandle {
+        self.spawn_run_if(wf, record, entry, |_| true)
+            .expect("always spawned")
+    }
+
+    /// [`Engine::spawn_run`] when `idle` holds of this process's runs (checked under their
+    /// lock, so two callers never both start one execution); `None` otherwise.
+    pub(super) fn spawn_run_if(
+        &self,
+        wf: Arc<Workflow>,
+        record: ExecutionRecord,
+        mut entry: Entry,
+        idle: impl FnOnce(&HashMap<String, LiveRun>) -> bool,
+    ) -> Option<RunHandle> {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = record.id.clone();
         let run = LiveRun {
@@ -143,7 +156,13 @@ impl Engine {
             sent: record.last_event - entry.announce.len() as i64,
             stop: self.inner.shutdown.child_token(),
         };
-        lock(&self.inner.live).insert(id.clone(), run);
+        {
+            let mut live = lock(&self.inner.live);
+            if !idle(&live) {
+                return None;
+            }
+            live.insert(id.clone(), run);
+        }
         self.publish(std::mem::take(&mut entry.announce));
         // Made here, in the caller's context: a run started by a request is part of its trace.
         let span = tracing::info_span!(
@@ -158,11 +177,11 @@ impl Engine {
         }
         let engine = self.clone();
         let outcome = tokio::spawn(async move { engine.run(wf, record, entry, span).await });
-        RunHandle {
+        Some(RunHandle {
             execution_id: id,
             events: rx,
             outcome,
-        }
+        })
     }
 
     /// Runs, then emits the final `workflow-result` and ends the live event streams.
@@ -933,6 +952,17 @@ impl Engine {
                             .await;
                     }
                 }
+                Err(e) if patience == Patience::Request && e.is_unavailable() => {
+                    // A client waits: one look whether the database took the write before it
+                    // failed (a lost answer), else the failure is answered.
+                    if let Ok(Some(cur)) = store.get(id).await
+                        && let Ok(true) = self.was_committed(&cur, &next, &events).await
+                    {
+                        self.telemetry().committed(&next, &events, began.elapsed());
+                        return Ok((next, events));
+                    }
+                    return Err(e.into());
+                }
                 Err(e) => {
                     self.outlast(id, patience, e, &mut pause).await?;
                     in_doubt = Some((next, events));
@@ -969,17 +999,20 @@ impl Engine {
     }
 
     /// Whether `sent` (a write whose commit is in doubt) is in the store, read as `cur`: its
-    /// first event is stored with its number and time (every write of a run reports one), or,
-    /// without events, the stored version and time are its.
+    /// first event is stored as it was sent, to the microsecond (every write of a run reports
+    /// one; the log is never rewritten, so later writes do not hide it), or, without events,
+    /// the stored header is still this write's.
     async fn was_committed(
         &self,
         cur: &ExecutionRecord,
         sent: &ExecutionRecord,
         events: &[WorkflowEvent],
     ) -> Result<bool, StoreError> {
+        let at = |t: &chrono::DateTime<chrono::Utc>| t.timestamp_micros();
         let Some(first) = events.first() else {
             return Ok(cur.version == sent.version
-                && cur.updated_at.timestamp_millis() == sent.updated_at.timestamp_millis());
+                && at(&cur.updated_at) == at(&sent.updated_at)
+                && cur.lease == sent.lease);
         };
         let seq = first.seq.unwrap_or(0);
         if cur.last_event < seq {
@@ -988,8 +1021,8 @@ impl Engine {
         let stored = self.inner.store.events_after(&cur.id, seq - 1, 1).await?;
         Ok(stored.first().is_some_and(|ev| {
             ev.seq == first.seq
-                && ev.kind.type_name() == first.kind.type_name()
-                && ev.timestamp.timestamp_millis() == first.timestamp.timestamp_millis()
+                && at(&ev.timestamp) == at(&first.timestamp)
+                && serde_json::to_value(&ev.kind).ok() == serde_json::to_value(&first.kind).ok()
         }))
     }
 
@@ -1262,30 +1295,66 @@ impl Engine {
             .and_then(|d| d.get("childExecutionId"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let outcome = match (child_id, &ctx.resume_data) {
-            (Some(child_id), Some(resume)) => {
-                self.resume(workflow_id, &child_id, resume.clone(), None)
+        let mut pause = DB_RETRY_FIRST;
+        let mut retried = false;
+        let outcome = loop {
+            let tried = match (&child_id, &ctx.resume_data) {
+                (Some(child_id), Some(resume)) => {
+                    match self
+                        .resume(workflow_id, child_id, resume.clone(), None)
+                        .await
+                    {
+                        // The resume sent before the database failed was taken: follow it.
+                        Err(EngineError::NotSuspended { .. }) if retried => {
+                            match self.attach(workflow_id, child_id, 0).await {
+                                Ok(handle) => handle.finish().await,
+                                Err(e) => Err(e),
+                            }
+                        }
+                        other => other,
+                    }
+                }
+                _ => {
+                    let input = input_map
+                        .map(|m| m(ctx))
+                        .unwrap_or_else(|| ctx.input.clone());
+                    let mut context = (*ctx.context).clone();
+                    context.insert("parentExecutionId".into(), json!(ctx.execution_id));
+                    context.insert("parentStepId".into(), json!(ctx.step_id));
+                    self.execute(
+                        workflow_id,
+                        input,
+                        ExecuteOptions {
+                            // One child per attempt of the step, under an id of its own: a
+                            // start tried again (the database failed) rejoins it.
+                            execution_id: Some(child_execution_id(
+                                &ctx.execution_id,
+                                &ctx.step_id,
+                                ctx.attempt,
+                            )),
+                            user_id: ctx.user_id().map(str::to_owned),
+                            context,
+                            // A sub-workflow belongs to whoever owns its parent.
+                            owner: ctx.owner.clone(),
+                            ..Default::default()
+                        },
+                    )
                     .await
-            }
-            _ => {
-                let input = input_map
-                    .map(|m| m(ctx))
-                    .unwrap_or_else(|| ctx.input.clone());
-                let mut context = (*ctx.context).clone();
-                context.insert("parentExecutionId".into(), json!(ctx.execution_id));
-                context.insert("parentStepId".into(), json!(ctx.step_id));
-                self.execute(
-                    workflow_id,
-                    input,
-                    ExecuteOptions {
-                        user_id: ctx.user_id().map(str::to_owned),
-                        context,
-                        // A sub-workflow belongs to whoever owns its parent.
-                        owner: ctx.owner.clone(),
-                        ..Default::default()
-                    },
-                )
-                .await
+                }
+            };
+            match tried {
+                // The database went away: try again (the parent's run waits, as its writes do).
+                Err(EngineError::Store(e)) if e.is_unavailable() => {
+                    if self
+                        .outlast(&ctx.execution_id, Patience::Run, e, &mut pause)
+                        .await
+                        .is_err()
+                    {
+                        return Err(StepError::Cancelled);
+                    }
+                    retried = true;
+                }
+                other => break other,
             }
         };
         let rec = outcome.map_err(|e| match e {
@@ -1314,6 +1383,26 @@ impl Engine {
             ))),
         }
     }
+}
+
+/// The id of the sub-workflow that `attempt` of the step `step_id` of `parent` starts:
+/// `<parent>:<step>:<attempt>`, or a digest of it when that is over the id's length limit.
+fn child_execution_id(parent: &str, step_id: &str, attempt: u32) -> String {
+    let id = format!("{parent}:{step_id}:{attempt}");
+    if id.len() <= crate::id::MAX_ID_LEN {
+        return id;
+    }
+    // FNV-1a, twice with different offsets: stable across builds and processes.
+    let digest = |offset: u64| {
+        id.bytes().fold(offset, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    format!(
+        "child:{:016x}{:016x}",
+        digest(0xcbf2_9ce4_8422_2325),
+        digest(0x8422_2325_cbf2_9ce4)
+    )
 }
 
 /// Awaits a user step, turning a panic into a step failure.

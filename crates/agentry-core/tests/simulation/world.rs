@@ -400,9 +400,11 @@ type Waits = BTreeMap<(DateTime<Utc>, u64), oneshot::Sender<()>>;
 /// woken in that order when the clock passes them: tokio's `watch` (which `ManualClock`'s own
 /// waits use) wakes its waiters in a random order, and a seed must replay the same run.
 ///
-/// Each reading is one nanosecond after the one before (since the last advance): two
+/// Each reading is one microsecond after the one before (since the last advance): two
 /// executions started at the same simulated instant still get distinct start times, so the
-/// store's claims, which take the oldest first, do not fall back on its hash map's random order.
+/// store's claims, which take the oldest first, do not fall back on its hash map's random order;
+/// and two writes get distinct times at the precision the stores keep (PostgreSQL's is the
+/// microsecond), by which the engine tells its own write, in doubt, from another's.
 pub struct SimTime {
     pub manual: Arc<ManualClock>,
     waits: Mutex<Waits>,
@@ -422,7 +424,7 @@ impl SimTime {
 
     pub fn now(&self) -> DateTime<Utc> {
         let tick = self.reads.fetch_add(1, Ordering::SeqCst);
-        self.manual.now() + chrono::Duration::nanoseconds(tick as i64)
+        self.manual.now() + chrono::Duration::microseconds(tick as i64)
     }
 
     /// Moves the clock on and wakes, in order, every wait whose time came.
@@ -492,8 +494,10 @@ pub struct FaultyStore {
     pub dead: Arc<AtomicBool>,
 }
 
+/// The fault a database that went away gives (a lost connection, a restart, a time-out): the
+/// stores classify such failures as [`StoreError::Unavailable`].
 fn injected(write: Write, n: u64) -> StoreError {
-    StoreError::Database(format!("injected fault at write {n} ({})", write.name()))
+    StoreError::Unavailable(format!("injected fault at write {n} ({})", write.name()))
 }
 
 impl FaultyStore {
