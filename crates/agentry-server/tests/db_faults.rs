@@ -47,12 +47,15 @@ const RESUMES_WITHIN: Duration = Duration::from_secs(2);
 /// so requests cannot simply wait it out).
 const OUTAGE: Duration = Duration::from_secs(3);
 /// How long any wait for a state may take before the test gives up (never a timing claim).
-const PATIENCE: Duration = Duration::from_secs(30);
+const PATIENCE: Duration = Duration::from_secs(20);
+/// How long the test tries to write after a fault before it stops trying (writes must succeed
+/// within [`RESUMES_WITHIN`]; this only tells "late" from "never").
+const GIVE_UP_WRITING: Duration = Duration::from_secs(10);
 
 /// The tests run one at a time: each measures how fast service comes back.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -122,9 +125,17 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Whether the process is still running (it did not exit or crash).
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The lines of its log that contain `needle` (at most `n`).
     fn log_lines(&self, needle: &str, n: usize) -> Vec<String> {
-        self.log()
+        let log = self.log();
+        // Without the terminal colours.
+        let plain = without_colours(&log);
+        plain
             .lines()
             .filter(|l| l.contains(needle))
             .take(n)
@@ -133,11 +144,33 @@ impl Server {
     }
 }
 
+/// `text` without its ANSI escape sequences (`ESC [ ... m`).
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
+        if std::thread::panicking() {
+            eprintln!("agentry's log is kept in {}", self.log.display());
+        } else {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 
@@ -313,6 +346,7 @@ fn wrong(a: &Answer, allowed: &[u16]) -> Option<&'static str> {
 /// end with all of them.
 struct Verdict {
     test: &'static str,
+    started: Instant,
     broken: BTreeMap<String, Vec<String>>,
     notes: Vec<String>,
 }
@@ -321,6 +355,7 @@ impl Verdict {
     fn new(test: &'static str) -> Verdict {
         Verdict {
             test,
+            started: Instant::now(),
             broken: BTreeMap::new(),
             notes: Vec::new(),
         }
@@ -341,16 +376,24 @@ impl Verdict {
         self.notes.push(s);
     }
 
-    /// Checks each answer with [`wrong`].
-    fn answers(&mut self, during: &str, answers: &[Answer], allowed: &[u16]) {
+    /// Checks each answer of the load with [`wrong`] (a resume may also answer 404
+    /// `execution_not_suspended`, when an earlier try did resume it, or 409 `conflict`).
+    fn answers(&mut self, during: &str, answers: &[Answer]) {
         for a in answers {
+            let allowed: &[u16] = if a.what.ends_with("/resume") {
+                &[404, 409]
+            } else {
+                &[]
+            };
             if let Some(what) = wrong(a, allowed) {
                 self.check(false, &format!("{during}: {what}"), || a.describe());
             }
         }
     }
 
-    fn finish(self) {
+    fn finish(mut self) {
+        let took = self.started.elapsed();
+        self.note(format!("the test took {took:.1?}"));
         if self.broken.is_empty() {
             return;
         }
@@ -383,6 +426,9 @@ struct Journal {
     /// Every acknowledged execution (a 200, or a 503 `execution_continues_elsewhere`), with
     /// its workflow.
     acked: BTreeMap<String, &'static str>,
+    /// Every execution a start was sent for, acknowledged or not: one that exists must end
+    /// well too.
+    tried: BTreeMap<String, &'static str>,
     /// Suspended expenses waiting for their resume.
     to_resume: VecDeque<String>,
 }
@@ -390,6 +436,7 @@ struct Journal {
 impl Journal {
     /// Records the answer to the start of `id` of `workflow`.
     fn started(&mut self, workflow: &'static str, id: &str, a: Answer) {
+        self.tried.insert(id.to_owned(), workflow);
         if a.status == Some(200) || a.is(503, "execution_continues_elsewhere") {
             self.acked.insert(id.to_owned(), workflow);
             if workflow == EXPENSE && a.data()["status"] == "suspended" {
@@ -566,7 +613,7 @@ async fn first_write_after(
             return (Some(since.elapsed()), failures);
         }
         failures.push(a);
-        if since.elapsed() > PATIENCE {
+        if since.elapsed() > GIVE_UP_WRITING {
             return (None, failures);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -688,7 +735,8 @@ async fn check_finished(server: &Server, workflow: &str, id: &str, state: &Value
             let mut completions: BTreeMap<String, usize> = BTreeMap::new();
             for (_, e) in &stored {
                 if e["type"] == "step-complete" {
-                    let step = e["stepId"].as_str().unwrap_or("?").to_owned();
+                    // The wire names the step `from`.
+                    let step = e["from"].as_str().unwrap_or("?").to_owned();
                     *completions.entry(step).or_default() += 1;
                 }
             }
@@ -710,13 +758,21 @@ async fn check_finished(server: &Server, workflow: &str, id: &str, state: &Value
     wrong
 }
 
-/// Brings every acknowledged execution to its end (resuming the suspended expenses) and checks
-/// each: none lost (404), none stuck (still running after [`PATIENCE`]), none in `error`, each
-/// finished one as [`check_finished`] wants it.
+/// Brings every execution a start was sent for to its end (resuming the suspended expenses)
+/// and checks each: no acknowledged one lost (404; an unacknowledged one may never have been
+/// created), none stuck (still running after [`PATIENCE`]), none in `error`, each finished one
+/// as [`check_finished`] wants it.
 async fn settle(verdict: &mut Verdict, server: &Server, journal: &Mutex<Journal>) {
-    let acked = journal.lock().unwrap().acked.clone();
-    verdict.note(format!("{} acknowledged executions", acked.len()));
-    let mut pending: BTreeMap<String, &'static str> = acked;
+    let (acked, tried) = {
+        let j = journal.lock().unwrap();
+        (j.acked.clone(), j.tried.clone())
+    };
+    verdict.note(format!(
+        "{} acknowledged executions ({} starts sent)",
+        acked.len(),
+        tried.len()
+    ));
+    let mut pending: BTreeMap<String, &'static str> = tried;
     let mut finished: Vec<(String, &'static str, Value)> = Vec::new();
     let started = Instant::now();
     let mut last_seen: BTreeMap<String, Value> = BTreeMap::new();
@@ -731,9 +787,11 @@ async fn settle(verdict: &mut Verdict, server: &Server, journal: &Mutex<Journal>
             )
             .await;
             if a.status == Some(404) {
-                verdict.check(false, "no acknowledged execution is lost", || {
-                    format!("{id}: {}", a.describe())
-                });
+                verdict.check(
+                    !acked.contains_key(&id),
+                    "no acknowledged execution is lost",
+                    || format!("{id}: {}", a.describe()),
+                );
                 pending.remove(&id);
                 continue;
             }
@@ -763,10 +821,15 @@ async fn settle(verdict: &mut Verdict, server: &Server, journal: &Mutex<Journal>
                 _ => {
                     verdict.check(
                         false,
-                        "no acknowledged execution ends in error (or anything but completed)",
+                        "no execution ends in error (or anything but completed)",
                         || {
                             format!(
-                                "{id}: {} {}",
+                                "{id}{}: {} {}",
+                                if acked.contains_key(&id) {
+                                    " (acknowledged)"
+                                } else {
+                                    " (its start was not acknowledged)"
+                                },
                                 state["status"],
                                 state["error"]
                                     .to_string()
@@ -785,7 +848,7 @@ async fn settle(verdict: &mut Verdict, server: &Server, journal: &Mutex<Journal>
         }
     }
     for id in pending.keys() {
-        verdict.check(false, "no acknowledged execution is stuck", || {
+        verdict.check(false, "no execution is stuck", || {
             format!(
                 "{id} after {PATIENCE:?}: {}",
                 last_seen
@@ -811,7 +874,7 @@ async fn settle(verdict: &mut Verdict, server: &Server, journal: &Mutex<Journal>
     ));
 }
 
-/// Reads while the database misbehaves: the states of a few acknowledged executions.
+/// Reads while the database misbehaves: the states of a few acknowledged executions, at once.
 async fn read_some(
     server: &Server,
     journal: &Mutex<Journal>,
@@ -826,18 +889,11 @@ async fn read_some(
         .take(n)
         .map(|(k, v)| (k.clone(), *v))
         .collect();
-    let mut out = Vec::new();
-    for (id, workflow) in some {
-        out.push(
-            get(
-                server,
-                &format!("/workflows/{workflow}/executions/{id}/state"),
-                bound,
-            )
-            .await,
-        );
-    }
-    out
+    futures::future::join_all(some.iter().map(|(id, workflow)| {
+        let path = format!("/workflows/{workflow}/executions/{id}/state");
+        async move { get(server, &path, bound).await }
+    }))
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -849,10 +905,10 @@ async fn read_some(
 /// again within 2 s of it accepting connections; then every acknowledged execution completes
 /// (the expenses once resumed), each step once.
 async fn restart_under_load(test: &'static str, mode: Shutdown) {
-    let _one_at_a_time = serial();
+    let _one_at_a_time = serial().await;
     let mut verdict = Verdict::new(test);
     let pg = PrivatePg::start();
-    let server = Server::start(&pg.url(), &[]);
+    let mut server = Server::start(&pg.url(), &[]);
     let load = Load::start(&server, 3);
     load.until_acked(20).await;
     let from = load.answered();
@@ -860,22 +916,24 @@ async fn restart_under_load(test: &'static str, mode: Shutdown) {
     pg.stop(mode);
     let down = Instant::now();
     verdict.check(!pg.accepting(), "harness: PostgreSQL is down", String::new);
-    let write = start_one(
-        &format!("http://{}", server.addr),
-        &load.journal,
-        WORD_COUNT,
-        "while-down",
-        0,
-        DB_TIMEOUT + Duration::from_secs(1),
-    )
-    .await;
-    let reads = read_some(
-        &server,
-        &load.journal,
-        2,
-        DB_TIMEOUT + Duration::from_secs(1),
-    )
-    .await;
+    // A write and two reads at once (each may wait up to the database time-out).
+    let base = format!("http://{}", server.addr);
+    let (write, reads) = tokio::join!(
+        start_one(
+            &base,
+            &load.journal,
+            WORD_COUNT,
+            "while-down",
+            0,
+            DB_TIMEOUT + Duration::from_secs(1),
+        ),
+        read_some(
+            &server,
+            &load.journal,
+            2,
+            DB_TIMEOUT + Duration::from_secs(1)
+        )
+    );
     for a in std::iter::once(&write).chain(&reads) {
         verdict.check(
             a.is_unavailable("database_unavailable") && a.took <= DB_TIMEOUT + Duration::from_secs(1),
@@ -886,8 +944,13 @@ async fn restart_under_load(test: &'static str, mode: Shutdown) {
     if let Some(left) = OUTAGE.checked_sub(down.elapsed()) {
         tokio::time::sleep(left).await;
     }
+    let starting = Instant::now();
     let up = pg.start_again();
-    verdict.note(format!("PostgreSQL down for {:.2?}", up - down));
+    verdict.note(format!(
+        "PostgreSQL down for {:.2?} (its start took {:.2?})",
+        up - down,
+        up - starting
+    ));
     writes_resume(
         &mut verdict,
         &server,
@@ -897,26 +960,19 @@ async fn restart_under_load(test: &'static str, mode: Shutdown) {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    verdict.answers("the load", &load.answers_since(from), &[404, 409]);
+    verdict.answers(
+        "an answer of the load or a probe",
+        &load.answers_since(from),
+    );
     let journal = load.stop().await;
     settle(&mut verdict, &server, &journal).await;
+    let running = server.running();
     verdict.check(
-        server.child_alive(),
-        "agentry was not restarted (it is still running)",
+        running,
+        "agentry keeps running through the fault (it is never restarted)",
         String::new,
     );
-    drop(server);
-    drop(pg);
     verdict.finish();
-}
-
-impl Server {
-    fn child_alive(&self) -> bool {
-        Command::new("kill")
-            .args(["-0", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -934,10 +990,10 @@ async fn postgres_immediate_restart_under_load() {
 /// every acknowledged execution completes, each step once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_backends_terminated_under_load() {
-    let _one_at_a_time = serial();
+    let _one_at_a_time = serial().await;
     let mut verdict = Verdict::new("postgres_backends_terminated_under_load");
     let pg = PrivatePg::start();
-    let server = Server::start(&pg.url(), &[]);
+    let mut server = Server::start(&pg.url(), &[]);
     let load = Load::start(&server, 3);
     load.until_acked(20).await;
     let from = load.answered();
@@ -964,11 +1020,18 @@ async fn postgres_backends_terminated_under_load() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    verdict.answers("the load", &load.answers_since(from), &[404, 409]);
+    verdict.answers(
+        "an answer of the load or a probe",
+        &load.answers_since(from),
+    );
     let journal = load.stop().await;
     settle(&mut verdict, &server, &journal).await;
-    drop(server);
-    drop(pg);
+    let running = server.running();
+    verdict.check(
+        running,
+        "agentry keeps running through the fault (it is never restarted)",
+        String::new,
+    );
     verdict.finish();
 }
 
@@ -979,10 +1042,10 @@ async fn postgres_backends_terminated_under_load() {
 /// 2 s, and every acknowledged execution completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_pool_exhausted_by_a_held_lock() {
-    let _one_at_a_time = serial();
+    let _one_at_a_time = serial().await;
     let mut verdict = Verdict::new("postgres_pool_exhausted_by_a_held_lock");
     let pg = PrivatePg::start();
-    let server = Server::start(&pg.url(), &[]);
+    let mut server = Server::start(&pg.url(), &[]);
     let journal = Arc::new(Mutex::new(Journal::default()));
     let base = format!("http://{}", server.addr);
     for (n, workflow) in [WORD_COUNT, WORD_COUNT, EXPENSE, EXPENSE, COUNTDOWN]
@@ -1019,19 +1082,19 @@ async fn postgres_pool_exhausted_by_a_held_lock() {
             let (base, journal) = (base.clone(), journal.clone());
             tokio::spawn(async move {
                 if n % 4 == 3 {
-                    let id = format!("before-{}", n % 2);
+                    let id = format!("before-{}", (n / 4) % 2);
                     call(
                         &http(),
                         reqwest::Method::GET,
                         format!("{base}/workflows/{WORD_COUNT}/executions/{id}/state"),
                         None,
-                        Duration::from_secs(20),
+                        Duration::from_secs(10),
                         format!("GET state of {id}"),
                     )
                     .await
                 } else {
                     let id = format!("during-{n}");
-                    start_one(&base, &journal, WORD_COUNT, &id, n, Duration::from_secs(20)).await
+                    start_one(&base, &journal, WORD_COUNT, &id, n, Duration::from_secs(10)).await
                 }
             })
         })
@@ -1084,7 +1147,10 @@ async fn postgres_pool_exhausted_by_a_held_lock() {
     let slowest = answers.iter().map(|a| a.took).max().unwrap_or_default();
     let mut by_status: BTreeMap<String, usize> = BTreeMap::new();
     for a in &answers {
-        let key = format!("{:?} {}", a.status, a.code.as_deref().unwrap_or(""));
+        let key = match a.status {
+            Some(s) => format!("{s} {}", a.code.as_deref().unwrap_or_default()),
+            None => "no answer".to_owned(),
+        };
         *by_status.entry(key).or_default() += 1;
     }
     verdict.note(format!(
@@ -1107,8 +1173,12 @@ async fn postgres_pool_exhausted_by_a_held_lock() {
     )
     .await;
     settle(&mut verdict, &server, &journal).await;
-    drop(server);
-    drop(pg);
+    let running = server.running();
+    verdict.check(
+        running,
+        "agentry keeps running through the fault (it is never restarted)",
+        String::new,
+    );
     verdict.finish();
 }
 
@@ -1119,16 +1189,16 @@ async fn postgres_pool_exhausted_by_a_held_lock() {
 /// refuse writes; writes then answer 503 `database_unavailable` with `Retry-After` within the
 /// bound, reads of acknowledged executions keep answering 200, and no answer of the load is a
 /// 500 or a hang; `mend_it` gives the disk back, and writes succeed within 2 s; every
-/// acknowledged execution completes, each step once.
+/// acknowledged execution completes, each step once. Returns the server, still running.
 async fn sqlite_disk_fault(
     verdict: &mut Verdict,
     fs: &SmallFs,
     break_it: impl FnOnce(&SmallFs) -> String,
     mend_it: impl FnOnce(&SmallFs),
     mended: &str,
-) {
+) -> Server {
     let url = format!("sqlite://{}", fs.dir.join("agentry.db").display());
-    let server = Server::start(&url, &[]);
+    let mut server = Server::start(&url, &[]);
     let load = Load::start(&server, 3);
     load.until_acked(30).await;
     let from = load.answered();
@@ -1217,25 +1287,31 @@ async fn sqlite_disk_fault(
     let mended_at = Instant::now();
     writes_resume(verdict, &server, &load.journal, mended_at, mended).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    verdict.answers("the load", &load.answers_since(from), &[404, 409]);
+    verdict.answers(
+        "an answer of the load or a probe",
+        &load.answers_since(from),
+    );
     let journal = load.stop().await;
     settle(verdict, &server, &journal).await;
+    let running = server.running();
     verdict.check(
-        server.child_alive(),
-        "agentry keeps running through the fault",
+        running,
+        "agentry keeps running through the fault (it is never restarted)",
         || server.log_lines("panicked", 3).join("\n"),
     );
+    server
 }
 
 /// The SQLite file's disk fills up (a tmpfs of 8 MB, filled by the test) under load; then the
 /// space is given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_disk_full_under_load() {
-    let _one_at_a_time = serial();
+    let _one_at_a_time = serial().await;
     let mut verdict = Verdict::new("sqlite_disk_full_under_load");
     let fs = SmallFs::tmpfs("8m")
         .unwrap_or_else(|e| panic!("this test mounts a tmpfs (it needs root): {e}"));
-    sqlite_disk_fault(
+    // Alive until the verdict, so that its log is kept when the test fails.
+    let _server = sqlite_disk_fault(
         &mut verdict,
         &fs,
         |fs| format!("the disk filled: {} bytes of filler", fs.fill()),
@@ -1243,7 +1319,6 @@ async fn sqlite_disk_full_under_load() {
         "the space's return",
     )
     .await;
-    drop(fs);
     verdict.finish();
 }
 
@@ -1252,7 +1327,7 @@ async fn sqlite_disk_full_under_load() {
 /// The `-shm` index stays writable (SQLite maps it in memory; readers need it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_read_only_under_load() {
-    let _one_at_a_time = serial();
+    let _one_at_a_time = serial().await;
     let mut verdict = Verdict::new("sqlite_read_only_under_load");
     let fs = SmallFs::ext4(32)
         .unwrap_or_else(|e| panic!("this test loop-mounts an ext4 image (it needs root): {e}"));
@@ -1263,7 +1338,8 @@ async fn sqlite_read_only_under_load() {
             fs.dir.clone(),
         ]
     };
-    sqlite_disk_fault(
+    // Alive until the verdict, so that its log is kept when the test fails.
+    let _server = sqlite_disk_fault(
         &mut verdict,
         &fs,
         |fs| {
@@ -1285,7 +1361,6 @@ async fn sqlite_read_only_under_load() {
         "the folder's return to writable",
     )
     .await;
-    drop(fs);
     verdict.finish();
 }
 
@@ -1314,7 +1389,7 @@ fn check_probe(verdict: &mut Verdict, a: &Answer, status: u16, body: Value, prom
 /// `server_shutting_down` with `Retry-After`; the process exits within its grace + 2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_readiness_through_an_outage_and_a_drain() {
-    let _one_at_a_time = serial();
+    let _one_at_a_time = serial().await;
     let mut verdict = Verdict::new("health_and_readiness_through_an_outage_and_a_drain");
     let pg = PrivatePg::start();
     let mut server = Server::start(&pg.url(), &[("AGENTRY_SHUTDOWN_GRACE", "6s")]);
@@ -1485,7 +1560,5 @@ async fn health_and_readiness_through_an_outage_and_a_drain() {
         "the process exits cleanly within its grace (6 s) + 2 s",
         || format!("{exit:?} after {:?}", term.elapsed()),
     );
-    drop(server);
-    drop(pg);
     verdict.finish();
 }
