@@ -1537,6 +1537,10 @@ async fn health_and_readiness_through_an_outage_and_a_drain() {
         || a.describe(),
     );
     let a = waiting.await.expect("task");
+    verdict.note(format!(
+        "the client waiting on the long step: {}",
+        a.describe()
+    ));
     verdict.check(
         wrong(&a, &[]).is_none(),
         "the client waiting on the long step gets an answer of the contract",
