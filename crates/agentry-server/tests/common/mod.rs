@@ -1,7 +1,11 @@
 //! What the binary's tests share: a child process killed when the test ends, a free port, a raw
-//! HTTP/1.1 request, and the addresses a started `agentry` prints.
+//! HTTP/1.1 request, the addresses a started `agentry` prints, a PostgreSQL server of a test's
+//! own (`private_pg`) and a small mounted file system (`small_fs`).
 // Each test file uses some of these.
 #![allow(dead_code)]
+
+pub mod private_pg;
+pub mod small_fs;
 
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
