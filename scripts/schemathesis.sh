@@ -5,10 +5,13 @@
 #
 #   scripts/schemathesis.sh                      # 20 examples per operation, random seed
 #   scripts/schemathesis.sh --seed 1 -n 50       # extra arguments go to `st run`
+#   SCHEMATHESIS_DATABASE=postgres scripts/schemathesis.sh   # against PostgreSQL
 #
 # Starts the debug `agentry` binary on a free port with the examples on an in-memory SQLite
-# database, the offline model and no authentication; stops it at the end. Installs schemathesis
-# (scripts/install-test-deps.sh) when it is missing. Bounded: `st run` gets 600 s.
+# database (or, with SCHEMATHESIS_DATABASE=postgres, a fresh database on the PostgreSQL server
+# of $AGENTRY_TEST_POSTGRES_URL, dropped at the end), the offline model and no authentication;
+# stops it at the end. Installs schemathesis (scripts/install-test-deps.sh) when it is missing.
+# Bounded: `st run` gets 600 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,11 +30,29 @@ mkdir -p "$WORK"
 LOG=$WORK/server.log
 : >"$LOG"
 
+DATABASE_URL=sqlite::memory:
+DROP_DB=
+case "${SCHEMATHESIS_DATABASE:-sqlite}" in
+  sqlite) ;;
+  postgres)
+    ADMIN_URL=${AGENTRY_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+    DROP_DB=agentry_st_$$_$RANDOM
+    psql "$ADMIN_URL" -qc "CREATE DATABASE $DROP_DB" >/dev/null
+    DATABASE_URL=${ADMIN_URL%/*}/$DROP_DB
+    ;;
+  *) echo "SCHEMATHESIS_DATABASE must be sqlite or postgres" >&2; exit 2 ;;
+esac
+
 # The offline model and no authentication, whatever this shell has set.
 env -u OPENAI_API_KEY -u OPENAI_BASE_URL -u AGENTRY_JWT_SECRET -u AGENTRY_JWT_PUBLIC_KEY_FILE \
-  RUST_LOG=warn "$BIN" serve --bind 127.0.0.1:0 --database-url sqlite::memory: >"$LOG" 2>&1 &
+  RUST_LOG=warn "$BIN" serve --bind 127.0.0.1:0 --database-url "$DATABASE_URL" >"$LOG" 2>&1 &
 SERVER=$!
-stop() { kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true; }
+stop() {
+  kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true
+  if [ -n "$DROP_DB" ]; then
+    psql "$ADMIN_URL" -qc "DROP DATABASE IF EXISTS $DROP_DB WITH (FORCE)" >/dev/null || true
+  fi
+}
 trap stop EXIT
 
 ADDR=
@@ -50,7 +71,7 @@ if [ -z "$ADDR" ]; then
   cat "$LOG" >&2
   exit 1
 fi
-echo "== schemathesis against http://$ADDR/doc"
+echo "== schemathesis against http://$ADDR/doc (${SCHEMATHESIS_DATABASE:-sqlite})"
 
 # From target/schemathesis, so that hypothesis keeps its example database there.
 cd "$WORK"

@@ -249,7 +249,7 @@ pub struct Claim<'a> {
     pub limit: u32,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("execution {0} already exists")]
     Duplicate(String),

@@ -261,9 +261,25 @@ fn add_body_failures(api: &mut OpenApi) {
              `Unsupported media type: Content-Type must be application/json`.",
         ),
     ];
-    for item in api.paths.paths.values_mut() {
+    const DATABASE: &str = "`database_unavailable`: the database did not answer within \
+        `AGENTRY_DB_TIMEOUT` (down, restarting, full or busy); header `Retry-After`. Nothing was \
+        lost: try again.";
+    for (path, item) in api.paths.paths.iter_mut() {
+        // The operations that read or write executions or conversation memory.
+        let stored = path.contains("execut") || path.starts_with("/agents/");
         for (method, op) in operations_mut(item) {
+            let stored = stored && (method != "GET" || !path.starts_with("/agents/"));
             let responses = &mut op.responses.responses;
+            if stored {
+                match responses.get_mut("503") {
+                    Some(RefOr::T(existing)) => {
+                        existing.description = format!("{} Or {DATABASE}", existing.description);
+                    }
+                    _ => {
+                        responses.insert("503".to_owned(), failure_response(DATABASE));
+                    }
+                }
+            }
             if op.request_body.is_some() {
                 for (status, text) in failures {
                     responses

@@ -169,7 +169,7 @@ pub async fn execute(
         .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
     // The run goes on in its own task: a client that hangs up does not stop a durable execution.
     let rec = handle
-        .finish()
+        .finish_for_client()
         .await
         .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
     Ok(finished(rec))
@@ -412,7 +412,7 @@ pub async fn resume(
         .await
         .map_err(|e| engine_error(e, "Failed to resume workflow"))?;
     let rec = handle
-        .finish()
+        .finish_for_client()
         .await
         .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
     Ok(finished(rec))

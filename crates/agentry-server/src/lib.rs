@@ -221,6 +221,7 @@ pub async fn start_with(
         node_id,
         lease_ttl: settings.lease_ttl,
         crash_hook: settings.crash_at.clone().map(CrashAt::hook),
+        db_patience: settings.database.timeout,
         // Executions join the traces they start in, when traces are exported.
         trace: agentry_otel::enabled().then(|| {
             Arc::new(agentry_otel::OtelTraceContext)

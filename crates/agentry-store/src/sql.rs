@@ -769,36 +769,40 @@ where
         // gathers the writes that arrive meanwhile.
         while queue.lock().await.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let jobs: Vec<&Job> = batch.iter().map(|p| &p.job).collect();
-            let outcome = match pool.acquire().await {
-                Ok(mut conn) => Self::write_batch(&mut conn, &jobs).await,
-                Err(e) => Err(db_err(e)),
-            };
-            match outcome {
+            match Self::write_on(&pool, &jobs).await {
                 Ok(outcomes) => {
                     for (pending, outcome) in batch.drain(..).zip(outcomes) {
                         let _ = pending.done.send(Ok(outcome));
                     }
                 }
                 // One write's failure must not fail the others: each alone, in its own
-                // transaction.
-                Err(_) if batch.len() > 1 => {
+                // transaction. (Not when the database is away: it fails them all alike.)
+                Err(e) if batch.len() > 1 && !e.is_unavailable() => {
                     for pending in batch.drain(..) {
-                        let outcome = match pool.acquire().await {
-                            Ok(mut conn) => Self::write_batch(&mut conn, &[&pending.job])
-                                .await
-                                .map(|o| o[0]),
-                            Err(e) => Err(db_err(e)),
-                        };
+                        let outcome = Self::write_on(&pool, &[&pending.job]).await.map(|o| o[0]);
                         let _ = pending.done.send(outcome);
                     }
                 }
                 Err(e) => {
                     for pending in batch.drain(..) {
-                        let _ = pending.done.send(Err(StoreError::Database(e.to_string())));
+                        let _ = pending.done.send(Err(e.clone()));
                     }
                 }
             }
         }
+    }
+
+    /// [`Self::write_batch`] on a connection of `pool`. A connection whose transaction failed
+    /// because the database was unavailable is closed, not given back: the failure may have
+    /// left it inside the transaction (SQLite after a full disk or on a read-only file), holding
+    /// the database's write lock for good, or it may be broken (PostgreSQL restarted).
+    async fn write_on(pool: &Pool<DB>, jobs: &[&Job]) -> Result<Vec<bool>, StoreError> {
+        let mut conn = pool.acquire().await.map_err(db_err)?;
+        let written = Self::write_batch(&mut conn, jobs).await;
+        if written.as_ref().is_err_and(StoreError::is_unavailable) {
+            let _ = conn.close().await;
+        }
+        written
     }
 
     /// Writes `jobs` in one transaction; whether each was written. The statements are few

@@ -45,6 +45,9 @@ impl Engine {
             execution_id: id.clone(),
             events: rx,
             outcome: tokio::spawn(async move { engine.follow(&id, after, tx).await }),
+            // A follower reads the store: a database away fails its reads at once.
+            stalled: tokio::sync::watch::channel(false).1,
+            patience: self.inner.config.db_patience,
         }
     }
 

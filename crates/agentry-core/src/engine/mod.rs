@@ -147,6 +147,9 @@ pub struct EngineConfig {
     pub crash_hook: Option<CrashHook>,
     /// How executions join distributed traces; `None` when traces are not exported.
     pub trace: Option<Arc<dyn crate::telemetry::TraceContext>>,
+    /// How long a client waiting on a run ([`RunHandle::finish_for_client`]) bears with a
+    /// database that does not take the run's writes (`AGENTRY_DB_TIMEOUT`).
+    pub db_patience: Duration,
 }
 
 impl Default for EngineConfig {
@@ -157,6 +160,7 @@ impl Default for EngineConfig {
             lease_ttl: Duration::from_secs(10),
             crash_hook: None,
             trace: None,
+            db_patience: Duration::from_secs(5),
         }
     }
 }
@@ -175,12 +179,53 @@ pub struct RunHandle {
     pub execution_id: String,
     pub events: mpsc::UnboundedReceiver<WorkflowEvent>,
     pub outcome: JoinHandle<Result<ExecutionRecord, EngineError>>,
+    /// `true` while the run waits for a database that does not take its writes.
+    pub(super) stalled: tokio::sync::watch::Receiver<bool>,
+    /// How long a client waits for a stalled run ([`EngineConfig::db_patience`]).
+    pub(super) patience: Duration,
 }
 
 impl RunHandle {
     /// Waits for the run to stop (completed, suspended or error).
     pub async fn finish(self) -> Result<ExecutionRecord, EngineError> {
-        match self.outcome.await {
+        Self::ended(self.outcome.await)
+    }
+
+    /// [`RunHandle::finish`] for a client that waits: once the run has waited for the
+    /// database for [`EngineConfig::db_patience`], the answer is
+    /// [`StoreError::Unavailable`] (the run goes on, durable, and ends once the database is
+    /// back; the same start again rejoins it).
+    pub async fn finish_for_client(mut self) -> Result<ExecutionRecord, EngineError> {
+        loop {
+            let stalled = *self.stalled.borrow_and_update();
+            let waited = async {
+                if stalled {
+                    tokio::time::sleep(self.patience).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                ended = &mut self.outcome => return Self::ended(ended),
+                _ = waited => {
+                    return Err(EngineError::Store(StoreError::Unavailable(format!(
+                        "execution {} waits for the database; it goes on once the database is back",
+                        self.execution_id
+                    ))));
+                }
+                changed = self.stalled.changed() => {
+                    if changed.is_err() {
+                        return Self::ended(self.outcome.await);
+                    }
+                }
+            }
+        }
+    }
+
+    fn ended(
+        joined: Result<Result<ExecutionRecord, EngineError>, tokio::task::JoinError>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        match joined {
             Ok(r) => r,
             Err(e) => Err(EngineError::Internal(format!("execution task failed: {e}"))),
         }

@@ -11,6 +11,8 @@ pub(super) struct LiveRun {
     pub(super) sent: i64,
     /// Fires when the execution is cancelled, or this process no longer holds it.
     pub(super) stop: CancellationToken,
+    /// Whether the run waits for the database (see [`RunHandle::finish_for_client`]).
+    pub(super) stalled: tokio::sync::watch::Sender<bool>,
 }
 
 /// What every step of one run shares.
@@ -151,10 +153,12 @@ impl Engine {
     ) -> Option<RunHandle> {
         let (tx, rx) = mpsc::unbounded_channel();
         let id = record.id.clone();
+        let (stalled, stalled_rx) = tokio::sync::watch::channel(false);
         let run = LiveRun {
             subscribers: vec![tx],
             sent: record.last_event - entry.announce.len() as i64,
             stop: self.inner.shutdown.child_token(),
+            stalled,
         };
         {
             let mut live = lock(&self.inner.live);
@@ -181,6 +185,8 @@ impl Engine {
             execution_id: id,
             events: rx,
             outcome,
+            stalled: stalled_rx,
+            patience: self.inner.config.db_patience,
         })
     }
 
@@ -916,6 +922,7 @@ impl Engine {
                 match self.was_committed(&cur, &sent, &events).await {
                     Ok(true) => {
                         tracing::info!(execution_id = %id, version = sent.version, "a write in doubt was committed");
+                        self.mark_stalled(id, false);
                         return Ok((sent, events));
                     }
                     Ok(false) => {}
@@ -940,6 +947,9 @@ impl Engine {
             {
                 Ok(true) => {
                     self.telemetry().committed(&next, &events, began.elapsed());
+                    if pause != DB_RETRY_FIRST {
+                        self.mark_stalled(id, false);
+                    }
                     return Ok((next, events));
                 }
                 Ok(false) => {
@@ -986,6 +996,7 @@ impl Engine {
         }
         if *pause == DB_RETRY_FIRST {
             tracing::warn!(execution_id = %id, error = %error, "the database did not take a write: trying again until it does");
+            self.mark_stalled(id, true);
         }
         tokio::select! {
             _ = tokio::time::sleep(*pause) => {}
@@ -1024,6 +1035,13 @@ impl Engine {
                 && at(&ev.timestamp) == at(&first.timestamp)
                 && serde_json::to_value(&ev.kind).ok() == serde_json::to_value(&first.kind).ok()
         }))
+    }
+
+    /// Tells whoever waits on this process's run of `id` whether it waits for the database.
+    fn mark_stalled(&self, id: &str, stalled: bool) {
+        if let Some(run) = lock(&self.inner.live).get(id) {
+            run.stalled.send_replace(stalled);
+        }
     }
 
     /// Sends this run's subscribers the stored events it did not write itself (another
