@@ -28,7 +28,7 @@ struct Server {
 
 impl Server {
     /// The binary on a free port with an in-memory database, `RUST_LOG` unset (the default
-    /// `info`), stderr to a file, and `env`.
+    /// `info`) unless `env` sets it, stderr to a file.
     fn start(env: &[(&str, &str)]) -> Server {
         let stderr = std::env::temp_dir().join(format!(
             "agentry-mcp-sessions-{}.log",
@@ -363,4 +363,72 @@ async fn mcp_sessions_of_many_users_stop_at_the_total() {
     // A user at their own limit still gets one: their least recently used makes room.
     still_answers(&server, Some(&warm)).await;
     server.stop();
+}
+
+/// At `RUST_LOG=trace`, a session's whole life (initialize, the initialized notification, a tool
+/// call, a resumed stream, its end) logs plenty and never its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_session_id_is_logged_even_at_trace() {
+    let server = Server::start(&[("RUST_LOG", "trace")]);
+    let client = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let resp = client
+            .post(server.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(initialize("traced", None))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let id = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        resp.bytes().await.unwrap();
+        let post = |body: Value| {
+            client
+                .post(server.url("/mcp"))
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &id)
+                .json(&body)
+                .send()
+        };
+        let done = post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await
+            .unwrap();
+        assert_eq!(done.status(), 202);
+        let call = post(json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "calculate", "arguments": {"expression": "6*7"}}
+        }))
+        .await
+        .unwrap();
+        assert!(call.text().await.unwrap().contains("42"));
+        let resumed = client
+            .get(server.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &id)
+            .header("last-event-id", "0/0")
+            .timeout(Duration::from_millis(300))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resumed.status(), 200);
+        drop(resumed);
+        let end = client
+            .delete(server.url("/mcp"))
+            .header("mcp-session-id", &id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(end.status(), 204);
+        ids.push(id);
+    }
+    let log = server.stop();
+    assert!(log.lines().count() > 100, "trace logs plenty");
+    for id in &ids {
+        assert!(!log.contains(id.as_str()), "session id {id} on stderr");
+    }
 }
