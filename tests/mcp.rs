@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentry_auth::{TokenOptions, create_token};
 use agentry_core::agent::Agent;
-use agentry_mcp::{McpServer, McpToolset};
+use agentry_mcp::{McpServer, McpToolset, SessionLimits};
 use agentry_server::AuthSettings;
 use agentry_tests::{Backend, TestServer, pytest, repo, tools_python};
 use serde_json::{Value, json};
@@ -195,5 +195,439 @@ async fn an_agent_uses_the_tools_of_a_real_mcp_server() {
         answer["text"].is_string(),
         "the agent still answers: {answer}"
     );
+    s.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions that belong to someone and cost little (hardening II): raw Streamable HTTP.
+
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+fn token_of(sub: &str) -> String {
+    create_token(
+        &json!({"sub": sub}),
+        SECRET.as_bytes(),
+        &TokenOptions {
+            expires_in: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        },
+    )
+    .expect("a token")
+}
+
+fn initialize_body() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}
+        }
+    })
+}
+
+/// A request to `/mcp` as an MCP client sends it: `token`, `session` and a JSON body.
+fn mcp_request(
+    s: &TestServer,
+    method: reqwest::Method,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Option<&Value>,
+) -> reqwest::RequestBuilder {
+    let accept = if method == reqwest::Method::GET {
+        "text/event-stream"
+    } else {
+        ACCEPT_BOTH
+    };
+    let mut req = s
+        .client
+        .request(method, s.url("/mcp"))
+        .header("accept", accept);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(id) = session {
+        req = req.header("mcp-session-id", id);
+    }
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    req
+}
+
+/// The JSON-RPC messages of an SSE (or JSON) answer.
+async fn messages(resp: reqwest::Response) -> Vec<Value> {
+    let json = resp
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap().starts_with("application/json"));
+    let text = resp.text().await.expect("the body");
+    if json {
+        return vec![serde_json::from_str(&text).expect("JSON")];
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| serde_json::from_str(d).expect("a JSON-RPC message"))
+        .collect()
+}
+
+/// Opens a session for `token` (initialize, then the initialized notification): its id.
+async fn open_session(s: &TestServer, token: Option<&str>) -> String {
+    let resp = mcp_request(
+        s,
+        reqwest::Method::POST,
+        token,
+        None,
+        Some(&initialize_body()),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    let id = resp.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let init = messages(resp).await;
+    assert_eq!(
+        init[0]["result"]["serverInfo"]["name"], "agentry",
+        "{init:?}"
+    );
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let resp = mcp_request(s, reqwest::Method::POST, token, Some(&id), Some(&done))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    id
+}
+
+/// `tools/list` in session `id`: its status (200 with the tools, or the refusal's).
+async fn list_tools(s: &TestServer, token: Option<&str>, id: &str) -> reqwest::StatusCode {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
+    let resp = mcp_request(s, reqwest::Method::POST, token, Some(id), Some(&body))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    if status == 200 {
+        let m = messages(resp).await;
+        assert!(m[0]["result"]["tools"].is_array(), "{m:?}");
+    }
+    status
+}
+
+/// The refusal of an unknown (or someone else's) session: 404 `mcp_session_not_found`.
+async fn assert_session_not_found(resp: reqwest::Response, what: &str) -> Value {
+    assert_eq!(resp.status(), 404, "{what}");
+    let body: Value = resp.json().await.expect("an envelope");
+    assert_eq!(body["code"], "mcp_session_not_found", "{what}: {body}");
+    assert_eq!(body["success"], false, "{what}: {body}");
+    body
+}
+
+/// Strict mode: bob, with alice's session id, gets exactly what an unknown id gets (404) on
+/// GET with `Last-Event-ID`, POST and DELETE, while alice's `run_countdown` completes for her
+/// in that session; without a token, `/mcp` is the 401 envelope with `WWW-Authenticate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_user_cannot_take_anothers_mcp_session() {
+    let auth = AuthSettings {
+        jwt_secret: Some(SECRET.into()),
+        strict: true,
+        ..Default::default()
+    };
+    let s = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
+    let (alice, bob) = (token_of("alice"), token_of("bob"));
+    let id = open_session(&s, Some(&alice)).await;
+
+    // Alice's countdown: five steps of 300 ms, answered on this request's stream.
+    let call = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "run_countdown", "arguments": {"stepDelayMs": 300}}
+    });
+    let running = mcp_request(
+        &s,
+        reqwest::Method::POST,
+        Some(&alice),
+        Some(&id),
+        Some(&call),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(running.status(), 200);
+    let alices_call = tokio::spawn(messages(running));
+
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let mut answers = Vec::new();
+    for session in [id.as_str(), unknown.as_str()] {
+        let resume = mcp_request(&s, reqwest::Method::GET, Some(&bob), Some(session), None)
+            .header("last-event-id", "0/0")
+            .send()
+            .await
+            .unwrap();
+        let get = assert_session_not_found(resume, "bob's GET with Last-Event-ID").await;
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+        let post = mcp_request(
+            &s,
+            reqwest::Method::POST,
+            Some(&bob),
+            Some(session),
+            Some(&list),
+        )
+        .send()
+        .await
+        .unwrap();
+        let post = assert_session_not_found(post, "bob's POST").await;
+        let delete = mcp_request(&s, reqwest::Method::DELETE, Some(&bob), Some(session), None)
+            .send()
+            .await
+            .unwrap();
+        let delete = assert_session_not_found(delete, "bob's DELETE").await;
+        answers.push((get, post, delete));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "alice's session and an unknown one look the same to bob"
+    );
+
+    let outcome = tokio::time::timeout(Duration::from_secs(20), alices_call)
+        .await
+        .expect("alice's call answers")
+        .unwrap();
+    let result = outcome
+        .iter()
+        .find(|m| m["id"] == 1)
+        .unwrap_or_else(|| panic!("no answer to alice's call: {outcome:?}"));
+    assert_eq!(
+        result["result"]["structuredContent"]["status"], "completed",
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["structuredContent"]["result"],
+        json!({"remaining": 0}),
+        "{result}"
+    );
+    assert_eq!(list_tools(&s, Some(&alice), &id).await, 200, "still hers");
+
+    // No token: the 401 envelope, whatever the session.
+    let anonymous = mcp_request(&s, reqwest::Method::POST, None, Some(&id), Some(&call))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+    let body: Value = anonymous.json().await.unwrap();
+    assert_eq!(body["code"], "authentication_required", "{body}");
+
+    // Alice ends her session; then it is unknown to her too.
+    let end = mcp_request(&s, reqwest::Method::DELETE, Some(&alice), Some(&id), None)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(end.status(), 204);
+    assert_eq!(list_tools(&s, Some(&alice), &id).await, 404);
+    s.stop().await;
+}
+
+/// Two sessions per user, three in all: a user's third ends their least recently used; a new
+/// user beyond the total is refused with 503 `mcp_session_limit` and `Retry-After`, while a user
+/// at their own limit still opens one (ending their least recently used); a session ended by its
+/// user makes room; an idle session ends and makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_are_capped_per_user_and_in_all() {
+    let limits = SessionLimits {
+        per_user: 2,
+        total: 3,
+        idle: Duration::from_secs(60),
+    };
+    let s = TestServer::start_configured(
+        Backend::Sqlite,
+        move |settings| {
+            settings.auth = AuthSettings {
+                jwt_secret: Some(SECRET.into()),
+                ..Default::default()
+            };
+            settings.http.mcp_sessions = limits;
+        },
+        |h| h,
+    )
+    .await;
+    let (alice, bob, carol) = (token_of("alice"), token_of("bob"), token_of("carol"));
+    let a1 = open_session(&s, Some(&alice)).await;
+    let a2 = open_session(&s, Some(&alice)).await;
+    assert_eq!(list_tools(&s, Some(&alice), &a1).await, 200);
+    let a3 = open_session(&s, Some(&alice)).await;
+    assert_eq!(
+        list_tools(&s, Some(&alice), &a2).await,
+        404,
+        "a2 was her least recently used"
+    );
+    assert_eq!(list_tools(&s, Some(&alice), &a1).await, 200);
+    assert_eq!(list_tools(&s, Some(&alice), &a3).await, 200);
+
+    let b1 = open_session(&s, Some(&bob)).await;
+    let refused = mcp_request(
+        &s,
+        reqwest::Method::POST,
+        Some(&carol),
+        None,
+        Some(&initialize_body()),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 503);
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!((1..=60).contains(&retry), "Retry-After: {retry}");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "mcp_session_limit", "{body}");
+
+    // Alice holds as many as she may: her fourth ends her least recently used (a1).
+    let a4 = open_session(&s, Some(&alice)).await;
+    assert_eq!(list_tools(&s, Some(&alice), &a1).await, 404);
+    assert_eq!(list_tools(&s, Some(&alice), &a3).await, 200);
+    assert_eq!(list_tools(&s, Some(&alice), &a4).await, 200);
+
+    // Bob ends his: carol gets a place.
+    let end = mcp_request(&s, reqwest::Method::DELETE, Some(&bob), Some(&b1), None)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(end.status(), 204);
+    let c1 = open_session(&s, Some(&carol)).await;
+    assert_eq!(list_tools(&s, Some(&carol), &c1).await, 200);
+    s.stop().await;
+
+    // Idle sessions end: with room for one session, an idle one gives its place up.
+    let s = TestServer::start_configured(
+        Backend::Sqlite,
+        |settings| {
+            settings.http.mcp_sessions = SessionLimits {
+                per_user: 1,
+                total: 1,
+                idle: Duration::from_secs(1),
+            };
+        },
+        |h| h,
+    )
+    .await;
+    let first = open_session(&s, None).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(list_tools(&s, None, &first).await, 404, "ended when idle");
+    let second = open_session(&s, None).await;
+    assert_eq!(list_tools(&s, None, &second).await, 200);
+    s.stop().await;
+}
+
+/// A body that is not one JSON-RPC message gets the JSON-RPC error with HTTP 400, never 415:
+/// malformed, empty, `null`, a batch, a 100,000-deep array. An `initialize` over its limits is
+/// 413; a body that says it is not JSON is still 415.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_rpc_bodies_get_json_rpc_errors() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let batch =
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#;
+    let cases: Vec<(&str, Vec<u8>, i64)> = vec![
+        (
+            "malformed",
+            br#"{"jsonrpc": "2.0", "id": 1,"#.to_vec(),
+            -32700,
+        ),
+        ("empty", Vec::new(), -32700),
+        ("not UTF-8", vec![b'"', 0xff, 0xfe, b'"'], -32700),
+        ("null", b"null".to_vec(), -32600),
+        ("a number", b"42".to_vec(), -32600),
+        ("a batch", batch.as_bytes().to_vec(), -32600),
+        ("an empty batch", b"[]".to_vec(), -32600),
+        ("100,000-deep array", deep.into_bytes(), -32700),
+        (
+            "an object that is no message",
+            br#"{"hello": "world"}"#.to_vec(),
+            -32600,
+        ),
+        (
+            "a bad id",
+            br#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#.to_vec(),
+            -32600,
+        ),
+    ];
+    for (what, body, code) in cases {
+        for content_type in ["application/json", "application/json; charset=utf-8"] {
+            let resp = s
+                .client
+                .post(s.url("/mcp"))
+                .header("accept", ACCEPT_BOTH)
+                .header("content-type", content_type)
+                .body(body.clone())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 400, "{what}");
+            assert!(
+                resp.headers()["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("application/json"),
+                "{what}"
+            );
+            let answer: Value = resp.json().await.unwrap();
+            assert_eq!(answer["jsonrpc"], "2.0", "{what}: {answer}");
+            assert_eq!(answer["id"], Value::Null, "{what}: {answer}");
+            assert_eq!(answer["error"]["code"], code, "{what}: {answer}");
+            assert!(answer["error"]["message"].is_string(), "{what}: {answer}");
+        }
+    }
+
+    // An initialize is at most 4 KiB, with at most 64 JSON values in its params.
+    let limit = agentry_mcp::endpoint::INITIALIZE_BODY_LIMIT;
+    let mut big = initialize_body();
+    let base = serde_json::to_vec(&big).unwrap().len();
+    big["params"]["clientInfo"]["name"] = json!("x".repeat(limit - base + 3));
+    assert_eq!(serde_json::to_vec(&big).unwrap().len(), limit);
+    let ok = mcp_request(&s, reqwest::Method::POST, None, None, Some(&big))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200, "an initialize of exactly the limit");
+    big["params"]["clientInfo"]["name"] = json!("x".repeat(limit - base + 4));
+    let over = mcp_request(&s, reqwest::Method::POST, None, None, Some(&big))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(over.status(), 413);
+    let body: Value = over.json().await.unwrap();
+    assert_eq!(body["code"], "payload_too_large", "{body}");
+    let mut many = initialize_body();
+    many["params"]["capabilities"]["experimental"] = json!({"x": {"list": vec![0; 60]}});
+    let over = mcp_request(&s, reqwest::Method::POST, None, None, Some(&many))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(over.status(), 413);
+    let body: Value = over.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("JSON values"),
+        "{body}"
+    );
+
+    // Not JSON by its own account: still 415.
+    let resp = s
+        .client
+        .post(s.url("/mcp"))
+        .header("accept", ACCEPT_BOTH)
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
     s.stop().await;
 }

@@ -339,15 +339,38 @@ async fn doc_is_valid_openapi() {
                     );
                 }
             }
-            // Every failure is the failure envelope, but the readiness probe's, which is the
-            // small body orchestrators read (`{"status": "not_ready", "reason": ...}`).
+            // Every failure is the failure envelope; only POST /mcp's 400 may also be the
+            // JSON-RPC error of a body that is not one JSON-RPC message, and the readiness
+            // probe's 503 is the small body orchestrators read (`{"status": "not_ready", ...}`).
             let probe = path == "/readyz";
             if (status.starts_with('4') || status.starts_with('5')) && !probe {
-                assert_eq!(
-                    resp["content"]["application/json"]["schema"]["$ref"],
-                    "#/components/schemas/Failure",
-                    "{at} {status}: not the failure envelope"
-                );
+                let schema = &resp["content"]["application/json"]["schema"]["$ref"];
+                if at == "POST /mcp" && status == "400" {
+                    assert_eq!(
+                        schema, "#/components/schemas/McpBadRequest",
+                        "{at} {status}"
+                    );
+                    let one_of: Vec<&Value> =
+                        doc["components"]["schemas"]["McpBadRequest"]["oneOf"]
+                            .as_array()
+                            .expect("McpBadRequest is oneOf")
+                            .iter()
+                            .map(|s| &s["$ref"])
+                            .collect();
+                    assert_eq!(
+                        one_of,
+                        [
+                            "#/components/schemas/Failure",
+                            "#/components/schemas/JsonRpcFailure"
+                        ],
+                        "{at} {status}"
+                    );
+                } else {
+                    assert_eq!(
+                        schema, "#/components/schemas/Failure",
+                        "{at} {status}: not the failure envelope"
+                    );
+                }
             }
         }
 

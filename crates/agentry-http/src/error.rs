@@ -70,7 +70,7 @@ error_table! {
     AgentNotFound => NOT_FOUND, "agent_not_found", "An unknown agent (`Agent <id> not found`).";
     ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`, or `Execution <id> not found` by id alone).";
     ExecutionNotSuspended => NOT_FOUND, "execution_not_suspended", "Resume of an execution that is not suspended (`Execution <id> is not suspended (status: ...)`).";
-    McpSessionNotFound => NOT_FOUND, "mcp_session_not_found", "MCP: an `Mcp-Session-Id` this server does not know, or that ended (initialize again).";
+    McpSessionNotFound => NOT_FOUND, "mcp_session_not_found", "MCP: an `Mcp-Session-Id` this server does not know, that ended, or that is another user's (the same answer for all three; initialize again).";
     MethodNotAllowed => METHOD_NOT_ALLOWED, "method_not_allowed", "A known path with a method it does not serve (header `Allow`).";
     NotAcceptable => NOT_ACCEPTABLE, "not_acceptable", "MCP: the request's `Accept` does not allow the answer's media types (`application/json`, `text/event-stream`).";
     RequestTimeout => REQUEST_TIMEOUT, "request_timeout", "The request's body came too slowly.";

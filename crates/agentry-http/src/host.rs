@@ -448,6 +448,7 @@ impl Host {
             self.engine.clone(),
             self.agents.clone(),
             self.config.body_limit,
+            self.config.mcp_sessions,
         );
         Ok(AppState {
             mcp: Arc::new(mcp),

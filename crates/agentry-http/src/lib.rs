@@ -77,6 +77,10 @@ pub struct HttpConfig {
     /// `GET /metrics` is served on its own address (`--metrics-bind`, see [`serve_metrics`]),
     /// not on this one.
     pub metrics_elsewhere: bool,
+    /// How many MCP sessions may live, and for how long when idle
+    /// (`AGENTRY_MCP_MAX_SESSIONS_PER_USER`, `AGENTRY_MCP_MAX_SESSIONS`,
+    /// `AGENTRY_MCP_SESSION_IDLE`).
+    pub mcp_sessions: agentry_mcp::SessionLimits,
 }
 
 impl Default for HttpConfig {
@@ -91,6 +95,7 @@ impl Default for HttpConfig {
             max_connections: 10_000,
             allowed_origins: AllowedOrigins::default(),
             metrics_elsewhere: false,
+            mcp_sessions: agentry_mcp::SessionLimits::default(),
         }
     }
 }
@@ -132,6 +137,7 @@ impl AppState {
                 engine.clone(),
                 AgentHub::new(Arc::new(agentry_core::agent::OfflineModel), None),
                 HttpConfig::default().body_limit,
+                HttpConfig::default().mcp_sessions,
             )),
             engine,
         }

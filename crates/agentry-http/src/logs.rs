@@ -984,14 +984,25 @@ impl<S, F: Filter<S>> Filter<S> for Fresh<F> {
 /// with `agentry`), warnings and errors from every other crate, and whatever more `RUST_LOG`
 /// enables for agentry's crates. Other crates stay at warnings whatever `RUST_LOG` says: their
 /// debug and trace events fire for every frame a WebSocket sends, and `/ws/logs` would feed on
-/// itself.
+/// itself. rmcp's targets that name MCP session ids are never kept
+/// (`agentry_mcp::sessions::QUIET_LOG_DIRECTIVES`).
 pub fn capture_filter<S>() -> impl Filter<S> + Send + Sync + 'static
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let base = Targets::new()
+    let mut base = Targets::new()
         .with_target("agentry", Level::INFO)
         .with_default(Level::WARN);
+    // MCP session ids are never kept (rmcp logs them).
+    for directive in agentry_mcp::sessions::QUIET_LOG_DIRECTIVES {
+        if let Some((target, level)) = directive.split_once('=') {
+            let level = level
+                .parse()
+                .unwrap_or(tracing_subscriber::filter::LevelFilter::OFF)
+                .min(tracing_subscriber::filter::LevelFilter::WARN);
+            base = base.with_target(target, level);
+        }
+    }
     let from_env = std::env::var("RUST_LOG")
         .ok()
         .and_then(|v| EnvFilter::try_new(v).ok())

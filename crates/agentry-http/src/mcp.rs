@@ -1,22 +1,29 @@
 //! `/mcp`: agentry as an MCP server over Streamable HTTP (`agentry-mcp`, on rmcp), behind the
 //! same middleware as every route: authentication (protected by default once a provider is on;
 //! the same Bearer token), the cross-site guard, body limits and time-outs. This module only
-//! adapts actix's request to rmcp's `http` service and its answer back: the caller the
+//! adapts actix's request to `agentry-mcp`'s service and its answer back: the caller the
 //! middleware verified goes with the request, so agents and workflows see the same user as on
-//! the HTTP routes. An HTTP-level refusal from rmcp (a bad session, a wrong `Accept`) leaves as
-//! the failure envelope, like every other failure.
+//! the HTTP routes, and its sessions are its own. A refusal of `agentry-mcp`'s (another user's
+//! or an unknown session, the session limit, an `initialize` too large) or an HTTP-level refusal
+//! of rmcp's (a wrong `Accept`) leaves as the failure envelope, like every other failure; a body
+//! that is not one JSON-RPC message gets its JSON-RPC error (400).
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
-use agentry_mcp::McpCaller;
+use agentry_mcp::{McpCaller, McpRefusal};
 use http_body_util::BodyExt;
+use serde_json::Value;
+use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 
 use crate::AppState;
 use crate::auth::AuthenticatedUser;
-use crate::error::{ApiError, Code, code_for_status, failure_body};
+use crate::error::{ApiError, Code, Failure, code_for_status, failure_body};
 
 /// The largest refusal text of rmcp's that is quoted in an envelope.
 const MAX_REFUSAL: usize = 1024;
+
+/// The answer to an unknown, ended or someone else's session: the same for all three.
+const SESSION_NOT_FOUND: &str = "MCP session not found: unknown or ended (initialize again)";
 
 async fn forward(
     app: web::Data<AppState>,
@@ -24,7 +31,6 @@ async fn forward(
     body: web::Bytes,
     user: Option<AuthenticatedUser>,
 ) -> HttpResponse {
-    let mcp = &app.mcp;
     let mut builder = http::Request::builder()
         .method(req.method().as_str())
         .uri(req.uri().to_string());
@@ -36,7 +42,7 @@ async fn forward(
         user_id: user.as_ref().and_then(|u| u.user().id()),
         caller: app.auth.caller(user.as_ref()),
     };
-    let mut request = match builder.body(http_body_util::Full::new(body)) {
+    let request = match builder.body(body) {
         Ok(r) => r,
         Err(e) => {
             return actix_web::ResponseError::error_response(&ApiError::bad_request(format!(
@@ -44,8 +50,10 @@ async fn forward(
             )));
         }
     };
-    request.extensions_mut().insert(caller);
-    let response = mcp.handle(request).await;
+    let response = match app.mcp.handle(request, caller).await {
+        Ok(r) => r,
+        Err(refusal) => return refused(refusal),
+    };
     let (parts, body) = response.into_parts();
     let mut status = StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     // rmcp accepts a session's end with 202; clients (the official Python SDK among them) take
@@ -60,6 +68,11 @@ async fn forward(
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("application/json"));
         if !is_json {
+            // A 404 from rmcp is always about the session (the route exists): a session that
+            // ended between the owner's check and rmcp's.
+            if status == StatusCode::NOT_FOUND {
+                return refused(McpRefusal::SessionNotFound);
+            }
             let text = body
                 .collect()
                 .await
@@ -71,20 +84,36 @@ async fn forward(
             } else {
                 text.trim().to_owned()
             };
-            // A 404 from rmcp is always about the session (the route exists).
-            let code = if status == StatusCode::NOT_FOUND {
-                Code::McpSessionNotFound
-            } else {
-                code_for_status(status)
-            };
             let mut out = HttpResponse::build(status);
             copy_headers(&mut out, &parts.headers, false);
-            return out.json(failure_body(code, &message));
+            return out.json(failure_body(code_for_status(status), &message));
         }
     }
     let mut out = HttpResponse::build(status);
     copy_headers(&mut out, &parts.headers, true);
     out.streaming(body.into_data_stream())
+}
+
+/// The answer to a request `agentry-mcp` refused.
+fn refused(refusal: McpRefusal) -> HttpResponse {
+    match refusal {
+        McpRefusal::NotJsonRpc(error) => HttpResponse::BadRequest().json(error),
+        McpRefusal::SessionNotFound => {
+            HttpResponse::NotFound().json(failure_body(Code::McpSessionNotFound, SESSION_NOT_FOUND))
+        }
+        McpRefusal::SessionLimit(full) => {
+            let secs = full.retry_after.as_secs() + u64::from(full.retry_after.subsec_nanos() > 0);
+            HttpResponse::ServiceUnavailable()
+                .insert_header((actix_web::http::header::RETRY_AFTER, secs.to_string()))
+                .json(failure_body(
+                    Code::McpSessionLimit,
+                    "The server holds as many MCP sessions as it may: try again later",
+                ))
+        }
+        McpRefusal::InitializeTooLarge(why) => {
+            HttpResponse::PayloadTooLarge().json(failure_body(Code::PayloadTooLarge, &why))
+        }
+    }
 }
 
 /// rmcp's headers on actix's answer (the content type only for a body passed through).
@@ -105,6 +134,54 @@ fn copy_headers(
     }
 }
 
+/// A JSON-RPC 2.0 error answer: a body that is not one JSON-RPC message (parse error `-32700`,
+/// invalid request `-32600`), or a message rmcp refuses before any handler (such as
+/// `MCP-Protocol-Version` disagreeing with the body).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct JsonRpcFailure {
+    #[schema(schema_with = jsonrpc_version)]
+    pub jsonrpc: String,
+    /// The request's id when it could be read, else `null`.
+    #[schema(schema_with = jsonrpc_id)]
+    pub id: Value,
+    pub error: JsonRpcErrorObject,
+}
+
+/// The `error` of a JSON-RPC error answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct JsonRpcErrorObject {
+    /// `-32700` (parse error: not JSON, empty, or nested too deep), `-32600` (invalid request:
+    /// not one JSON-RPC message, a batch included), or another JSON-RPC or MCP error code.
+    pub code: i32,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+/// A 400 of `POST /mcp`: the failure envelope (a missing session) or a JSON-RPC error.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum McpBadRequest {
+    Envelope(Failure),
+    JsonRpc(JsonRpcFailure),
+}
+
+fn jsonrpc_version() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["2.0"]))
+        .description(Some("Always `2.0`."))
+}
+
+fn jsonrpc_id() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![
+            Type::String,
+            Type::Integer,
+            Type::Null,
+        ]))
+        .description(Some("The request's id when it could be read, else `null`."))
+}
+
 /// POST /mcp
 #[utoipa::path(
     tag = "mcp",
@@ -117,7 +194,17 @@ fn copy_headers(
         the execution id and what a resume needs). A failing tool is an MCP tool error \
         (`isError`). Send `Accept: application/json, text/event-stream`; after `initialize`, \
         send back the `Mcp-Session-Id` it answered with. Protected by default once a provider \
-        is configured (the same Bearer token as the HTTP routes).",
+        is configured (the same Bearer token as the HTTP routes).\n\n\
+        A session belongs to the user who opened it (`anonymous` without a provider): with \
+        anyone else's token its id is unknown (404). A user holds at most \
+        `AGENTRY_MCP_MAX_SESSIONS_PER_USER` sessions (16; one more ends their least recently \
+        used), the server at most `AGENTRY_MCP_MAX_SESSIONS` (1,000; beyond it 503); a session \
+        idle for `AGENTRY_MCP_SESSION_IDLE` (5 minutes) ends. An `initialize` is at most 4 KiB \
+        with at most 64 JSON values in its params; one JSON-RPC message per request (no \
+        batches).",
+    params(
+        ("Mcp-Session-Id" = Option<String>, Header, description = "The session, as `initialize` answered it (every request after it)."),
+    ),
     request_body(content = Object, description = "A JSON-RPC 2.0 message.", content_type = "application/json"),
     responses(
         (status = 200, description = "The JSON-RPC answer: JSON, or an SSE stream of JSON-RPC messages.", content(
@@ -125,9 +212,17 @@ fn copy_headers(
             (String = "text/event-stream"),
         )),
         (status = 202, description = "A notification or response was accepted."),
-        (status = 400, description = "Not a valid MCP message, or a missing session.", body = crate::error::Failure),
-        (status = 404, description = "An unknown or ended session (initialize again).", body = crate::error::Failure),
-        (status = 406, description = "`Accept` does not allow the answer's media types.", body = crate::error::Failure),
+        (status = 400, description = "A body that is not one JSON-RPC message: the JSON-RPC error \
+            (`-32700` parse error: malformed, empty or too deeply nested JSON; `-32600` invalid \
+            request: not a JSON-RPC message, or a batch), with `id: null`; or a message without \
+            the session it needs (the failure envelope).", body = McpBadRequest),
+        (status = 404, description = "An unknown or ended session, or another user's (initialize again).", body = Failure),
+        (status = 406, description = "`Accept` does not allow the answer's media types.", body = Failure),
+        (status = 413, description = "Over the body limit (1 MiB by default); or an `initialize` over \
+            4 KiB or with more than 64 JSON values in its params.", body = Failure),
+        (status = 503, description = "`mcp_session_limit`: the server holds as many sessions as it may \
+            (`AGENTRY_MCP_MAX_SESSIONS`); an `initialize` is refused until one ends.", body = Failure,
+            headers(("Retry-After" = u64, description = "Seconds until a session is likely to end."))),
     ),
 )]
 #[post("/mcp")]
@@ -146,13 +241,18 @@ pub async fn mcp_post(
     operation_id = "mcpGet",
     summary = "MCP: the session's stream of server messages",
     description = "Opens the Server-Sent Event stream of a session's server-to-client messages \
-        (send its `Mcp-Session-Id`).",
+        (send its `Mcp-Session-Id`), or resumes one after `Last-Event-ID`. Only the session's \
+        own user may.",
+    params(
+        ("Mcp-Session-Id" = Option<String>, Header, description = "The session."),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume a stream after this event."),
+    ),
     responses(
         (status = 200, description = "The stream of JSON-RPC messages.", body = String, content_type = "text/event-stream"),
-        (status = 400, description = "No session named.", body = crate::error::Failure),
-        (status = 404, description = "An unknown or ended session.", body = crate::error::Failure),
-        (status = 405, description = "Streams are not served for this protocol version.", body = crate::error::Failure),
-        (status = 406, description = "`Accept` does not allow `text/event-stream`.", body = crate::error::Failure),
+        (status = 400, description = "No session named.", body = Failure),
+        (status = 404, description = "An unknown or ended session, or another user's.", body = Failure),
+        (status = 405, description = "Streams are not served for this protocol version.", body = Failure),
+        (status = 406, description = "`Accept` does not allow `text/event-stream`.", body = Failure),
     ),
 )]
 #[get("/mcp")]
@@ -169,11 +269,15 @@ pub async fn mcp_get(
     tag = "mcp",
     operation_id = "mcpDelete",
     summary = "MCP: end a session",
+    description = "Ends a session (send its `Mcp-Session-Id`). Only the session's own user may.",
+    params(
+        ("Mcp-Session-Id" = Option<String>, Header, description = "The session."),
+    ),
     responses(
         (status = 204, description = "The session ended."),
-        (status = 400, description = "No session named.", body = crate::error::Failure),
-        (status = 404, description = "An unknown or ended session.", body = crate::error::Failure),
-        (status = 405, description = "Sessions are not used by this protocol version.", body = crate::error::Failure),
+        (status = 400, description = "No session named.", body = Failure),
+        (status = 404, description = "An unknown or ended session, or another user's.", body = Failure),
+        (status = 405, description = "Sessions are not used by this protocol version.", body = Failure),
     ),
 )]
 #[delete("/mcp")]

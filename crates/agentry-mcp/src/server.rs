@@ -1,7 +1,7 @@
 //! agentry as an MCP server: every registered tool under its own name, every agent as
 //! `ask_<agentId>`, every workflow as `run_<workflowId>`, with descriptions and JSON Schemas from
 //! the registry. A tool that fails answers an MCP tool error (`isError`), never a broken
-//! session. The transport is rmcp's Streamable HTTP service ([`service`]); the HTTP layer in
+//! session. The transport is rmcp's Streamable HTTP service ([`crate::service`]); the HTTP layer in
 //! front of it authenticates the caller and hands it over as a [`McpCaller`] in the request's
 //! extensions, so agents and workflows see the same user as on the HTTP routes.
 
@@ -19,8 +19,6 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -332,21 +330,4 @@ impl ServerHandler for AgentryMcp {
             .await
             .into())
     }
-}
-
-/// How the HTTP layer serves MCP: rmcp's Streamable HTTP service over [`AgentryMcp`].
-pub type McpService = StreamableHttpService<AgentryMcp, LocalSessionManager>;
-
-/// The Streamable HTTP service of `engine` and `agents`. Host and origin checks are left to the
-/// HTTP layer in front (its cross-site guard and authentication), which serves it on any
-/// address; request bodies are bounded by `max_body` bytes.
-pub fn service(engine: Engine, agents: AgentHub, max_body: usize) -> McpService {
-    let server = AgentryMcp::new(engine, agents);
-    StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default()
-            .disable_allowed_hosts()
-            .with_max_request_body_bytes(max_body),
-    )
 }

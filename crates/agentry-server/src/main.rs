@@ -196,6 +196,17 @@ struct ServeArgs {
     /// The most connections each worker thread holds at once (more wait to be accepted).
     #[arg(long, env = "AGENTRY_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// The most MCP sessions one user may hold (`anonymous` without a provider); opening one
+    /// more ends their least recently used.
+    #[arg(long, env = "AGENTRY_MCP_MAX_SESSIONS_PER_USER", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    mcp_max_sessions_per_user: u32,
+    /// The most MCP sessions in all; beyond it an MCP initialize is refused (503
+    /// mcp_session_limit, with Retry-After).
+    #[arg(long, env = "AGENTRY_MCP_MAX_SESSIONS", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    mcp_max_sessions: u32,
+    /// An MCP session without a request this long ends.
+    #[arg(long, env = "AGENTRY_MCP_SESSION_IDLE", default_value = "5m", value_parser = parse_session_idle)]
+    mcp_session_idle: std::time::Duration,
     /// Delete finished executions (with their steps and events) that ended more than this long
     /// ago, in the background [default: keep them]
     #[arg(long, env = "AGENTRY_RETENTION", value_parser = parse_duration)]
@@ -220,6 +231,15 @@ fn parse_lease_ttl(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// An MCP session's idle expiry: at least one second.
+fn parse_session_idle(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d < std::time::Duration::from_secs(1) {
+        return Err("the MCP session idle expiry must be at least 1s".into());
+    }
+    Ok(d)
+}
+
 fn parse_origins(s: &str) -> Result<agentry_http::AllowedOrigins, String> {
     agentry_http::AllowedOrigins::parse_list(s)
 }
@@ -229,8 +249,12 @@ fn parse_origins(s: &str) -> Result<agentry_http::AllowedOrigins, String> {
 /// exit).
 fn init_tracing() -> Option<agentry_otel::Tracing> {
     use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // MCP session ids stay out of the logs whatever RUST_LOG says (rmcp logs them).
+    for directive in agentry_mcp::sessions::QUIET_LOG_DIRECTIVES {
+        filter = filter.add_directive(directive.parse().expect("a valid directive"));
+    }
     let (otel, handle) = match agentry_otel::init() {
         Ok(Some((layer, handle))) => (Some(layer), Some(handle)),
         Ok(None) => (None, None),
@@ -298,6 +322,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         keep_alive: args.keep_alive,
         max_connections: args.max_connections as usize,
         allowed_origins: args.allowed_origins.unwrap_or_default(),
+        mcp_sessions: agentry_mcp::SessionLimits {
+            per_user: args.mcp_max_sessions_per_user as usize,
+            total: args.mcp_max_sessions as usize,
+            idle: args.mcp_session_idle,
+        },
         ..agentry_http::HttpConfig::default()
     };
     let settings = Settings {

@@ -114,6 +114,12 @@ fn help_lists_flags_with_their_environment_variables() {
         "sqlite://agentry.db",
         "--no-examples",
         "AGENTRY_NO_EXAMPLES",
+        "--mcp-max-sessions-per-user",
+        "AGENTRY_MCP_MAX_SESSIONS_PER_USER",
+        "--mcp-max-sessions",
+        "AGENTRY_MCP_MAX_SESSIONS",
+        "--mcp-session-idle",
+        "AGENTRY_MCP_SESSION_IDLE",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
