@@ -91,7 +91,16 @@ async fn forward(
     }
     let mut out = HttpResponse::build(status);
     copy_headers(&mut out, &parts.headers, true);
-    out.streaming(body.into_data_stream())
+    // A session's stream of server messages (GET) never ends by itself: it ends when this
+    // server begins to drain (the client reconnects, to another replica), so it does not hold
+    // the shutdown. A POST's stream ends with its answer.
+    let stream = body.into_data_stream();
+    if req.method() == actix_web::http::Method::GET {
+        let drained = app.engine.drain_signal().cancelled_owned();
+        out.streaming(futures::StreamExt::take_until(stream, drained))
+    } else {
+        out.streaming(stream)
+    }
 }
 
 /// The answer to a request `agentry-mcp` refused.

@@ -218,7 +218,7 @@ impl AgentryMcp {
         let id = handle.execution_id.clone();
         // A client that goes away stops waiting, not the execution: it is durable.
         let rec = tokio::select! {
-            r = handle.finish() => r.map_err(|e| e.to_string())?,
+            r = handle.finish_for_client() => r.map_err(|e| e.to_string())?,
             _ = cancel.cancelled() => return Err(format!("Cancelled while waiting; execution {id} goes on")),
         };
         self.outcome(workflow, &rec)
