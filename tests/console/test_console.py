@@ -42,6 +42,8 @@ def test_overview_shows_workflows_counts_agents_and_server(page, api, base, scre
     page.goto(f"{base}/console")
     expect(page.get_by_role("heading", name="Overview", level=1)).to_be_visible()
     expect(page.get_by_text(f"agentry {info['version']} · database {info['database']}")).to_be_visible()
+    # Readiness, as /readyz tells an orchestrator.
+    expect(page.locator("#readiness")).to_have_text("ready")
     workflows = page.get_by_role("table", name="Workflows")
     for name in ["Expense Approval", "Countdown", "Approval With a Deadline", "Word Count"]:
         expect(workflows.get_by_role("link", name=name, exact=True)).to_be_visible()

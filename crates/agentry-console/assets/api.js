@@ -85,6 +85,20 @@ async function failureOf(response) {
   return new ApiError(response.status, message, code);
 }
 
+/**
+ * The server's readiness (`GET /readyz`, a probe's small body outside the envelope):
+ * `{status: "ready"}` or `{status: "not_ready", reason, detail}`.
+ */
+export async function readiness(signal) {
+  try {
+    const response = await fetch("/readyz", { signal, cache: "no-store" });
+    return await response.json();
+  } catch (e) {
+    if (e.name === "AbortError") throw e;
+    return { status: "not_ready", reason: "unreachable", detail: e.message };
+  }
+}
+
 /** Calls the API and gives the envelope's `data` (see `request` for the options). */
 export async function api(path, options = {}) {
   const response = await request(path, options);

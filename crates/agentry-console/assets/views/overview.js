@@ -1,7 +1,7 @@
 // /console: the workflows with their executions by status (each count a link to the filtered
 // list), the agents, the other views, and what the server is.
 
-import { api } from "../api.js";
+import { api, readiness } from "../api.js";
 import { consoleUrl, h, replace, setText } from "../dom.js";
 import { serverInfo } from "../info.js";
 import { poll } from "../live.js";
@@ -10,10 +10,11 @@ const STATUSES = ["running", "suspended", "completed", "error", "cancelled"];
 
 export async function render({ main, signal, title }) {
   title("Overview");
-  const [workflows, agents, counts] = await Promise.all([
+  const [workflows, agents, counts, ready] = await Promise.all([
     api("/workflows", { signal }),
     api("/agents", { signal }),
     api("/api/execution-counts", { signal }),
+    readiness(signal),
   ]);
   const info = serverInfo();
 
@@ -60,13 +61,24 @@ export async function render({ main, signal, title }) {
   };
   update(counts);
 
+  // Readiness as an orchestrator sees it (`/readyz`): the database answers, migrations are
+  // applied, the server is not draining.
+  const readyBadge = h("span", { class: "status", id: "readiness" });
+  const showReady = (r) => {
+    const ok = r.status === "ready";
+    setText(readyBadge, ok ? "ready" : `not ready: ${r.reason}`);
+    readyBadge.className = `status ${ok ? "status-completed" : "status-error"}`;
+    readyBadge.title = ok ? "GET /readyz: ready" : `GET /readyz: ${r.detail || r.reason}`;
+  };
+  showReady(ready);
+
   replace(
     main,
     h(
       "div",
       { class: "page-head" },
       h("h1", {}, "Overview"),
-      h("p", { class: "muted" }, `agentry ${info.version} · database ${info.database}`),
+      h("p", { class: "muted" }, `agentry ${info.version} · database ${info.database} · `, readyBadge),
     ),
     h(
       "nav",
@@ -102,7 +114,10 @@ export async function render({ main, signal, title }) {
     agentList(agents),
   );
 
-  poll(async () => update(await api("/api/execution-counts", { signal })), 5000, signal);
+  poll(async () => {
+    update(await api("/api/execution-counts", { signal }));
+    showReady(await readiness(signal));
+  }, 5000, signal);
 }
 
 /** The agents as a list of links with their description, model and tools. */
