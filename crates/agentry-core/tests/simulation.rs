@@ -10,8 +10,8 @@
 //! `cargo test -p agentry-core --test simulation` runs the fixed seeds 0..200; `SEEDS=N` runs
 //! N seeds (from `SEED_FROM`, default 0); `SEED=n` runs one and prints its trace with
 //! `SIM_TRACE=1`; `SIM_REPLAY=1` runs each seed twice and fails if a run differs. A failure names the seed (`SEED=<n>`), its plan, its faults and the end of
-//! its trace. `SIM_ALLOW_INFRA_ERRORS=1` turns the one invariant the engine is known to break
-//! today (an injected database error must never end a workflow in `error`) into a note.
+//! its trace. `SIM_ALLOW_INFRA_ERRORS=1` turns one invariant (an injected database error must
+//! never end a workflow in `error`) into a note.
 //!
 //! Runs are single-threaded on paused tokio time, and every choice comes from the seed, so a
 //! seed replays the same run (`a_seed_replays_the_same_way`).
