@@ -111,8 +111,8 @@ impl Database {
     /// `sqlite` or `postgres`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Database::Sqlite(_) => "sqlite",
-            Database::Postgres(_) => "postgres",
+            Database::Sqlite(_) => <sqlx::Sqlite as Dialect>::NAME,
+            Database::Postgres(_) => <sqlx::Postgres as Dialect>::NAME,
         }
     }
 
@@ -127,8 +127,8 @@ impl Database {
     /// Agent conversation memory on this database.
     pub fn conversation_store(&self) -> Arc<dyn ConversationStore> {
         match self {
-            Database::Sqlite(pool) => Arc::new(SqlConversationStore::Sqlite(pool.clone())),
-            Database::Postgres(pool) => Arc::new(SqlConversationStore::Postgres(pool.clone())),
+            Database::Sqlite(pool) => Arc::new(SqlConversationStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlConversationStore::new(pool.clone())),
         }
     }
 

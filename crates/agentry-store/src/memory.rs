@@ -1,17 +1,25 @@
-//! Agent conversation memory on SQLite and PostgreSQL.
+//! Agent conversation memory (`agent_messages`), written once for both databases through the
+//! same [`Dialect`] as the executions.
 
 use agentry_core::agent::{ConversationKey, ConversationStore, Message};
 use agentry_core::store::StoreError;
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use sqlx::{Database, Encode, Executor, IntoArguments, Pool, QueryBuilder, Type};
 
 use crate::row::db_err;
+use crate::sql::Dialect;
 
-/// Conversation memory in the connected database.
-#[derive(Debug, Clone)]
-pub enum SqlConversationStore {
-    Sqlite(sqlx::SqlitePool),
-    Postgres(sqlx::PgPool),
+/// Conversation memory in a SQL database (SQLite or PostgreSQL).
+#[derive(Debug)]
+pub struct SqlConversationStore<DB: Database> {
+    pool: Pool<DB>,
+}
+
+impl<DB: Database> SqlConversationStore<DB> {
+    pub fn new(pool: Pool<DB>) -> Self {
+        Self { pool }
+    }
 }
 
 fn decode(rows: Vec<String>) -> Result<Vec<Message>, StoreError> {
@@ -29,76 +37,58 @@ fn decode(rows: Vec<String>) -> Result<Vec<Message>, StoreError> {
 }
 
 #[async_trait]
-impl ConversationStore for SqlConversationStore {
+impl<DB> ConversationStore for SqlConversationStore<DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'t> String: Encode<'t, DB> + Type<DB> + sqlx::Decode<'t, DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+    for<'t> DateTime<Utc>: Encode<'t, DB> + Type<DB>,
+    (String,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
     async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<String> = match self {
-            SqlConversationStore::Sqlite(pool) => sqlx::query_scalar(
-                "SELECT message FROM agent_messages WHERE agent_id = ? AND user_id = ? \
-                 AND conversation_id = ? ORDER BY id DESC LIMIT ?",
-            )
-            .bind(&key.agent_id)
-            .bind(&key.user_id)
-            .bind(&key.conversation_id)
-            .bind(limit)
-            .fetch_all(pool)
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT message{} FROM agent_messages WHERE agent_id = ",
+            DB::AS_TEXT
+        ));
+        q.push_bind(key.agent_id.clone())
+            .push(" AND user_id = ")
+            .push_bind(key.user_id.clone())
+            .push(" AND conversation_id = ")
+            .push_bind(key.conversation_id.clone())
+            .push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::try_from(limit).unwrap_or(i64::MAX));
+        let rows: Vec<String> = q
+            .build_query_scalar()
+            .fetch_all(&self.pool)
             .await
-            .map_err(db_err)?,
-            SqlConversationStore::Postgres(pool) => sqlx::query_scalar(
-                "SELECT message::text FROM agent_messages WHERE agent_id = $1 AND user_id = $2 \
-                 AND conversation_id = $3 ORDER BY id DESC LIMIT $4",
-            )
-            .bind(&key.agent_id)
-            .bind(&key.user_id)
-            .bind(&key.conversation_id)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-            .map_err(db_err)?,
-        };
+            .map_err(db_err)?;
         decode(rows)
     }
 
+    /// The messages in one statement: all of them are remembered, or none.
     async fn append(&self, key: &ConversationKey, messages: &[Message]) -> Result<(), StoreError> {
-        let now = Utc::now();
-        for m in messages {
-            let json = serde_json::to_string(m).unwrap_or_else(|_| "{}".into());
-            match self {
-                SqlConversationStore::Sqlite(pool) => sqlx::query(
-                    "INSERT INTO agent_messages (agent_id, user_id, conversation_id, message, \
-                     created_at) VALUES (?, ?, ?, ?, ?)",
-                )
-                .bind(&key.agent_id)
-                .bind(&key.user_id)
-                .bind(&key.conversation_id)
-                .bind(json)
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|_| ())
-                .map_err(db_err)?,
-                SqlConversationStore::Postgres(pool) => sqlx::query(
-                    "INSERT INTO agent_messages (agent_id, user_id, conversation_id, message, \
-                     created_at) VALUES ($1, $2, $3, $4::json, $5)",
-                )
-                .bind(&key.agent_id)
-                .bind(&key.user_id)
-                .bind(&key.conversation_id)
-                .bind(json)
-                .bind(now)
-                .execute(pool)
-                .await
-                .map(|_| ())
-                .map_err(db_err)?,
-            }
+        if messages.is_empty() {
+            return Ok(());
         }
+        let now = Utc::now();
+        let mut q = QueryBuilder::<DB>::new(
+            "INSERT INTO agent_messages (agent_id, user_id, conversation_id, message, created_at) ",
+        );
+        q.push_values(messages, |mut row, m| {
+            row.push_bind(key.agent_id.clone())
+                .push_bind(key.user_id.clone())
+                .push_bind(key.conversation_id.clone())
+                .push_bind(serde_json::to_string(m).unwrap_or_else(|_| "{}".into()))
+                .push_unseparated(DB::AS_JSON)
+                .push_bind(now);
+        });
+        q.build().execute(&self.pool).await.map_err(db_err)?;
         Ok(())
     }
 
     fn storage(&self) -> &str {
-        match self {
-            SqlConversationStore::Sqlite(_) => "sqlite",
-            SqlConversationStore::Postgres(_) => "postgres",
-        }
+        <DB as Dialect>::NAME
     }
 }

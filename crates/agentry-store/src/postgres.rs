@@ -26,6 +26,7 @@ pub async fn connect(url: &str, timeout: Duration) -> Result<PgPool, sqlx::Error
 }
 
 impl Dialect for Postgres {
+    const NAME: &'static str = "postgres";
     const NOW_MS: &'static str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint";
     // JSON (not JSONB) keeps documents byte for byte as written.
     const AS_JSON: &'static str = "::json";

@@ -36,6 +36,8 @@ use crate::row::{CountRow, EventRow, ExecutionRow, IdRow, StepKeyRow, StepRow, d
 
 /// What differs between the databases.
 pub trait Dialect: Database {
+    /// The database's short name (`sqlite`, `postgres`), as `GET /api/info` says it.
+    const NAME: &'static str;
     /// The database's clock, in milliseconds since the epoch: lease expiries are compared with
     /// it, never with a host's clock.
     const NOW_MS: &'static str;
@@ -196,61 +198,104 @@ struct Pending {
     done: oneshot::Sender<Result<bool, StoreError>>,
 }
 
-/// The header columns, in the order of [`ExecutionRow`].
-const HEADER: [&str; 22] = [
-    "id",
-    "workflow_id",
-    "status",
-    "input",
-    "context",
-    "user_id",
-    "owner",
-    "start_at",
-    "updated_at",
-    "end_at",
-    "result",
-    "error",
-    "suspension",
-    "suspend_request",
-    "next_step",
-    "version",
-    "lease_node",
-    "lease_epoch",
-    "lease_ttl_ms",
-    "last_event",
-    "cancellation",
-    "error_step_id",
-];
+/// A header column's value in an [`ExecutionRow`], as it is bound.
+enum Cell<'a> {
+    Text(&'a str),
+    MaybeText(Option<&'a str>),
+    Int(i64),
+    MaybeInt(Option<i64>),
+    Time(DateTime<Utc>),
+    MaybeTime(Option<DateTime<Utc>>),
+}
 
-/// The header columns a checkpoint sets, beside the lease expiry (the others never change).
-const CHECKPOINT: [&str; 16] = [
-    "status",
-    "updated_at",
-    "end_at",
-    "result",
-    "error",
-    "suspension",
-    "suspend_request",
-    "next_step",
-    "version",
-    "lease_node",
-    "lease_epoch",
-    "lease_ttl_ms",
-    "last_event",
-    "cancellation",
-    "error_step_id",
-    "wake_at",
-];
+/// One column of an execution's header (`workflow_executions`): its name, whether it holds JSON
+/// (bound as text, cast by [`Dialect::AS_JSON`], read back as text), whether it is read back into
+/// an [`ExecutionRow`], whether a checkpoint writes it (the others never change after the
+/// insert), and its value in a row. The insert writes every column.
+struct Column {
+    name: &'static str,
+    json: bool,
+    read: bool,
+    checkpoint: bool,
+    value: fn(&ExecutionRow) -> Cell<'_>,
+}
 
-/// The JSON columns of the header.
-const HEADER_JSON: [&str; 6] = [
-    "input",
-    "context",
-    "result",
-    "suspension",
-    "suspend_request",
-    "cancellation",
-];
+/// The header's columns: the one place that lists them (with `lease_expires_at`, which the
+/// writes compute from the database's clock).
+static COLUMNS: [Column; 23] = {
+    use Cell::*;
+    const fn column(
+        name: &'static str,
+        json: bool,
+        checkpoint: bool,
+        value: fn(&ExecutionRow) -> Cell<'_>,
+    ) -> Column {
+        Column {
+            name,
+            json,
+            read: true,
+            checkpoint,
+            value,
+        }
+    }
+    [
+        column("id", false, false, |r| Text(&r.id)),
+        column("workflow_id", false, false, |r| Text(&r.workflow_id)),
+        column("status", false, true, |r| Text(&r.status)),
+        column("input", true, false, |r| Text(&r.input)),
+        column("context", true, false, |r| Text(&r.context)),
+        column("user_id", false, false, |r| MaybeText(r.user_id.as_deref())),
+        column("owner", false, false, |r| MaybeText(r.owner.as_deref())),
+        column("start_at", false, false, |r| Time(r.start_at)),
+        column("updated_at", false, true, |r| Time(r.updated_at)),
+        column("end_at", false, true, |r| MaybeTime(r.end_at)),
+        column("result", true, true, |r| MaybeText(r.result.as_deref())),
+        column("error", false, true, |r| MaybeText(r.error.as_deref())),
+        column("suspension", true, true, |r| {
+            MaybeText(r.suspension.as_deref())
+        }),
+        column("suspend_request", true, true, |r| {
+            MaybeText(r.suspend_request.as_deref())
+        }),
+        column("next_step", false, true, |r| Int(r.next_step)),
+        column("version", false, true, |r| Int(r.version)),
+        column("lease_node", false, true, |r| {
+            MaybeText(r.lease_node.as_deref())
+        }),
+        column("lease_epoch", false, true, |r| Int(r.lease_epoch)),
+        column("lease_ttl_ms", false, true, |r| MaybeInt(r.lease_ttl_ms)),
+        column("last_event", false, true, |r| Int(r.last_event)),
+        column("cancellation", true, true, |r| {
+            MaybeText(r.cancellation.as_deref())
+        }),
+        column("error_step_id", false, true, |r| {
+            MaybeText(r.error_step_id.as_deref())
+        }),
+        // Derived from the state for the timer query; never read back.
+        Column {
+            name: "wake_at",
+            json: false,
+            read: false,
+            checkpoint: true,
+            value: |r| MaybeInt(r.wake_at),
+        },
+    ]
+};
+
+/// The columns an [`ExecutionRow`] reads.
+fn read_columns() -> impl Iterator<Item = &'static Column> {
+    COLUMNS.iter().filter(|c| c.read)
+}
+
+/// The columns a checkpoint sets, beside the lease expiry.
+fn checkpoint_columns() -> Vec<&'static Column> {
+    COLUMNS.iter().filter(|c| c.checkpoint).collect()
+}
+
+/// The names of `columns`.
+fn names<'a>(columns: impl IntoIterator<Item = &'a Column>) -> Vec<&'static str> {
+    columns.into_iter().map(|c| c.name).collect()
+}
 
 /// The step columns (after `execution_id`), in the order of [`StepRow`].
 const STEP: [&str; 9] = [
@@ -267,6 +312,12 @@ const STEP: [&str; 9] = [
 
 /// How many ids one statement binds at most.
 const CHUNK: usize = 500;
+
+/// The header's select list ([`ExecutionRow`]'s columns, JSON ones read as text).
+fn header_select<DB: Dialect>() -> String {
+    let json: Vec<&str> = names(read_columns().filter(|c| c.json));
+    select_list::<DB>(&names(read_columns()), &json)
+}
 
 /// `columns` as a select list, JSON ones read as text.
 fn select_list<DB: Dialect>(columns: &[&str], json: &[&str]) -> String {
@@ -378,7 +429,7 @@ where
             .map_err(db_err)?;
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT {} FROM workflow_executions WHERE id = ",
-            select_list::<DB>(&HEADER, &HEADER_JSON)
+            header_select::<DB>()
         ));
         q.push_bind(id.to_owned());
         let row: Option<ExecutionRow> = q
@@ -417,7 +468,7 @@ where
     async fn list(&self, query: &ListQuery) -> Result<Vec<ExecutionRecord>, StoreError> {
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT {} FROM workflow_executions WHERE 1 = 1",
-            select_list::<DB>(&HEADER, &HEADER_JSON)
+            header_select::<DB>()
         ));
         if let Some(workflow_id) = &query.workflow_id {
             q.push(" AND workflow_id = ").push_bind(workflow_id.clone());
@@ -614,10 +665,7 @@ where
         .push(")) ORDER BY start_at LIMIT ")
         .push_bind(i64::from(claim.limit))
         .push(DB::SKIP_LOCKED)
-        .push(format!(
-            ") RETURNING {}",
-            select_list::<DB>(&HEADER, &HEADER_JSON)
-        ));
+        .push(format!(") RETURNING {}", header_select::<DB>()));
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
         let rows: Vec<ExecutionRow> = q
             .build_query_as()
@@ -677,40 +725,22 @@ where
     for<'r> StepKeyRow: FromRow<'r, DB::Row>,
     for<'r> CountRow: FromRow<'r, DB::Row>,
 {
-    /// The values of the header's `columns` (names of [`HEADER`] and `wake_at`), in order.
+    /// The values of the header's `columns` of `r`, in order.
     fn push_header_values(
         v: &mut Separated<'_, DB, &'static str>,
         r: &ExecutionRow,
-        columns: &[&str],
+        columns: &[&Column],
     ) {
         for column in columns {
-            let bound = match *column {
-                "id" => v.push_bind(r.id.clone()),
-                "workflow_id" => v.push_bind(r.workflow_id.clone()),
-                "status" => v.push_bind(r.status.clone()),
-                "input" => v.push_bind(r.input.clone()),
-                "context" => v.push_bind(r.context.clone()),
-                "user_id" => v.push_bind(r.user_id.clone()),
-                "owner" => v.push_bind(r.owner.clone()),
-                "start_at" => v.push_bind(r.start_at),
-                "updated_at" => v.push_bind(r.updated_at),
-                "end_at" => v.push_bind(r.end_at),
-                "result" => v.push_bind(r.result.clone()),
-                "error" => v.push_bind(r.error.clone()),
-                "suspension" => v.push_bind(r.suspension.clone()),
-                "suspend_request" => v.push_bind(r.suspend_request.clone()),
-                "next_step" => v.push_bind(r.next_step),
-                "version" => v.push_bind(r.version),
-                "lease_node" => v.push_bind(r.lease_node.clone()),
-                "lease_epoch" => v.push_bind(r.lease_epoch),
-                "lease_ttl_ms" => v.push_bind(r.lease_ttl_ms),
-                "last_event" => v.push_bind(r.last_event),
-                "cancellation" => v.push_bind(r.cancellation.clone()),
-                "error_step_id" => v.push_bind(r.error_step_id.clone()),
-                "wake_at" => v.push_bind(r.wake_at),
-                other => unreachable!("{other} is not a header column"),
+            let bound = match (column.value)(r) {
+                Cell::Text(t) => v.push_bind(t.to_owned()),
+                Cell::MaybeText(t) => v.push_bind(t.map(str::to_owned)),
+                Cell::Int(i) => v.push_bind(i),
+                Cell::MaybeInt(i) => v.push_bind(i),
+                Cell::Time(t) => v.push_bind(t),
+                Cell::MaybeTime(t) => v.push_bind(t),
             };
-            if HEADER_JSON.contains(column) {
+            if column.json {
                 bound.push_unseparated(DB::AS_JSON);
             }
         }
@@ -952,15 +982,15 @@ where
         writes: &[&Write],
     ) -> Result<Vec<String>, StoreError> {
         let mut inserted = Vec::with_capacity(writes.len());
-        for chunk in writes.chunks(CHUNK / (HEADER.len() + 2)) {
+        let columns: Vec<&Column> = COLUMNS.iter().collect();
+        for chunk in writes.chunks(CHUNK / (columns.len() + 1)) {
             let mut q = QueryBuilder::<DB>::new(format!(
-                "INSERT INTO workflow_executions ({}, wake_at, lease_expires_at) ",
-                HEADER.join(", ")
+                "INSERT INTO workflow_executions ({}, lease_expires_at) ",
+                names(columns.iter().copied()).join(", ")
             ));
             q.push_values(chunk, |mut row, w| {
                 let r = &w.header;
-                Self::push_header_values(&mut row, r, &HEADER);
-                row.push_bind(r.wake_at);
+                Self::push_header_values(&mut row, r, &columns);
                 if r.status == "running" {
                     row.push(format!("{} + ", DB::NOW_MS))
                         .push_bind_unseparated(r.lease_ttl_ms);
@@ -989,10 +1019,16 @@ where
         checkpoints: &[(&Write, i64)],
     ) -> Result<HashSet<String>, StoreError> {
         let mut updated = HashSet::with_capacity(checkpoints.len());
-        let changes = prefixed("new_", ["id", "expected_version"].iter().chain(&CHECKPOINT));
-        let set: Vec<String> = CHECKPOINT
+        let checkpoint = checkpoint_columns();
+        let changes = prefixed(
+            "new_",
+            ["id", "expected_version"]
+                .iter()
+                .chain(&names(checkpoint.iter().copied())),
+        );
+        let set: Vec<String> = checkpoint
             .iter()
-            .map(|c| format!("{c} = new_{c}"))
+            .map(|c| format!("{0} = new_{0}", c.name))
             .collect();
         for chunk in checkpoints.chunks(CHUNK / changes.len()) {
             let mut q =
@@ -1000,7 +1036,7 @@ where
             q.push_values(chunk, |mut v, (w, expected_version)| {
                 v.push_bind(w.header.id.clone());
                 v.push_bind(*expected_version);
-                Self::push_header_values(&mut v, &w.header, &CHECKPOINT);
+                Self::push_header_values(&mut v, &w.header, &checkpoint);
             });
             // The lease expiry: none once the execution stops running; unchanged while the
             // same hold writes (only heartbeats renew it, so a suspend request from another

@@ -93,6 +93,7 @@ pub async fn connect(url: &str, db: crate::DbOptions) -> Result<SqlitePool, sqlx
 }
 
 impl Dialect for Sqlite {
+    const NAME: &'static str = "sqlite";
     const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
     const AS_JSON: &'static str = "";
     const AS_TEXT: &'static str = "";
