@@ -168,11 +168,18 @@ pub async fn execute(
         .await
         .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
     // The run goes on in its own task: a client that hangs up does not stop a durable execution.
-    let rec = handle
-        .finish_for_client()
-        .await
-        .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
-    Ok(finished(rec))
+    Ok(answer_when_finished(handle).await)
+}
+
+/// The execute/resume answer once the run stops ([`finished`]), or its failure; a failure after
+/// the start (the run waits for the database, or was handed over) names the execution in
+/// `X-Execution-Id`: it goes on, and the same start again rejoins it.
+async fn answer_when_finished(handle: agentry_core::RunHandle) -> HttpResponse {
+    let id = handle.execution_id.clone();
+    match handle.finish_for_client().await {
+        Ok(rec) => finished(rec),
+        Err(e) => engine_error(e, EXECUTE_FAILED).error_response_with_id(&id),
+    }
 }
 
 /// POST /workflows/{id}/stream
@@ -411,11 +418,7 @@ pub async fn resume(
         .start_resume(&id, &execution_id, body.resume_data, step_id.as_deref())
         .await
         .map_err(|e| engine_error(e, "Failed to resume workflow"))?;
-    let rec = handle
-        .finish_for_client()
-        .await
-        .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
-    Ok(finished(rec))
+    Ok(answer_when_finished(handle).await)
 }
 
 /// GET /workflows/{id}/executions/{executionId}/state
