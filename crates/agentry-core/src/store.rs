@@ -291,8 +291,17 @@ pub trait ExecutionStore: Send + Sync + 'static {
         events: &[WorkflowEvent],
     ) -> Result<(), StoreError>;
 
-    /// Reads one execution.
+    /// Reads one execution, its header and its step records as they stood at one moment.
     async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError>;
+
+    /// Reads one execution to write it back with [`ExecutionStore::compare_and_set`] on the
+    /// version read: like [`ExecutionStore::get`], but a store may read the header first and
+    /// its steps after, without a snapshot (cheaper). Its steps may then be newer than its
+    /// header (a write landed between the two reads), which the compare-and-set, expecting the
+    /// header's version, refuses: such a record is never written back.
+    async fn get_to_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.get(id).await
+    }
 
     /// Writes `record` if the stored version is `expected_version`, in one transaction: its
     /// header (state, progress, lease, version; the input, context, user and owner never change

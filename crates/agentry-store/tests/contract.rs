@@ -257,6 +257,18 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
         store.insert(r, &[]).await.expect("insert");
         assert_eq!(&get(store, &r.id).await, r);
     }
+    // Read to be changed (without the snapshot), at rest it is the same record.
+    for r in [&rec, &done, &cancelled, &failed, &waiting] {
+        let again = store.get_to_update(&r.id).await.expect("get_to_update");
+        assert_eq!(again.as_ref(), Some(r));
+    }
+    assert!(
+        store
+            .get_to_update("x-missing")
+            .await
+            .expect("get_to_update")
+            .is_none()
+    );
 }
 
 async fn an_id_is_taken_once(store: &dyn ExecutionStore) {

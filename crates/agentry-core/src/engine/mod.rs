@@ -585,8 +585,30 @@ impl Engine {
         self.load(workflow_id, execution_id).await
     }
 
+    /// Reads an execution of `workflow_id` as it stood at one moment.
     async fn load(
         &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let found = self.inner.store.get(execution_id).await?;
+        Self::of_workflow(found, workflow_id, execution_id)
+    }
+
+    /// Reads an execution of `workflow_id` to change it ([`ExecutionStore::get_to_update`]:
+    /// every change is a compare-and-set on the version read).
+    async fn load_to_update(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let found = self.inner.store.get_to_update(execution_id).await?;
+        Self::of_workflow(found, workflow_id, execution_id)
+    }
+
+    /// `found` when it is an execution of `workflow_id`.
+    fn of_workflow(
+        found: Option<ExecutionRecord>,
         workflow_id: &str,
         execution_id: &str,
     ) -> Result<ExecutionRecord, EngineError> {
@@ -594,12 +616,7 @@ impl Engine {
             workflow_id: workflow_id.to_owned(),
             execution_id: execution_id.to_owned(),
         };
-        let rec = self
-            .inner
-            .store
-            .get(execution_id)
-            .await?
-            .ok_or_else(not_found)?;
+        let rec = found.ok_or_else(not_found)?;
         if rec.workflow_id != workflow_id {
             return Err(not_found());
         }
@@ -616,7 +633,7 @@ impl Engine {
         reason: String,
     ) -> Result<ExecutionRecord, EngineError> {
         self.require_workflow(workflow_id)?;
-        let current = self.load(workflow_id, execution_id).await?;
+        let current = self.load_to_update(workflow_id, execution_id).await?;
         let request = SuspendRequest {
             requested_at: self.inner.clock.now(),
             reason,
@@ -681,7 +698,7 @@ impl Engine {
     ) -> Result<RunHandle, EngineError> {
         let wf = self.require_workflow(workflow_id)?;
         self.refuse_when_draining()?;
-        let current = self.load(workflow_id, execution_id).await?;
+        let current = self.load_to_update(workflow_id, execution_id).await?;
         let suspension = match &current.state {
             ExecutionState::Suspended(s) => s.clone(),
             other => {
@@ -826,7 +843,7 @@ impl Engine {
         reason: Option<String>,
     ) -> Result<ExecutionRecord, EngineError> {
         self.require_workflow(workflow_id)?;
-        let current = self.load(workflow_id, execution_id).await?;
+        let current = self.load_to_update(workflow_id, execution_id).await?;
         let cancellation = Cancellation {
             cancelled_at: self.inner.clock.now(),
             reason,

@@ -905,7 +905,7 @@ impl Engine {
         loop {
             let cur = match current.take() {
                 Some(c) => c,
-                None => match self.inner.store.get(id).await {
+                None => match self.inner.store.get_to_update(id).await {
                     Ok(Some(c)) => c,
                     Ok(None) => {
                         return Err(EngineError::Internal(format!(
