@@ -211,7 +211,7 @@ impl Engine {
             // Cancelled through the API while a step ran: the cancel wrote the end.
             Err(EngineError::Cancelled(_)) => {
                 tracing::info!(execution_id = %id, "cancelled: its run stopped");
-                self.catch_up(&id).await;
+                Box::pin(self.catch_up(&id)).await;
                 match self.inner.store.get(&id).await {
                     Ok(Some(rec)) => Ok(rec),
                     Ok(None) => Err(EngineError::Internal(format!("execution {id} disappeared"))),
@@ -900,8 +900,9 @@ impl Engine {
         let mut current = known;
         let mut conflicts = 0u32;
         let mut pause = DB_RETRY_FIRST;
-        // A write sent when the database failed: it may have been committed.
-        let mut in_doubt: Option<(ExecutionRecord, Vec<WorkflowEvent>)> = None;
+        // A write sent when the database failed: it may have been committed. (The rare paths
+        // of this loop are boxed, so that every run's future stays small.)
+        let mut in_doubt: Option<Box<(ExecutionRecord, Vec<WorkflowEvent>)>> = None;
         loop {
             let cur = match current.take() {
                 Some(c) => c,
@@ -913,13 +914,14 @@ impl Engine {
                         )));
                     }
                     Err(e) => {
-                        self.outlast(id, patience, e, &mut pause).await?;
+                        Box::pin(self.outlast(id, patience, e, &mut pause)).await?;
                         continue;
                     }
                 },
             };
-            if let Some((sent, events)) = in_doubt.take() {
-                match self.was_committed(&cur, &sent, &events).await {
+            if let Some(doubt) = in_doubt.take() {
+                let (sent, events) = *doubt;
+                match Box::pin(self.was_committed(&cur, &sent, &events)).await {
                     Ok(true) => {
                         tracing::info!(execution_id = %id, version = sent.version, "a write in doubt was committed");
                         self.mark_stalled(id, false);
@@ -927,8 +929,8 @@ impl Engine {
                     }
                     Ok(false) => {}
                     Err(e) => {
-                        in_doubt = Some((sent, events));
-                        self.outlast(id, patience, e, &mut pause).await?;
+                        in_doubt = Some(Box::new((sent, events)));
+                        Box::pin(self.outlast(id, patience, e, &mut pause)).await?;
                         continue;
                     }
                 }
@@ -965,17 +967,15 @@ impl Engine {
                 Err(e) if patience == Patience::Request && e.is_unavailable() => {
                     // A client waits: one look whether the database took the write before it
                     // failed (a lost answer), else the failure is answered.
-                    if let Ok(Some(cur)) = store.get(id).await
-                        && let Ok(true) = self.was_committed(&cur, &next, &events).await
-                    {
+                    if Box::pin(self.taken_after_all(id, &next, &events)).await {
                         self.telemetry().committed(&next, &events, began.elapsed());
                         return Ok((next, events));
                     }
                     return Err(e.into());
                 }
                 Err(e) => {
-                    self.outlast(id, patience, e, &mut pause).await?;
-                    in_doubt = Some((next, events));
+                    Box::pin(self.outlast(id, patience, e, &mut pause)).await?;
+                    in_doubt = Some(Box::new((next, events)));
                 }
             }
         }
@@ -1007,6 +1007,19 @@ impl Engine {
         }
         *pause = (*pause * 2).min(DB_RETRY_MAX);
         Ok(())
+    }
+
+    /// One look whether the database took `sent` although the write failed.
+    async fn taken_after_all(
+        &self,
+        id: &str,
+        sent: &ExecutionRecord,
+        events: &[WorkflowEvent],
+    ) -> bool {
+        match self.inner.store.get(id).await {
+            Ok(Some(cur)) => matches!(self.was_committed(&cur, sent, events).await, Ok(true)),
+            _ => false,
+        }
     }
 
     /// Whether `sent` (a write whose commit is in doubt) is in the store, read as `cur`: its
