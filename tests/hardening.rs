@@ -164,6 +164,12 @@ async fn nul_is_refused_in_keys_and_kept_exactly_in_values(backend: Backend) {
     s.stop().await;
 }
 
+/// The server's `/metrics`, as text.
+async fn metrics_text(s: &TestServer) -> String {
+    let resp = s.client.get(s.url("/metrics")).send().await.unwrap();
+    resp.text().await.unwrap()
+}
+
 fn ok_data_of((status, body): (StatusCode, Value)) -> Value {
     ok_data(status, body)
 }
@@ -191,15 +197,7 @@ async fn probes_answer_and_pages_carry_their_policy() {
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
     let (status, body) = s.get_json("/readyz").await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ready"})));
-    let metrics = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&s).await;
     assert!(
         !metrics.contains("/healthz") && !metrics.contains("/readyz"),
         "probes are not traffic"
@@ -304,15 +302,7 @@ async fn made_up_tool_names_do_not_grow_the_series() {
         .await,
     );
     assert_eq!(data["text"], "done", "{data}");
-    let metrics = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&s).await;
     let series: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("agentry_tool_calls_total{"))

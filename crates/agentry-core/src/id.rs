@@ -24,10 +24,15 @@ pub(crate) fn is_plain_word(id: &str, also: &[char]) -> bool {
 /// naming `field`. (JSON values may hold it: they are stored and returned exactly.)
 pub fn refuse_nul(field: &str, value: &str) -> Result<(), String> {
     if value.contains('\0') {
-        Err(format!("{field} must not contain the NUL character"))
+        Err(nul_refused(field))
     } else {
         Ok(())
     }
+}
+
+/// What refusing the NUL character in `field` says.
+pub fn nul_refused(field: &str) -> String {
+    format!("{field} must not contain the NUL character")
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub async fn intake(
     next: Next<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     if let Some(field) = nul_in_path_or_query(&req) {
-        let message = agentry_core::id::refuse_nul(&field, "\0").unwrap_err();
+        let message = agentry_core::id::nul_refused(&field);
         return Ok(req
             .error_response(ApiError::bad_request(message))
             .map_into_boxed_body());

@@ -427,25 +427,9 @@ where
         let mut tx = sqlx::Connection::begin_with(&mut *conn, DB::BEGIN_SNAPSHOT)
             .await
             .map_err(db_err)?;
-        let mut q = QueryBuilder::<DB>::new(format!(
-            "SELECT {} FROM workflow_executions WHERE id = ",
-            header_select::<DB>()
-        ));
-        q.push_bind(id.to_owned());
-        let row: Option<ExecutionRow> = q
-            .build_query_as()
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_err)?;
-        let steps = match &row {
-            Some(_) => Some(Self::read_steps(&mut tx, id).await?),
-            None => None,
-        };
+        let found = Self::read_record(&mut tx, id).await?;
         tx.commit().await.map_err(db_err)?;
-        match (row, steps) {
-            (Some(row), Some(steps)) => row.into_record(steps).map(Some),
-            _ => Ok(None),
-        }
+        Ok(found)
     }
 
     /// The header, then its steps, without a transaction: two statements instead of four (on
@@ -453,23 +437,7 @@ where
     /// whose compare-and-set fails (see the trait).
     async fn get_to_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        let mut q = QueryBuilder::<DB>::new(format!(
-            "SELECT {} FROM workflow_executions WHERE id = ",
-            header_select::<DB>()
-        ));
-        q.push_bind(id.to_owned());
-        let row: Option<ExecutionRow> = q
-            .build_query_as()
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        match row {
-            Some(row) => {
-                let steps = Self::read_steps(&mut conn, id).await?;
-                row.into_record(steps).map(Some)
-            }
-            None => Ok(None),
-        }
+        Self::read_record(&mut conn, id).await
     }
 
     async fn compare_and_set(
@@ -1140,6 +1108,31 @@ where
     }
 
     /// The step rows of an execution, in the order they started.
+    /// An execution's header, then its steps, on `conn` (inside a snapshot or not: see `get`
+    /// and `get_to_update`).
+    async fn read_record(
+        conn: &mut DB::Connection,
+        id: &str,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT {} FROM workflow_executions WHERE id = ",
+            header_select::<DB>()
+        ));
+        q.push_bind(id.to_owned());
+        let row: Option<ExecutionRow> = q
+            .build_query_as()
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        match row {
+            Some(row) => {
+                let steps = Self::read_steps(conn, id).await?;
+                row.into_record(steps).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
     async fn read_steps(conn: &mut DB::Connection, id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT {} FROM workflow_steps WHERE execution_id = ",
