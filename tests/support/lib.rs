@@ -389,11 +389,7 @@ pub fn assert_failure(status: StatusCode, body: &Value, expected: u16) -> String
         .iter()
         .find(|c| c.as_str() == code)
         .unwrap_or_else(|| panic!("code {code} is not in the error table: {body}"));
-    assert_eq!(
-        row.status().as_u16(),
-        expected,
-        "{code} has another status: {body}"
-    );
+    assert_eq!(row.status(), expected, "{code} has another status: {body}");
     let msg = obj
         .get("error")
         .and_then(Value::as_str)

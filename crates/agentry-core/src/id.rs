@@ -35,6 +35,112 @@ pub fn nul_refused(field: &str) -> String {
     format!("{field} must not contain the NUL character")
 }
 
+/// Declares an id newtype: the text of an id, named for what it identifies, so that a signature
+/// says which id it takes (`Engine::state(&WorkflowId, &ExecutionId)`). It is the text as
+/// given: validation stays where the id enters (a registration, a start's `executionId`), and
+/// an unknown id is the lookup's answer. On the wire it is a plain string.
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn new(id: impl Into<String>) -> Self {
+                Self(id.into())
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> Self {
+                Self(id)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> Self {
+                Self(id.to_owned())
+            }
+        }
+
+        impl From<&String> for $name {
+            fn from(id: &String) -> Self {
+                Self(id.clone())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A workflow's id (a plain word, see [`is_valid_id`]).
+    WorkflowId
+);
+id_type!(
+    /// An execution's id (a plain word that may also hold `:`; a sub-workflow's is its
+    /// parent's step and attempt).
+    ExecutionId
+);
+id_type!(
+    /// An agent's id (a plain word, see [`is_valid_id`]).
+    AgentId
+);
+id_type!(
+    /// A user's id, as the authentication provider (or, without one, the client) names it.
+    UserId
+);
+
 #[cfg(test)]
 mod tests {
     use super::is_valid_id;

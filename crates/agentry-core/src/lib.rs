@@ -21,6 +21,7 @@ pub mod workflow;
 
 pub use engine::{AgentRunner, Engine, EngineConfig, EngineError, ExecuteOptions, RunHandle};
 pub use event::{EventKind, WorkflowEvent};
+pub use id::{AgentId, ExecutionId, UserId, WorkflowId};
 pub use state::{ExecutionState, Status, Suspension};
 pub use store::{ExecutionRecord, ExecutionStore, InMemoryExecutionStore};
 pub use workflow::{Step, StepContext, StepError, StepType, Workflow, step};

@@ -1,32 +1,28 @@
-//! The seven agent routes of spec section 4.
+//! The seven agent routes of spec section 4: each parses, calls one use case of `agentry-app`
+//! and renders its answer (the envelope, Server-Sent Events, or the AI SDK's UI message stream).
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
-use agentry_core::agent::{AgentEvent, AgentHub, GenerateOptions, Message};
+use agentry_app::App;
+use agentry_app::input::BodyKind;
+use agentry_core::agent::AgentEvent;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::AppState;
-use crate::agent_input::{parse_input, parse_options};
-use crate::auth::{AuthenticatedUser, inject_user};
+use crate::auth::Requester;
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Code, Failure, agent_error};
+use crate::error::{ApiError, Failure};
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{
     AgentDetail, AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest,
     TextResult,
 };
-
-fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
-    app.agents
-        .as_ref()
-        .ok_or_else(|| ApiError::new(Code::AgentNotFound, "No agents are registered"))
-}
 
 /// GET /agents
 #[utoipa::path(
@@ -37,34 +33,30 @@ fn hub(app: &AppState) -> Result<&AgentHub, ApiError> {
 )]
 #[get("/agents")]
 pub async fn list_agents(app: web::Data<AppState>) -> HttpResponse {
-    let body = app.agent_list.body(app.agents.as_ref());
+    let body = app.agent_list.body(&app.app);
     HttpResponse::Ok()
         .content_type(actix_web::http::header::ContentType::json())
         .body(body)
 }
 
-/// GET /agents's answer, serialized once per state of the registry: registration only adds
-/// agents (and an agent does not change once registered), so their number names that state.
+/// GET /agents's answer, serialized once per state of the registry (see [`App::agent_count`]).
 #[derive(Debug, Default)]
 pub struct AgentListCache(std::sync::Mutex<Option<(usize, web::Bytes)>>);
 
 impl AgentListCache {
-    fn body(&self, hub: Option<&AgentHub>) -> web::Bytes {
-        let agents = hub.map(AgentHub::agents).unwrap_or_default();
+    fn body(&self, app: &App) -> web::Bytes {
+        let count = app.agent_count();
         let mut cached = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((count, body)) = cached.as_ref()
-            && *count == agents.len()
+        if let Some((cached_count, body)) = cached.as_ref()
+            && *cached_count == count
         {
             return body.clone();
         }
-        let items: Vec<AgentSummary> = match hub {
-            Some(h) => agents.iter().map(|a| AgentSummary::new(h, a)).collect(),
-            None => Vec::new(),
-        };
         let body = web::Bytes::from(
-            serde_json::to_vec(&Success::new(items)).expect("the agent list serializes"),
+            serde_json::to_vec(&Success::new(app.agent_summaries()))
+                .expect("the agent list serializes"),
         );
-        *cached = Some((agents.len(), body.clone()));
+        *cached = Some((count, body.clone()));
         body
     }
 }
@@ -85,86 +77,7 @@ pub async fn get_agent(
     app: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let h = hub(&app)?;
-    let a = h.require(&id).map_err(agent_error)?;
-    Ok(envelope::ok(AgentDetail::new(h, &a)))
-}
-
-/// A validated generation request.
-struct Request {
-    input: Vec<Message>,
-    options: GenerateOptions,
-    schema: Option<Value>,
-}
-
-/// What a generation route reads from its body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyKind {
-    /// `{input, options?}`.
-    Text,
-    /// As `Text`, and a chat client's `messages` in place of `input`.
-    Chat,
-    /// `{input, schema, options?}`.
-    Object,
-}
-
-/// The hub and the validated request of a generation route: an unknown agent is a 404 before
-/// any 400 about the body.
-fn request<'a>(
-    app: &'a AppState,
-    id: &str,
-    body: &Value,
-    kind: BodyKind,
-    user: Option<AuthenticatedUser>,
-) -> Result<(&'a AgentHub, Request), ApiError> {
-    let h = hub(app)?;
-    h.require(id).map_err(agent_error)?;
-    let mut req = parse(body, kind, user.as_ref())?;
-    req.options.caller = app.auth.caller(user.as_ref());
-    Ok((h, req))
-}
-
-fn parse(
-    body: &Value,
-    kind: BodyKind,
-    user: Option<&AuthenticatedUser>,
-) -> Result<Request, ApiError> {
-    let obj = body
-        .as_object()
-        .ok_or_else(|| ApiError::bad_request("Invalid request body: expected a JSON object"))?;
-    // A chat client's default transport sends `messages`; the spec's shape is `input`.
-    let input = obj.get("input").or_else(|| {
-        (kind == BodyKind::Chat)
-            .then(|| obj.get("messages"))
-            .flatten()
-    });
-    let input = parse_input(input)?;
-    let mut options = parse_options(obj.get("options"))?;
-    if let Some(u) = user {
-        inject_user(u.user(), &mut options.context, &mut options.user_id);
-    }
-    let schema = if kind == BodyKind::Object {
-        let s = obj
-            .get("schema")
-            .ok_or_else(|| ApiError::bad_request("schema is required"))?;
-        match s.get("type").and_then(Value::as_str) {
-            Some("object") | Some("array") => {}
-            _ => {
-                return Err(ApiError::bad_request(
-                    "schema must be a JSON Schema whose top-level type is \"object\" or \"array\"",
-                ));
-            }
-        }
-        // Compiled, and checked against the generation limits, by the hub.
-        Some(s.clone())
-    } else {
-        None
-    };
-    Ok(Request {
-        input,
-        options,
-        schema,
-    })
+    Ok(envelope::ok(app.app.agent(&id.into_inner().into())?))
 }
 
 /// Cancels generation when the request's future is dropped (the client went away).
@@ -197,14 +110,12 @@ pub async fn generate_text(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (h, req) = request(&app, &id, &body, BodyKind::Text, user)?;
+    let id = id.into_inner().into();
+    let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Text)?;
     let (cancel, _guard) = cancel_on_drop();
-    let r = h
-        .generate_text(&id, req.input, req.options, cancel)
-        .await
-        .map_err(agent_error)?;
+    let r = app.app.generate_text(&id, generation, cancel).await?;
     Ok(envelope::ok(TextResult::from(&r)))
 }
 
@@ -233,21 +144,16 @@ pub async fn generate_object(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (h, req) = request(&app, &id, &body, BodyKind::Object, user)?;
+    let id = id.into_inner().into();
+    let generation = app
+        .app
+        .generation(&caller.0, &id, &body, BodyKind::Object)?;
     let (cancel, _guard) = cancel_on_drop();
-    let r = h
-        .generate_object(
-            &id,
-            req.input,
-            req.schema.unwrap_or_default(),
-            req.options,
-            cancel,
-        )
-        .await
-        .map_err(agent_error)?;
-    Ok(envelope::ok(r.object))
+    Ok(envelope::ok(
+        app.app.generate_object(&id, generation, cancel).await?,
+    ))
 }
 
 /// One event as an SSE `data:` line.
@@ -286,12 +192,11 @@ pub async fn stream_text(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<impl Responder, ApiError> {
-    let (h, req) = request(&app, &id, &body, BodyKind::Text, user)?;
-    let rx = h
-        .stream_text(&id, req.input, req.options, CancellationToken::new())
-        .map_err(agent_error)?;
+    let id = id.into_inner().into();
+    let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Text)?;
+    let rx = app.app.stream_text(&id, generation)?;
     Ok(sse_of(receiver_stream(rx).map(|ev| WireEvent::from(&ev))))
 }
 
@@ -320,12 +225,11 @@ pub async fn chat_stream(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (h, req) = request(&app, &id, &body, BodyKind::Chat, user)?;
-    let rx = h
-        .stream_text(&id, req.input, req.options, CancellationToken::new())
-        .map_err(agent_error)?;
+    let id = id.into_inner().into();
+    let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Chat)?;
+    let rx = app.app.stream_text(&id, generation)?;
     let mut ui = UiMessageStream::new(format!("msg-{}", uuid_like()));
     let head = futures::stream::iter(ui.start());
     let body_events = receiver_stream(rx).flat_map(move |ev| futures::stream::iter(ui.on(&ev)));
@@ -367,18 +271,13 @@ pub async fn stream_object_route(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<Value>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<impl Responder, ApiError> {
-    let (h, req) = request(&app, &id, &body, BodyKind::Object, user)?;
-    let rx = h
-        .stream_object(
-            &id,
-            req.input,
-            req.schema.unwrap_or_default(),
-            req.options,
-            CancellationToken::new(),
-        )
-        .map_err(agent_error)?;
+    let id = id.into_inner().into();
+    let generation = app
+        .app
+        .generation(&caller.0, &id, &body, BodyKind::Object)?;
+    let rx = app.app.stream_object(&id, generation)?;
     let events = receiver_stream(rx).flat_map(|ev| futures::stream::iter(ObjectEvent::of(&ev)));
     Ok(sse_of(events))
 }

@@ -1,17 +1,17 @@
 //! Executions across workflows (beyond the spec; the console reads them): the list of every
 //! workflow's executions, one execution by its id alone, and how many each workflow has in each
-//! status. The same rules as the per-workflow routes: public by default, protected in strict
-//! mode, where a user sees only the executions they started (an admin sees all).
+//! status. The same rules as the per-workflow routes (`agentry-app` applies them): public by
+//! default, protected in strict mode, where a user sees only the executions they started (an
+//! admin sees all).
 
 use actix_web::{HttpResponse, get, web};
-use agentry_core::Status;
-use agentry_core::store::ListQuery;
+use agentry_app::workflows::ListRequest;
 
 use crate::AppState;
-use crate::auth::AuthenticatedUser;
+use crate::auth::Requester;
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Failure, engine_error};
-use crate::wire::{self, ExecutionCounts, ExecutionList, ExecutionStateView, ExecutionSummary};
+use crate::error::{ApiError, Failure};
+use crate::wire::{ExecutionCounts, ExecutionList, ExecutionStateView};
 
 /// The query of an executions list: a status, the page size and the cursor.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
@@ -24,6 +24,17 @@ pub struct ListParams {
     limit: Option<String>,
     /// The `nextCursor` of the previous page.
     cursor: Option<String>,
+}
+
+impl From<ListParams> for ListRequest {
+    fn from(p: ListParams) -> Self {
+        ListRequest {
+            workflow_id: None,
+            status: p.status,
+            limit: p.limit,
+            cursor: p.cursor,
+        }
+    }
 }
 
 /// The query of the list across workflows: [`ListParams`] and an optional workflow. (Its fields
@@ -44,73 +55,15 @@ pub struct AllListParams {
     cursor: Option<String>,
 }
 
-/// The most executions one page holds.
-const MAX_PAGE: u32 = 100;
-
-/// A value of the query, with an empty one counting as absent.
-fn given(value: Option<String>) -> Option<String> {
-    value.filter(|v| !v.is_empty())
-}
-
-/// One page of executions, of `workflow_id` or of every workflow: the answer of both lists.
-pub async fn list_page(
-    app: &AppState,
-    workflow_id: Option<String>,
-    params: ListParams,
-    user: Option<AuthenticatedUser>,
-) -> Result<HttpResponse, ApiError> {
-    let status = match given(params.status) {
-        None => None,
-        Some(s) => Some(Status::parse(&s).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Invalid status {s:?}: expected running, suspended, completed, error or cancelled"
-            ))
-        })?),
-    };
-    let limit = match given(params.limit) {
-        None => 20,
-        Some(l) => l
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
-                ))
-            })?,
-    };
-    let before = match given(params.cursor) {
-        None => None,
-        Some(c) => Some(
-            wire::parse_list_cursor(&c).ok_or_else(|| ApiError::bad_request("Invalid cursor"))?,
-        ),
-    };
-    let query = ListQuery {
-        workflow_id,
-        status,
-        owner: app.auth.list_owner(user.as_ref())?,
-        before,
-        limit,
-    };
-    let page = app
-        .engine
-        .list(&query)
-        .await
-        .map_err(|e| engine_error(e, "Failed to list executions"))?;
-    let next_cursor = if page.len() == limit as usize {
-        page.last().and_then(wire::list_cursor)
-    } else {
-        None
-    };
-    let executions = page
-        .iter()
-        .filter(|r| app.auth.may_see(user.as_ref(), r))
-        .map(ExecutionSummary::from)
-        .collect();
-    Ok(envelope::ok(ExecutionList {
-        executions,
-        next_cursor,
-    }))
+impl From<AllListParams> for ListRequest {
+    fn from(p: AllListParams) -> Self {
+        ListRequest {
+            workflow_id: p.workflow_id.map(Into::into),
+            status: p.status,
+            limit: p.limit,
+            cursor: p.cursor,
+        }
+    }
 }
 
 /// GET /executions
@@ -134,20 +87,11 @@ pub async fn list_page(
 pub async fn list_all(
     app: web::Data<AppState>,
     params: web::Query<AllListParams>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let AllListParams {
-        workflow_id,
-        status,
-        limit,
-        cursor,
-    } = params.into_inner();
-    let params = ListParams {
-        status,
-        limit,
-        cursor,
-    };
-    list_page(&app, given(workflow_id), params, user).await
+    Ok(envelope::ok(
+        app.app.list(&caller.0, params.into_inner().into()).await?,
+    ))
 }
 
 /// GET /executions/{executionId}
@@ -168,15 +112,13 @@ pub async fn list_all(
 pub async fn find(
     app: web::Data<AppState>,
     execution_id: web::Path<String>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let rec = app
-        .engine
-        .find(&execution_id)
-        .await
-        .map_err(|e| engine_error(e, "Failed to read execution state"))?;
-    app.auth.authorize_execution(user.as_ref(), &rec)?;
-    Ok(envelope::ok(ExecutionStateView::from(&rec)))
+    Ok(envelope::ok(
+        app.app
+            .find(&caller.0, &execution_id.into_inner().into())
+            .await?,
+    ))
 }
 
 /// GET /api/execution-counts
@@ -191,17 +133,8 @@ pub async fn find(
     responses((status = 200, description = "The counts.", body = Success<ExecutionCounts>)),
 )]
 #[get("/api/execution-counts")]
-pub async fn counts(
-    app: web::Data<AppState>,
-    user: Option<AuthenticatedUser>,
-) -> Result<HttpResponse, ApiError> {
-    let owner = app.auth.list_owner(user.as_ref())?;
-    let counts = app
-        .engine
-        .count_by_status(owner.as_deref())
-        .await
-        .map_err(|e| engine_error(e, "Failed to count executions"))?;
-    Ok(envelope::ok(ExecutionCounts::from(counts)))
+pub async fn counts(app: web::Data<AppState>, caller: Requester) -> Result<HttpResponse, ApiError> {
+    Ok(envelope::ok(app.app.counts(&caller.0).await?))
 }
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {

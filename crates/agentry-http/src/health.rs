@@ -3,16 +3,10 @@
 //! draining (SIGTERM turns it to 503 at once). Public, small JSON bodies outside the envelope,
 //! and left out of the request log and the HTTP metrics (probes would drown them).
 
-use std::time::Duration;
-
 use actix_web::{HttpResponse, get, web};
 
 use crate::AppState;
 use crate::wire::server::{Health, Readiness};
-
-/// The longest `/readyz` waits for the database: a probe's own time-out is usually a second
-/// or a few.
-const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The paths of the probes (the request log and the metrics skip them).
 pub const PROBES: [&str; 2] = ["/healthz", "/readyz"];
@@ -46,33 +40,17 @@ pub async fn healthz() -> HttpResponse {
 )]
 #[get("/readyz")]
 pub async fn readyz(app: web::Data<AppState>) -> HttpResponse {
-    let unready = |reason, detail: String| {
-        HttpResponse::ServiceUnavailable().json(Readiness {
-            status: "not_ready",
-            reason: Some(reason),
-            detail: Some(detail),
-        })
-    };
-    if app.engine.is_draining() {
-        return unready("draining", "the server is shutting down".into());
-    }
-    match tokio::time::timeout(CHECK_TIMEOUT, app.engine.store().check()).await {
-        Ok(Ok(())) => HttpResponse::Ok().json(Readiness {
+    match app.app.readiness().await {
+        Ok(()) => HttpResponse::Ok().json(Readiness {
             status: "ready",
             reason: None,
             detail: None,
         }),
-        Ok(Err(agentry_core::store::StoreError::Migrations(detail))) => {
-            unready("migrations", detail)
-        }
-        Ok(Err(e)) => unready("database", e.to_string()),
-        Err(_) => unready(
-            "database",
-            format!(
-                "the database did not answer within {} s",
-                CHECK_TIMEOUT.as_secs()
-            ),
-        ),
+        Err(unready) => HttpResponse::ServiceUnavailable().json(Readiness {
+            status: "not_ready",
+            reason: Some(unready.reason()),
+            detail: Some(unready.detail()),
+        }),
     }
 }
 

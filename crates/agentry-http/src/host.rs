@@ -36,7 +36,9 @@ use agentry_core::agent::{Agent, AgentHub, OfflineModel};
 use agentry_core::{Engine, Workflow};
 use futures::future::LocalBoxFuture;
 
-use crate::auth::{AuthGate, ExecutionPolicy};
+use agentry_app::{App, ExecutionPolicy, Policy};
+
+use crate::auth::AuthGate;
 use crate::{AppState, HttpConfig};
 
 /// Registers routes on the app (run once per server worker).
@@ -137,8 +139,7 @@ pub enum HostError {
 /// The builder. Registration problems (a duplicate agent, a bad pattern) are collected and
 /// reported by [`Host::build`], so that the chain reads top to bottom.
 pub struct Host {
-    engine: Engine,
-    agents: AgentHub,
+    app: App,
     config: HttpConfig,
     provider: Option<Arc<dyn AuthProvider>>,
     public: Vec<String>,
@@ -150,32 +151,30 @@ pub struct Host {
     middleware: Vec<MiddlewareFn>,
     errors: Vec<HostError>,
     database: String,
-    metrics: Arc<agentry_metrics::Metrics>,
 }
 
 impl Host {
-    /// A host on an engine and agents (whose stores the host chose).
+    /// A host on an engine and agents (whose stores the host chose), joined into the
+    /// application by [`App::new`].
     pub fn new(engine: Engine, agents: AgentHub) -> Self {
-        engine.set_agent_runner(Arc::new(agents.clone()));
-        // The engine and the agents report to the metrics this host serves.
-        let metrics = Arc::new(agentry_metrics::Metrics::new());
-        engine.set_telemetry(metrics.clone());
-        agents.set_telemetry(metrics.clone());
+        Self::on(App::new(engine, agents))
+    }
+
+    /// A host serving an application already composed.
+    pub fn on(app: App) -> Self {
         Self {
-            engine,
-            agents,
+            app,
             config: HttpConfig::default(),
             provider: None,
             public: Vec::new(),
             protected: Vec::new(),
             default_private: false,
             strict: false,
-            policy: Arc::new(crate::auth::owner_or_admin),
+            policy: Arc::new(agentry_app::owner_or_admin),
             ext: Extensions::default(),
             middleware: Vec::new(),
             errors: Vec::new(),
             database: "memory".to_owned(),
-            metrics,
         }
     }
 
@@ -188,11 +187,11 @@ impl Host {
     }
 
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.app.engine()
     }
 
     pub fn agents(&self) -> &AgentHub {
-        &self.agents
+        self.app.agents()
     }
 
     pub fn config(mut self, config: HttpConfig) -> Self {
@@ -208,7 +207,7 @@ impl Host {
     }
 
     pub fn agent(mut self, agent: Agent) -> Self {
-        if let Err(e) = self.agents.register(agent) {
+        if let Err(e) = self.app.agents().register(agent) {
             self.errors.push(HostError::Agent(e.to_string()));
         }
         self
@@ -218,7 +217,7 @@ impl Host {
     pub fn workflow(mut self, workflow: impl IntoWorkflow) -> Self {
         match workflow.into_workflow() {
             Ok(wf) => {
-                if let Err(e) = self.engine.register(wf) {
+                if let Err(e) = self.app.engine().register(wf) {
                     self.errors.push(HostError::Workflow(e.to_string()));
                 }
             }
@@ -441,25 +440,25 @@ impl Host {
             provider: self.provider,
             rules,
             strict: self.strict,
-            policy: self.policy,
         };
         self.ext.middleware = Arc::new(self.middleware);
+        let app = self.app.with_policy(Policy {
+            strict: self.strict,
+            execution: self.policy,
+        });
         let mcp = agentry_mcp::service(
-            self.engine.clone(),
-            self.agents.clone(),
+            app.clone(),
             self.config.body_limit,
             self.config.mcp_sessions,
         );
         Ok(AppState {
             mcp: Arc::new(mcp),
-            engine: self.engine,
-            agents: Some(self.agents),
+            app,
             config: self.config,
             auth: Arc::new(gate),
             ext: self.ext,
             agent_list: Arc::default(),
             database: self.database,
-            metrics: self.metrics,
         })
     }
 }

@@ -118,26 +118,16 @@ pub fn render(agents: &[[String; 3]], workflows: &[[String; 3]]) -> String {
 #[get("/")]
 pub async fn index(app: web::Data<AppState>) -> HttpResponse {
     let agents: Vec<[String; 3]> = app
-        .agents
-        .as_ref()
-        .map(|hub| {
-            hub.agents()
-                .iter()
-                .map(|a| [a.id.clone(), a.name.clone(), a.description.clone()])
-                .collect()
-        })
-        .unwrap_or_default();
+        .app
+        .agent_summaries()
+        .into_iter()
+        .map(|a| [a.id, a.name, a.description])
+        .collect();
     let workflows: Vec<[String; 3]> = app
-        .engine
+        .app
         .workflows()
-        .iter()
-        .map(|w| {
-            [
-                w.id().to_owned(),
-                w.name().to_owned(),
-                w.purpose().to_owned(),
-            ]
-        })
+        .into_iter()
+        .map(|w| [w.id, w.name, w.purpose])
         .collect();
     crate::page::secure(&mut HttpResponse::Ok())
         .content_type(ContentType::html())

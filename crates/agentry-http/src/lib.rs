@@ -1,10 +1,10 @@
 //! agentry-http: the actix-web adapter.
 //!
-//! Routes, the envelope, the error table, the SSE wire format. Only this crate knows them; the
-//! engine underneath is `agentry-core`.
+//! Routes, the envelope, SSE, WebSockets, `/doc` and the console: the HTTP front end of
+//! `agentry-app`, whose use cases every handler calls (parse, call one command, render). It
+//! decides no access and knows no SQL.
 
 pub mod access;
-pub mod agent_input;
 pub mod agents;
 pub mod auth;
 pub mod console;
@@ -39,8 +39,8 @@ use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::{Next, from_fn};
 use actix_web::{App, HttpRequest, HttpServer, web};
+
 use agentry_core::Engine;
-use agentry_core::agent::AgentHub;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use agentry_auth as authn;
@@ -103,9 +103,9 @@ impl Default for HttpConfig {
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    pub engine: Engine,
-    /// The agents; `None` serves the agent routes with an empty registry.
-    pub agents: Option<AgentHub>,
+    /// The application: its use cases, access rules and metrics (the engine and the agents
+    /// underneath).
+    pub app: agentry_app::App,
     pub config: HttpConfig,
     /// Authentication: the provider (if any) and which routes need it.
     pub auth: Arc<AuthGate>,
@@ -115,9 +115,6 @@ pub struct AppState {
     pub agent_list: Arc<agents::AgentListCache>,
     /// Where executions are kept (`sqlite`, `postgres`, `memory`), as `GET /api/info` says.
     pub database: String,
-    /// The server's Prometheus metrics (`GET /metrics`); the engine and the agents report to
-    /// them.
-    pub metrics: Arc<agentry_metrics::Metrics>,
     /// The MCP server at `/mcp`.
     pub mcp: Arc<agentry_mcp::McpService>,
 }
@@ -125,22 +122,25 @@ pub struct AppState {
 impl AppState {
     /// The built-in routes on `engine`, no agents, no authentication.
     pub fn new(engine: Engine) -> Self {
+        let app = agentry_app::App::without_agents(engine);
         Self {
-            agents: None,
             config: HttpConfig::default(),
             auth: Arc::new(AuthGate::default()),
             ext: host::Extensions::default(),
             agent_list: Arc::default(),
             database: "memory".to_owned(),
-            metrics: Arc::default(),
             mcp: Arc::new(agentry_mcp::service(
-                engine.clone(),
-                AgentHub::new(Arc::new(agentry_core::agent::OfflineModel), None),
+                app.clone(),
                 HttpConfig::default().body_limit,
                 HttpConfig::default().mcp_sessions,
             )),
-            engine,
+            app,
         }
+    }
+
+    /// The engine underneath the application.
+    pub fn engine(&self) -> &Engine {
+        self.app.engine()
     }
 }
 
@@ -205,7 +205,7 @@ pub fn app(
     let origins = state.config.allowed_origins.clone();
     let cors = origin::cors(&origins);
     let body_timeout = state.config.body_timeout;
-    let counted = state.metrics.clone();
+    let counted = state.app.metrics().clone();
     let mut app = App::new()
         .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
             host::run_chain(chain.clone(), req, next)

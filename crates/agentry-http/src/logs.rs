@@ -1040,9 +1040,9 @@ where
 pub async fn list(
     app: web::Data<crate::AppState>,
     params: web::Query<LogQueryParams>,
-    user: Option<crate::AuthenticatedUser>,
+    caller: crate::auth::Requester,
 ) -> Result<HttpResponse, ApiError> {
-    app.auth.authorize_logs(user.as_ref())?;
+    app.app.policy().authorize_logs(&caller.0)?;
     let query = LogQuery::from_params(params.into_inner())?;
     let records = LogHub::global().query(&query);
     let records: Vec<&LogRecord> = records.iter().map(|r| r.as_ref()).collect();

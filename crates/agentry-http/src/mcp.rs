@@ -16,7 +16,7 @@ use serde_json::Value;
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 
 use crate::AppState;
-use crate::auth::AuthenticatedUser;
+use crate::auth::Requester;
 use crate::error::{ApiError, Code, Failure, code_for_status, failure_body};
 
 /// The largest refusal text of rmcp's that is quoted in an envelope.
@@ -29,7 +29,7 @@ async fn forward(
     app: web::Data<AppState>,
     req: HttpRequest,
     body: web::Bytes,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> HttpResponse {
     let mut builder = http::Request::builder()
         .method(req.method().as_str())
@@ -37,11 +37,7 @@ async fn forward(
     for (name, value) in req.headers() {
         builder = builder.header(name.as_str(), value.as_bytes());
     }
-    let caller = McpCaller {
-        user: user.as_ref().map(|u| u.user().as_json().clone()),
-        user_id: user.as_ref().and_then(|u| u.user().id()),
-        caller: app.auth.caller(user.as_ref()),
-    };
+    let caller = McpCaller(caller.0);
     let request = match builder.body(body) {
         Ok(r) => r,
         Err(e) => {
@@ -96,7 +92,7 @@ async fn forward(
     // the shutdown. A POST's stream ends with its answer.
     let stream = body.into_data_stream();
     if req.method() == actix_web::http::Method::GET {
-        let drained = app.engine.drain_signal().cancelled_owned();
+        let drained = app.app.engine().drain_signal().cancelled_owned();
         out.streaming(futures::StreamExt::take_until(stream, drained))
     } else {
         out.streaming(stream)
@@ -239,9 +235,9 @@ pub async fn mcp_post(
     app: web::Data<AppState>,
     req: HttpRequest,
     body: web::Bytes,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> HttpResponse {
-    forward(app, req, body, user).await
+    forward(app, req, body, caller).await
 }
 
 /// GET /mcp
@@ -268,9 +264,9 @@ pub async fn mcp_post(
 pub async fn mcp_get(
     app: web::Data<AppState>,
     req: HttpRequest,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> HttpResponse {
-    forward(app, req, web::Bytes::new(), user).await
+    forward(app, req, web::Bytes::new(), caller).await
 }
 
 /// DELETE /mcp
@@ -293,9 +289,9 @@ pub async fn mcp_get(
 pub async fn mcp_delete(
     app: web::Data<AppState>,
     req: HttpRequest,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> HttpResponse {
-    forward(app, req, web::Bytes::new(), user).await
+    forward(app, req, web::Bytes::new(), caller).await
 }
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {

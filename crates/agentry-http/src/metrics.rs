@@ -129,10 +129,9 @@ pub async fn exposition(app: web::Data<AppState>) -> HttpResponse {
 
 /// The metrics as an answer.
 pub fn render(app: &AppState) -> HttpResponse {
-    HttpResponse::Ok().content_type(Metrics::CONTENT_TYPE).body(
-        app.metrics
-            .render(app.engine.running_here(), agentry_otel::dropped_spans()),
-    )
+    HttpResponse::Ok()
+        .content_type(Metrics::CONTENT_TYPE)
+        .body(app.app.render_metrics(agentry_otel::dropped_spans()))
 }
 
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {

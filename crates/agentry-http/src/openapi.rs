@@ -108,7 +108,7 @@ fn list_failure_codes(api: &mut OpenApi) {
                 };
                 let codes: Vec<String> = crate::error::Code::ALL
                     .iter()
-                    .filter(|c| c.status().as_u16() == status)
+                    .filter(|c| c.status() == status)
                     .map(|c| format!("`{}`", c.as_str()))
                     .collect();
                 if status >= 400 && !codes.is_empty() {

@@ -1,25 +1,38 @@
-//! The workflow routes of spec section 4.
+//! The workflow routes of spec section 4: each parses, calls one use case of `agentry-app`,
+//! and renders its answer (the envelope, or Server-Sent Events).
 
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use actix_web_lab::sse;
-use agentry_core::{EngineError, ExecuteOptions, ExecutionRecord, Status};
+use agentry_app::App;
+use agentry_app::workflows::{ListRequest, StartOptions};
+use agentry_core::{ExecutionId, RunHandle, WorkflowId};
 use futures::StreamExt;
 
 use crate::AppState;
-use crate::auth::{AuthenticatedUser, inject_user};
+use crate::auth::Requester;
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Code, Failure, engine_error};
-use crate::executions::{ListParams, list_page};
+use crate::error::{ApiError, Failure};
+use crate::executions::ListParams;
 use crate::wire::events::WorkflowEvent;
 use crate::wire::{
     self, CancelResult, ExecuteRequest, ExecutionList, ExecutionResult, ExecutionStateView,
     ResumeRequest, SuspendRequest, SuspendResult, WorkflowDetail, WorkflowSummary,
 };
 
-const EXECUTE_FAILED: &str = "Failed to execute workflow";
+/// The workflow and execution a path names.
+fn ids(path: web::Path<(String, String)>) -> (WorkflowId, ExecutionId) {
+    let (id, execution_id) = path.into_inner();
+    (id.into(), execution_id.into())
+}
+
+/// The execute/resume answer once the run stops: 200 with the execution result, or the
+/// failure (naming the execution in `X-Execution-Id` when it goes on or ended in error).
+async fn answer_when_finished(handle: RunHandle) -> Result<HttpResponse, ApiError> {
+    Ok(envelope::ok(App::outcome(handle).await?))
+}
 
 /// GET /workflows
 #[utoipa::path(
@@ -30,13 +43,7 @@ const EXECUTE_FAILED: &str = "Failed to execute workflow";
 )]
 #[get("/workflows")]
 pub async fn list(app: web::Data<AppState>) -> HttpResponse {
-    let items: Vec<wire::WorkflowSummary> = app
-        .engine
-        .workflows()
-        .iter()
-        .map(|w| wire::WorkflowSummary::from(w.as_ref()))
-        .collect();
-    envelope::ok(items)
+    envelope::ok(app.app.workflows())
 }
 
 /// GET /workflows/{id}
@@ -55,74 +62,7 @@ pub async fn detail(
     app: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let wf = app
-        .engine
-        .workflow(&id)
-        .ok_or_else(|| engine_error(EngineError::WorkflowNotFound(id.to_string()), ""))?;
-    Ok(envelope::ok(wire::WorkflowDetail::from(wf.as_ref())))
-}
-
-/// The run's options; the authenticated user, if any, is injected into its context.
-fn options(body: &mut ExecuteRequest, user: Option<AuthenticatedUser>) -> ExecuteOptions {
-    let o = body.options.take().unwrap_or_default();
-    let mut opts = ExecuteOptions {
-        execution_id: o.execution_id,
-        user_id: o.user_id,
-        conversation_id: o.conversation_id,
-        context: o.context.unwrap_or_default(),
-        owner: user.as_ref().and_then(|u| u.user().id()),
-        last_event_id: None,
-    };
-    if let Some(u) = user {
-        inject_user(u.user(), &mut opts.context, &mut opts.user_id);
-    }
-    opts
-}
-
-/// In strict mode, refuses (403) a user who may not act on the execution the path names; a
-/// no-op otherwise (the spec's defaults: anyone holding the id may).
-async fn check_owner(
-    app: &AppState,
-    id: &str,
-    execution_id: &str,
-    user: Option<&AuthenticatedUser>,
-) -> Result<(), ApiError> {
-    if !app.auth.strict {
-        return Ok(());
-    }
-    let rec = app
-        .engine
-        .state(id, execution_id)
-        .await
-        .map_err(|e| engine_error(e, "Failed to read execution state"))?;
-    app.auth.authorize_execution(user, &rec)
-}
-
-/// The execute/resume answer: 200 with the execution result, or 500 when the run ended in error.
-fn finished(rec: ExecutionRecord) -> HttpResponse {
-    if rec.state.status() == Status::Error {
-        tracing::warn!(execution_id = %rec.id, error = ?rec.state.error(), "{EXECUTE_FAILED}");
-        return ApiError::new(Code::ExecutionFailed, EXECUTE_FAILED)
-            .error_response_with_id(&rec.id);
-    }
-    envelope::ok(ExecutionResult::from(&rec))
-}
-
-trait WithId {
-    fn error_response_with_id(&self, id: &str) -> HttpResponse;
-}
-
-impl WithId for ApiError {
-    fn error_response_with_id(&self, id: &str) -> HttpResponse {
-        let mut resp = actix_web::ResponseError::error_response(self);
-        if let Ok(v) = actix_web::http::header::HeaderValue::from_str(id) {
-            resp.headers_mut().insert(
-                actix_web::http::header::HeaderName::from_static("x-execution-id"),
-                v,
-            );
-        }
-        resp
-    }
+    Ok(envelope::ok(app.app.workflow(&id.into_inner().into())?))
 }
 
 /// POST /workflows/{id}/execute
@@ -158,28 +98,20 @@ pub async fn execute(
     app: web::Data<AppState>,
     id: web::Path<String>,
     body: web::Json<ExecuteRequest>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let mut body = body.into_inner();
-    let opts = options(&mut body, user);
+    let body = body.into_inner();
     let handle = app
-        .engine
-        .start(&id, body.input, opts)
-        .await
-        .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
+        .app
+        .start(
+            &caller.0,
+            &id.into_inner().into(),
+            body.input,
+            body.options.into(),
+        )
+        .await?;
     // The run goes on in its own task: a client that hangs up does not stop a durable execution.
-    Ok(answer_when_finished(handle).await)
-}
-
-/// The execute/resume answer once the run stops ([`finished`]), or its failure; a failure after
-/// the start (the run waits for the database, or was handed over) names the execution in
-/// `X-Execution-Id`: it goes on, and the same start again rejoins it.
-async fn answer_when_finished(handle: agentry_core::RunHandle) -> HttpResponse {
-    let id = handle.execution_id.clone();
-    match handle.finish_for_client().await {
-        Ok(rec) => finished(rec),
-        Err(e) => engine_error(e, EXECUTE_FAILED).error_response_with_id(&id),
-    }
+    answer_when_finished(handle).await
 }
 
 /// POST /workflows/{id}/stream
@@ -209,27 +141,28 @@ pub async fn stream(
     id: web::Path<String>,
     body: web::Json<ExecuteRequest>,
     req: HttpRequest,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<
     sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>>,
     ApiError,
 > {
-    let mut body = body.into_inner();
-    let mut opts = options(&mut body, user);
-    // A retried stream (the same executionId and input) replays what the client missed.
-    opts.last_event_id = last_event_id(&req)?;
+    let body = body.into_inner();
+    let options = StartOptions {
+        // A retried stream (the same executionId and input) replays what the client missed.
+        last_event_id: last_event_id(&req)?,
+        ..body.options.into()
+    };
     let handle = app
-        .engine
-        .start(&id, body.input, opts)
-        .await
-        .map_err(|e| engine_error(e, EXECUTE_FAILED))?;
+        .app
+        .start(&caller.0, &id.into_inner().into(), body.input, options)
+        .await?;
     Ok(event_stream(handle))
 }
 
 /// The events of a run or of a re-attach as Server-Sent Events: each stored one with its number
 /// in the execution's log as its `id:` (what a client sends back as `Last-Event-ID`).
 fn event_stream(
-    handle: agentry_core::RunHandle,
+    handle: RunHandle,
 ) -> sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>> {
     let events = futures::stream::unfold(handle.events, |mut rx| async move {
         rx.recv().await.map(|ev| (ev, rx))
@@ -305,24 +238,17 @@ pub async fn attach(
     app: web::Data<AppState>,
     path: web::Path<(String, String)>,
     req: HttpRequest,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<
     sse::Sse<impl futures::Stream<Item = Result<sse::Event, std::convert::Infallible>>>,
     ApiError,
 > {
-    let (id, execution_id) = path.into_inner();
+    let (id, execution_id) = ids(path);
     let after = last_event_id(&req)?;
-    let rec = app
-        .engine
-        .state(&id, &execution_id)
-        .await
-        .map_err(|e| engine_error(e, "Failed to read execution state"))?;
-    app.auth.authorize_execution(user.as_ref(), &rec)?;
     let handle = app
-        .engine
-        .attach(&id, &execution_id, after.unwrap_or(0))
-        .await
-        .map_err(|e| engine_error(e, "Failed to read execution events"))?;
+        .app
+        .attach(&caller.0, &id, &execution_id, after.unwrap_or(0))
+        .await?;
     Ok(event_stream(handle))
 }
 
@@ -354,28 +280,23 @@ pub async fn suspend(
     path: web::Path<(String, String)>,
     req: HttpRequest,
     payload: web::Payload,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, execution_id) = path.into_inner();
+    let (id, execution_id) = ids(path);
     // The body is optional here: none suspends with the default reason.
     let body: SuspendRequest = crate::intake::optional_json(&req, payload, app.config.body_limit)
         .await?
         .unwrap_or_default();
-    check_owner(&app, &id, &execution_id, user.as_ref()).await?;
-    let reason = body
-        .reason
-        .unwrap_or_else(|| "Suspended by request".to_owned());
-    let rec = app
-        .engine
-        .suspend(&id, &execution_id, reason)
-        .await
-        .map_err(|e| engine_error(e, "Failed to suspend workflow"))?;
-    let status = if rec.state.status() == Status::Suspended {
+    let suspended = app
+        .app
+        .suspend(&caller.0, &id, &execution_id, body.reason)
+        .await?;
+    let status = if suspended.now {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED
     };
-    Ok(envelope::with_status(status, SuspendResult::from(&rec)))
+    Ok(envelope::with_status(status, suspended.result))
 }
 
 /// POST /workflows/{id}/executions/{executionId}/resume
@@ -407,18 +328,16 @@ pub async fn resume(
     app: web::Data<AppState>,
     path: web::Path<(String, String)>,
     body: web::Json<ResumeRequest>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, execution_id) = path.into_inner();
-    check_owner(&app, &id, &execution_id, user.as_ref()).await?;
+    let (id, execution_id) = ids(path);
     let body = body.into_inner();
     let step_id = body.options.and_then(|o| o.step_id);
     let handle = app
-        .engine
-        .start_resume(&id, &execution_id, body.resume_data, step_id.as_deref())
-        .await
-        .map_err(|e| engine_error(e, "Failed to resume workflow"))?;
-    Ok(answer_when_finished(handle).await)
+        .app
+        .resume(&caller.0, &id, &execution_id, body.resume_data, step_id)
+        .await?;
+    answer_when_finished(handle).await
 }
 
 /// GET /workflows/{id}/executions/{executionId}/state
@@ -440,16 +359,12 @@ pub async fn resume(
 pub async fn execution_state(
     app: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, execution_id) = path.into_inner();
-    let rec = app
-        .engine
-        .state(&id, &execution_id)
-        .await
-        .map_err(|e| engine_error(e, "Failed to read execution state"))?;
-    app.auth.authorize_execution(user.as_ref(), &rec)?;
-    Ok(envelope::ok(ExecutionStateView::from(&rec)))
+    let (id, execution_id) = ids(path);
+    Ok(envelope::ok(
+        app.app.state(&caller.0, &id, &execution_id).await?,
+    ))
 }
 
 /// GET /workflows/{id}/executions
@@ -476,9 +391,13 @@ pub async fn list_executions(
     app: web::Data<AppState>,
     id: web::Path<String>,
     params: web::Query<ListParams>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    list_page(&app, Some(id.into_inner()), params.into_inner(), user).await
+    let request = ListRequest {
+        workflow_id: Some(id.into_inner().into()),
+        ..params.into_inner().into()
+    };
+    Ok(envelope::ok(app.app.list(&caller.0, request).await?))
 }
 
 /// POST /workflows/{id}/executions/{executionId}/cancel
@@ -510,20 +429,18 @@ pub async fn cancel(
     path: web::Path<(String, String)>,
     req: HttpRequest,
     payload: web::Payload,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, execution_id) = path.into_inner();
+    let (id, execution_id) = ids(path);
     let body: wire::CancelRequest =
         crate::intake::optional_json(&req, payload, app.config.body_limit)
             .await?
             .unwrap_or_default();
-    check_owner(&app, &id, &execution_id, user.as_ref()).await?;
-    let rec = app
-        .engine
-        .cancel(&id, &execution_id, body.reason)
-        .await
-        .map_err(|e| engine_error(e, "Failed to cancel execution"))?;
-    Ok(envelope::ok(CancelResult::from(&rec)))
+    Ok(envelope::ok(
+        app.app
+            .cancel(&caller.0, &id, &execution_id, body.reason)
+            .await?,
+    ))
 }
 
 /// Registers the workflow routes (each `.service` also adds its path to the OpenAPI document).

@@ -27,15 +27,17 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
-use agentry_core::{Engine, EventKind, ExecutionRecord};
+use agentry_app::workflows::Watch;
+use agentry_core::EventKind;
 
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::AppState;
-use crate::auth::AuthenticatedUser;
+use crate::auth::Requester;
 use crate::error::ApiError;
 use crate::logs::{LogHub, LogQuery, LogQueryParams};
+use crate::wire::ExecutionStateView;
 use crate::wire::events::WorkflowEvent;
 use crate::wire::sockets::SocketMessage;
 
@@ -123,10 +125,13 @@ pub async fn logs(
     body: web::Payload,
     app: web::Data<AppState>,
     params: web::Query<LogQueryParams>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, actix_web::Error> {
     app.config.allowed_origins.check(req.head())?;
-    app.auth.authorize_logs(user.as_ref())?;
+    app.app
+        .policy()
+        .authorize_logs(&caller.0)
+        .map_err(ApiError::from)?;
     let params = params.into_inner();
     let with_backlog = [&params.limit, &params.since]
         .iter()
@@ -218,27 +223,20 @@ pub async fn execution(
     body: web::Payload,
     app: web::Data<AppState>,
     path: web::Path<String>,
-    user: Option<AuthenticatedUser>,
+    caller: Requester,
 ) -> Result<HttpResponse, actix_web::Error> {
     app.config.allowed_origins.check(req.head())?;
-    if app.auth.strict {
-        // An unknown execution is told so over the socket, as outside strict mode.
-        let found = app.engine.store().get(&path).await.map_err(|e| {
-            tracing::error!(error = %e, "reading an execution for its socket");
-            ApiError::internal("Failed to read execution state")
-        })?;
-        if let Some(rec) = found {
-            app.auth.authorize_execution(user.as_ref(), &rec)?;
-        }
-    }
+    let watch = app
+        .app
+        .watch(&caller.0, &path.into_inner().into())
+        .await
+        .map_err(ApiError::from)?;
     let (response, session, stream) = actix_ws::handle(&req, body)?;
-    let engine = app.engine.clone();
     let shutdown = closing().subscribe();
     let keepalive = app.config.ws_keepalive;
     actix_web::rt::spawn(async move {
         let mut follow = Follow {
-            engine,
-            id: path.into_inner(),
+            watch,
             session,
             stream,
             shutdown,
@@ -279,8 +277,7 @@ enum End {
 }
 
 struct Follow {
-    engine: Engine,
-    id: String,
+    watch: Watch,
     session: Session,
     stream: MessageStream,
     shutdown: watch::Receiver<u64>,
@@ -292,29 +289,22 @@ impl Follow {
         self.session.text(text).await.map_err(|_| End::Closed)
     }
 
-    async fn read(&self) -> Result<ExecutionRecord, End> {
-        match self.engine.store().get(&self.id).await {
-            Ok(Some(rec)) => Ok(rec),
+    async fn read(&self) -> Result<ExecutionStateView, End> {
+        match self.watch.state().await {
+            Ok(Some(state)) => Ok(state),
             Ok(None) => Err(End::Failed(
-                format!("Execution {} not found", self.id),
+                format!("Execution {} not found", self.watch.execution_id()),
                 CloseCode::Policy,
                 "execution not found",
             )),
-            Err(e) => {
-                tracing::error!(execution_id = %self.id, error = %e, "reading an execution for a WebSocket");
-                Err(End::Failed(
-                    "Failed to read execution state".into(),
-                    CloseCode::Error,
-                    "store error",
-                ))
-            }
+            Err(e) => Err(End::Failed(e.message, CloseCode::Error, "store error")),
         }
     }
 
     /// Reads the state and sends it as `execution-state`.
     async fn send_state(&mut self) -> Result<(), End> {
-        let rec = self.read().await?;
-        self.send(SocketMessage::ExecutionState(Box::new((&rec).into())).to_json())
+        let state = self.read().await?;
+        self.send(SocketMessage::ExecutionState(Box::new(state)).to_json())
             .await
     }
 
@@ -329,17 +319,10 @@ impl Follow {
         self.send_state().await?;
         // The whole log from its first event, then each new one, wherever the execution runs;
         // `workflow-result` last.
-        let mut events = match self.engine.attach_any(&self.id, 0).await {
+        let mut events = match self.watch.events().await {
             Ok(Some(handle)) => handle.events,
             Ok(None) => return Err(self.read().await.err().unwrap_or(End::Done)),
-            Err(e) => {
-                tracing::error!(execution_id = %self.id, error = %e, "following an execution for a WebSocket");
-                return Err(End::Failed(
-                    "Failed to read execution events".into(),
-                    CloseCode::Error,
-                    "store error",
-                ));
-            }
+            Err(e) => return Err(End::Failed(e.message, CloseCode::Error, "store error")),
         };
         let mut ping = keepalive(self.keepalive);
         loop {

@@ -14,8 +14,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use agentry_core::Engine;
-use agentry_core::agent::AgentHub;
+use agentry_app::App;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -61,17 +60,12 @@ pub struct McpService {
     sessions: Arc<McpSessions>,
 }
 
-/// The MCP service of `engine` and `agents`. Host and origin checks are left to the HTTP layer
+/// The MCP service of `app`. Host and origin checks are left to the HTTP layer
 /// in front (its cross-site guard and authentication), which serves it on any address; request
 /// bodies are bounded by `max_body` bytes (an `initialize` by [`INITIALIZE_BODY_LIMIT`]), the
 /// sessions by `limits`.
-pub fn service(
-    engine: Engine,
-    agents: AgentHub,
-    max_body: usize,
-    limits: SessionLimits,
-) -> McpService {
-    let server = AgentryMcp::new(engine, agents);
+pub fn service(app: App, max_body: usize, limits: SessionLimits) -> McpService {
+    let server = AgentryMcp::new(app);
     let sessions = Arc::new(McpSessions::new(limits));
     let http = StreamableHttpService::new(
         move || Ok(server.clone()),

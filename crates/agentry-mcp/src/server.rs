@@ -8,9 +8,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use agentry_core::agent::runtime::{Caller, GenerateOptions};
-use agentry_core::agent::{AgentHub, Message, Tool as AgentTool, ToolContext};
-use agentry_core::{Engine, ExecuteOptions, ExecutionRecord, ExecutionState};
+use agentry_app::{App, AppError, Caller};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -19,7 +17,7 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 /// The prefix of an agent's tool.
@@ -27,60 +25,26 @@ pub const ASK: &str = "ask_";
 /// The prefix of a workflow's tool.
 pub const RUN: &str = "run_";
 
-/// Who calls, as the HTTP layer authenticated the request (none when no provider is on).
+/// Who calls, as the HTTP layer authenticated the request (trusted when no provider is on).
 #[derive(Debug, Clone, Default)]
-pub struct McpCaller {
-    /// The authenticated user object (`context.user` for agents and workflows).
-    pub user: Option<Value>,
-    /// Its id (`userId`, the owner of what it starts).
-    pub user_id: Option<String>,
-    /// Whose conversation memory `ask_*` reads.
-    pub caller: Caller,
-}
+pub struct McpCaller(pub Caller);
 
-impl McpCaller {
-    /// The context map agents and workflows see: `user` and `userId` when authenticated.
-    fn context(&self) -> Map<String, Value> {
-        let mut context = Map::new();
-        if let Some(user) = &self.user {
-            context.insert("user".into(), user.clone());
-        }
-        if let Some(id) = &self.user_id {
-            context.insert("userId".into(), Value::String(id.clone()));
-        }
-        context
-    }
-}
-
-/// The MCP server of one agentry: its engine and agents.
+/// The MCP server of one agentry application.
 #[derive(Clone)]
 pub struct AgentryMcp {
-    engine: Engine,
-    agents: AgentHub,
+    app: App,
 }
 
 impl AgentryMcp {
-    pub fn new(engine: Engine, agents: AgentHub) -> Self {
-        Self { engine, agents }
-    }
-
-    /// The agents' tools, each once (the first agent that has it lends its context).
-    fn registered_tools(&self) -> Vec<(String, Arc<dyn AgentTool>)> {
-        let mut tools: Vec<(String, Arc<dyn AgentTool>)> = Vec::new();
-        for agent in self.agents.agents() {
-            for tool in &agent.tools {
-                if !tools.iter().any(|(_, t)| t.name() == tool.name()) {
-                    tools.push((agent.id.clone(), tool.clone()));
-                }
-            }
-        }
-        tools
+    pub fn new(app: App) -> Self {
+        Self { app }
     }
 
     /// Every tool this server offers, in a stable order: tools, agents, workflows.
     pub fn tools(&self) -> Vec<Tool> {
         let mut out: Vec<Tool> = self
-            .registered_tools()
+            .app
+            .tools()
             .into_iter()
             .map(|(_, t)| {
                 Tool::new(
@@ -90,7 +54,7 @@ impl AgentryMcp {
                 )
             })
             .collect();
-        for agent in self.agents.agents() {
+        for agent in self.app.agents().agents() {
             let description = format!(
                 "Ask the agent {} ({}): {} Answers with its text; a conversationId keeps its \
                  memory between calls.",
@@ -110,7 +74,7 @@ impl AgentryMcp {
                 })),
             ));
         }
-        for wf in self.engine.workflows() {
+        for wf in self.app.engine().workflows() {
             let description = format!(
                 "Run the workflow {} ({}): {} Answers with its result when it completes, or with \
                  its execution id and what a resume needs when it suspends.",
@@ -131,67 +95,47 @@ impl AgentryMcp {
         &self,
         name: &str,
         args: Value,
-        caller: McpCaller,
+        caller: Caller,
         cancel: CancellationToken,
     ) -> CallToolResult {
         let outcome = if let Some(agent) = name
             .strip_prefix(ASK)
-            .filter(|a| self.agents.agent(a).is_some())
+            .filter(|a| self.app.agents().agent(a).is_some())
         {
             self.ask(agent, args, &caller, cancel).await
         } else if let Some(workflow) = name
             .strip_prefix(RUN)
-            .filter(|w| self.engine.workflow(w).is_some())
+            .filter(|w| self.app.engine().workflow(w).is_some())
         {
             self.run(workflow, args, &caller, cancel).await
-        } else if let Some((agent, tool)) = self
-            .registered_tools()
-            .into_iter()
-            .find(|(_, t)| t.name() == name)
-        {
-            let ctx = ToolContext {
-                agent_id: agent,
-                user_id: caller.user_id.clone(),
-                conversation_id: None,
-                context: caller.context(),
-                cancel,
-                depth: 0,
-            };
-            tool.call(args, ctx).await.map(structured)
         } else {
-            Err(format!("Unknown tool {name}"))
+            self.app
+                .call_tool(&caller, name, args, cancel)
+                .await
+                .map(structured)
         };
-        outcome.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(message)]))
+        outcome.unwrap_or_else(tool_error)
     }
 
     async fn ask(
         &self,
         agent: &str,
         args: Value,
-        caller: &McpCaller,
+        caller: &Caller,
         cancel: CancellationToken,
-    ) -> Result<CallToolResult, String> {
+    ) -> Result<CallToolResult, AppError> {
         let input = args
             .get("input")
             .and_then(Value::as_str)
-            .ok_or("input is required: the question, as a string")?;
+            .ok_or_else(|| AppError::bad_request("input is required: the question, as a string"))?;
         let conversation_id = match args.get("conversationId") {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => return Err("conversationId must be a string".into()),
+            Some(_) => return Err(AppError::bad_request("conversationId must be a string")),
         };
-        let opts = GenerateOptions {
-            user_id: caller.user_id.clone(),
-            conversation_id,
-            context: caller.context(),
-            caller: caller.caller.clone(),
-            ..GenerateOptions::default()
-        };
-        let result = self
-            .agents
-            .generate_text(agent, vec![Message::user(input)], opts, cancel)
-            .await
-            .map_err(|e| e.to_string())?;
+        let agent = agent.into();
+        let generation = self.app.question(caller, &agent, input, conversation_id)?;
+        let result = self.app.generate_text(&agent, generation, cancel).await?;
         Ok(CallToolResult::success(vec![ContentBlock::text(
             result.text,
         )]))
@@ -201,69 +145,41 @@ impl AgentryMcp {
         &self,
         workflow: &str,
         args: Value,
-        caller: &McpCaller,
+        caller: &Caller,
         cancel: CancellationToken,
-    ) -> Result<CallToolResult, String> {
-        let opts = ExecuteOptions {
-            user_id: caller.user_id.clone(),
-            context: caller.context(),
-            owner: caller.user_id.clone().filter(|_| caller.user.is_some()),
-            ..ExecuteOptions::default()
-        };
+    ) -> Result<CallToolResult, AppError> {
+        let workflow = workflow.into();
         let handle = self
-            .engine
-            .start(workflow, args, opts)
-            .await
-            .map_err(|e| e.to_string())?;
+            .app
+            .start(caller, &workflow, args, Default::default())
+            .await?;
         let id = handle.execution_id.clone();
         // A client that goes away stops waiting, not the execution: it is durable.
-        let rec = tokio::select! {
-            r = handle.finish_for_client() => r.map_err(|e| e.to_string())?,
-            _ = cancel.cancelled() => return Err(format!("Cancelled while waiting; execution {id} goes on")),
+        let result = tokio::select! {
+            r = App::outcome(handle) => r?,
+            _ = cancel.cancelled() => return Err(AppError::new(
+                agentry_app::Code::ClientClosedRequest,
+                format!("Cancelled while waiting; execution {id} goes on"),
+            ).about(id)),
         };
-        self.outcome(workflow, &rec)
+        let answer = self.app.run_answer(&workflow, result);
+        Ok(structured(
+            serde_json::to_value(answer).expect("a run's answer serializes"),
+        ))
     }
+}
 
-    /// A finished run as the tool's answer: the result, the suspended form, or a tool error.
-    fn outcome(&self, workflow: &str, rec: &ExecutionRecord) -> Result<CallToolResult, String> {
-        match &rec.state {
-            ExecutionState::Completed { result, .. } => Ok(structured(json!({
-                "executionId": rec.id,
-                "status": "completed",
-                "result": result,
-            }))),
-            ExecutionState::Suspended(s) => {
-                let resume_schema = self
-                    .engine
-                    .workflow(workflow)
-                    .and_then(|w| w.resume_schema_json().cloned());
-                Ok(structured(json!({
-                    "executionId": rec.id,
-                    "status": "suspended",
-                    "suspension": {
-                        "reason": s.reason,
-                        "stepId": s.step_id,
-                        "suspendData": s.data,
-                        "deadline": s.deadline.map(|d| d.to_rfc3339()),
-                    },
-                    "resume": {
-                        "method": "POST",
-                        "path": format!("/workflows/{workflow}/executions/{}/resume", rec.id),
-                        "body": {"resumeData": "<an instance of resumeSchema>"},
-                        "resumeSchema": resume_schema,
-                    },
-                })))
-            }
-            ExecutionState::Error { message, .. } => {
-                Err(format!("Execution {} failed: {message}", rec.id))
-            }
-            other => Err(format!(
-                "Execution {} ended {}",
-                rec.id,
-                other.status().as_str()
-            )),
-        }
+/// A failure as an MCP tool error: the message as its text, and `{error, code}` (the error
+/// table's row, as the HTTP failure envelope has it; `executionId` when it names one) as its
+/// structured content.
+fn tool_error(e: AppError) -> CallToolResult {
+    let mut failure = json!({"error": e.message, "code": e.code});
+    if let Some(id) = &e.execution_id {
+        failure["executionId"] = json!(id);
     }
+    let mut r = CallToolResult::error(vec![ContentBlock::text(e.message)]);
+    r.structured_content = Some(failure);
+    r
 }
 
 /// A JSON value as a tool's answer: its JSON as text, and as structured content when an object.
@@ -322,7 +238,8 @@ impl ServerHandler for AgentryMcp {
             .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<McpCaller>())
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .0;
         let args = Value::Object(request.arguments.unwrap_or_default());
         let name: Cow<'_, str> = request.name;
         Ok(self

@@ -60,9 +60,9 @@ pub enum Owner {
 impl Owner {
     /// The owner of what `caller` opens: its verified user id, else anonymous.
     pub fn of(caller: &McpCaller) -> Owner {
-        match (&caller.user, &caller.user_id) {
-            (Some(_), Some(id)) => Owner::User(id.clone()),
-            _ => Owner::Anonymous,
+        match caller.0.user_id() {
+            Some(id) => Owner::User(id),
+            None => Owner::Anonymous,
         }
     }
 }

@@ -97,7 +97,7 @@ async fn admin_stats(
     }
     HttpResponse::Ok().json(json!({
         "success": true,
-        "data": {"workflows": app.engine.workflows().len()},
+        "data": {"workflows": app.engine().workflows().len()},
     }))
 }
 

@@ -123,8 +123,8 @@ pub enum EngineError {
 pub struct ExecuteOptions {
     pub execution_id: Option<String>,
     pub user_id: Option<String>,
-    pub conversation_id: Option<String>,
-    /// Caller-supplied context entries (`user` among them when authenticated).
+    /// The context the steps see, as the caller made it (with `user`, `userId` and
+    /// `conversationId` when it has them; the engine adds only its trace).
     pub context: Map<String, Value>,
     /// The verified user starting the execution (its owner), when authentication is on.
     pub owner: Option<String>,
@@ -427,24 +427,15 @@ impl Engine {
             }
             None => uuid::Uuid::now_v7().to_string(),
         };
+        // The context is the caller's, as its application layer made it (`agentry-app` puts
+        // the verified user, `userId` and `conversationId` in it); the engine adds only the
+        // trace it starts in.
         let mut context = options.context;
-        let user_id = options.user_id.or_else(|| {
-            context
-                .get("user")
-                .and_then(|u| u.get("id"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
+        let user_id = options.user_id;
         for (field, value) in [("userId", &user_id), ("owner", &options.owner)] {
             if let Some(v) = value {
                 crate::id::refuse_nul(field, v).map_err(EngineError::InvalidOptions)?;
             }
-        }
-        if let Some(uid) = &user_id {
-            context.insert("userId".into(), Value::String(uid.clone()));
-        }
-        if let Some(cid) = &options.conversation_id {
-            context.insert("conversationId".into(), Value::String(cid.clone()));
         }
         // The trace this execution starts in, for its later runs to link to.
         if let Some(traceparent) = self.inner.config.trace.as_ref().and_then(|t| t.current()) {

@@ -791,3 +791,32 @@ impl From<&ExecutionRecord> for ExecutionStateView {
         }
     }
 }
+
+/// A run's answer to a tool call (MCP's `run_<workflowId>`): the execution result, as execute
+/// answers it, and when suspended how to resume it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAnswer {
+    #[serde(flatten)]
+    pub result: ExecutionResult,
+    /// Present when suspended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub resume: Option<ResumeLink>,
+}
+
+/// How to resume a suspended execution over HTTP.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeLink {
+    /// Always `POST`.
+    pub method: &'static str,
+    /// The resume route of this execution.
+    pub path: String,
+    /// The body's shape.
+    #[schema(value_type = Object)]
+    pub body: Value,
+    /// The JSON Schema of `resumeData`, when the workflow declares one.
+    #[schema(value_type = Option<Object>)]
+    pub resume_schema: Option<Value>,
+}

@@ -5,13 +5,13 @@
 use agentry_core::agent::{GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message, Role};
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use crate::error::AppError;
 
-fn bad(msg: impl Into<String>) -> ApiError {
-    ApiError::bad_request(msg)
+fn bad(msg: impl Into<String>) -> AppError {
+    AppError::bad_request(msg)
 }
 
-fn role_of(v: &Value, at: &str, allow_tool: bool) -> Result<Role, ApiError> {
+fn role_of(v: &Value, at: &str, allow_tool: bool) -> Result<Role, AppError> {
     match v.as_str() {
         Some("system") => Ok(Role::System),
         Some("user") => Ok(Role::User),
@@ -25,7 +25,7 @@ fn role_of(v: &Value, at: &str, allow_tool: bool) -> Result<Role, ApiError> {
 
 /// Normalises `input`: a string, an array of UIMessages (`role`, `parts`), or an array of
 /// ModelMessages (`role`, `content`).
-pub fn parse_input(input: Option<&Value>) -> Result<Vec<Message>, ApiError> {
+pub fn parse_input(input: Option<&Value>) -> Result<Vec<Message>, AppError> {
     const SHAPES: &str =
         "input must be a string, an array of UIMessages or an array of ModelMessages";
     let input = input.ok_or_else(|| bad("input is required"))?;
@@ -83,7 +83,7 @@ pub fn parse_input(input: Option<&Value>) -> Result<Vec<Message>, ApiError> {
     }
 }
 
-fn number(o: &Map<String, Value>, key: &str, min: f64, max: f64) -> Result<Option<f64>, ApiError> {
+fn number(o: &Map<String, Value>, key: &str, min: f64, max: f64) -> Result<Option<f64>, AppError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_f64() {
@@ -95,7 +95,7 @@ fn number(o: &Map<String, Value>, key: &str, min: f64, max: f64) -> Result<Optio
     }
 }
 
-fn integer(o: &Map<String, Value>, key: &str, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
+fn integer(o: &Map<String, Value>, key: &str, min: i64, max: i64) -> Result<Option<i64>, AppError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_i64().or_else(|| {
@@ -111,7 +111,7 @@ fn integer(o: &Map<String, Value>, key: &str, min: i64, max: i64) -> Result<Opti
     }
 }
 
-fn string(o: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+fn string(o: &Map<String, Value>, key: &str) -> Result<Option<String>, AppError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => {
@@ -123,7 +123,7 @@ fn string(o: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError>
 }
 
 /// Validates and defaults `options` (spec sections 2 and 8).
-pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiError> {
+pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, AppError> {
     let empty = Map::new();
     let o = match options {
         None | Some(Value::Null) => &empty,
@@ -182,5 +182,59 @@ pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, ApiErro
         // Who is asking is decided by authentication, not by the body (see `AuthGate::caller`).
         caller: Default::default(),
         context,
+    })
+}
+
+/// What a generation route reads from its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// `{input, options?}`.
+    Text,
+    /// As `Text`, and a chat client's `messages` in place of `input`.
+    Chat,
+    /// `{input, schema, options?}`.
+    Object,
+}
+
+/// A validated generation request: the messages, the options, and for an object the schema
+/// (compiled, and checked against the generation limits, by the hub).
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub input: Vec<Message>,
+    pub options: GenerateOptions,
+    pub schema: Option<Value>,
+}
+
+/// Reads a generation route's body.
+pub fn read_body(body: &Value, kind: BodyKind) -> Result<Generation, AppError> {
+    let obj = body
+        .as_object()
+        .ok_or_else(|| bad("Invalid request body: expected a JSON object"))?;
+    // A chat client's default transport sends `messages`; the spec's shape is `input`.
+    let input = obj.get("input").or_else(|| {
+        (kind == BodyKind::Chat)
+            .then(|| obj.get("messages"))
+            .flatten()
+    });
+    let input = parse_input(input)?;
+    let options = parse_options(obj.get("options"))?;
+    let schema = if kind == BodyKind::Object {
+        let s = obj.get("schema").ok_or_else(|| bad("schema is required"))?;
+        match s.get("type").and_then(Value::as_str) {
+            Some("object") | Some("array") => {}
+            _ => {
+                return Err(bad(
+                    "schema must be a JSON Schema whose top-level type is \"object\" or \"array\"",
+                ));
+            }
+        }
+        Some(s.clone())
+    } else {
+        None
+    };
+    Ok(Generation {
+        input,
+        options,
+        schema,
     })
 }

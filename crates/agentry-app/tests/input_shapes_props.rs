@@ -1,10 +1,10 @@
-//! Properties of the agent request body readers (`agent_input::parse_input` and `parse_options`):
+//! Properties of the agent request body readers (`input::parse_input` and `parse_options`):
 //! the three input shapes of spec section 2 give the same texts and roles in order; any JSON is
 //! read or refused with a 400, never a panic; options in their ranges (spec section 8) are taken,
 //! options out of them are refused with a message naming `options.<field>`.
 
+use agentry_app::input::{parse_input, parse_options};
 use agentry_core::agent::{MAX_CONTEXT_LIMIT, Message, Role};
-use agentry_http::agent_input::{parse_input, parse_options};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -222,14 +222,14 @@ proptest! {
                 prop_assert_eq!(messages.len(), expected_len);
             }
             Err(e) => {
-                prop_assert_eq!(e.status().as_u16(), 400);
+                prop_assert_eq!(e.status(), 400);
                 prop_assert!(e.message.contains("input"), "{}", e.message);
             }
         }
         match parse_options(Some(&v)) {
             Ok(_) => prop_assert!(v.is_object() || v.is_null(), "{} was read as options", v),
             Err(e) => {
-                prop_assert_eq!(e.status().as_u16(), 400);
+                prop_assert_eq!(e.status(), 400);
                 prop_assert!(e.message.starts_with("options"), "{}", e.message);
             }
         }
@@ -269,7 +269,7 @@ proptest! {
         }
         o.insert(name.to_owned(), value.clone());
         let e = parse_options(Some(&Value::Object(o))).unwrap_err();
-        prop_assert_eq!(e.status().as_u16(), 400);
+        prop_assert_eq!(e.status(), 400);
         let field = format!("options.{name}");
         prop_assert!(e.message.contains(&field), "{} for {} = {}", e.message, name, value);
     }

@@ -1,0 +1,187 @@
+//! The agent use cases: the catalogue, and generating text or objects, whole or streamed. The
+//! caller decides whose conversation memory a generation reads and what its context says about
+//! the user; an unknown agent is answered before anything about the body.
+
+use std::sync::Arc;
+
+use agentry_core::AgentId;
+use agentry_core::agent::{AgentEvent, Message, TextResult, Tool, ToolContext};
+use serde_json::Map;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::App;
+use crate::caller::Caller;
+use crate::error::{AppError, Code};
+use crate::input::{BodyKind, Generation, read_body};
+use crate::wire::agents::{AgentDetail, AgentSummary};
+
+impl App {
+    /// Every registered agent, in registration order.
+    pub fn agent_summaries(&self) -> Vec<AgentSummary> {
+        self.agents
+            .agents()
+            .iter()
+            .map(|a| AgentSummary::new(&self.agents, a))
+            .collect()
+    }
+
+    /// How many agents are registered: registration only adds agents (and an agent does not
+    /// change once registered), so this names the catalogue's state.
+    pub fn agent_count(&self) -> usize {
+        self.agents.agents().len()
+    }
+
+    /// One agent, with its tools' definitions.
+    pub fn agent(&self, id: &AgentId) -> Result<AgentDetail, AppError> {
+        let agent = self.agents.require(id).map_err(AppError::agent)?;
+        Ok(AgentDetail::new(&self.agents, &agent))
+    }
+
+    /// A generation request of `caller` to agent `id` from a route's body: a 404 for an unknown
+    /// agent first, then the body read (a 400 naming the field at fault).
+    pub fn generation(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        body: &Value,
+        kind: BodyKind,
+    ) -> Result<Generation, AppError> {
+        self.agents.require(id).map_err(AppError::agent)?;
+        let generation = read_body(body, kind)?;
+        Ok(self.for_caller(caller, generation))
+    }
+
+    /// A question in one user message, with an optional conversation (MCP's `ask_<agent>`).
+    pub fn question(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        text: &str,
+        conversation_id: Option<String>,
+    ) -> Result<Generation, AppError> {
+        self.agents.require(id).map_err(AppError::agent)?;
+        let mut options = crate::input::parse_options(None)?;
+        options.conversation_id = conversation_id;
+        let generation = Generation {
+            input: vec![Message::user(text)],
+            options,
+            schema: None,
+        };
+        Ok(self.for_caller(caller, generation))
+    }
+
+    /// The caller's part of a generation: the verified user in its context, and whose memory.
+    fn for_caller(&self, caller: &Caller, mut generation: Generation) -> Generation {
+        let options = &mut generation.options;
+        caller.inject(&mut options.context, &mut options.user_id);
+        options.caller = caller.memory();
+        generation
+    }
+
+    /// Generates text (`cancel` stops it: the client went away).
+    pub async fn generate_text(
+        &self,
+        id: &AgentId,
+        generation: Generation,
+        cancel: CancellationToken,
+    ) -> Result<TextResult, AppError> {
+        self.agents
+            .generate_text(id, generation.input, generation.options, cancel)
+            .await
+            .map_err(AppError::agent)
+    }
+
+    /// Generates an object valid against the generation's schema.
+    pub async fn generate_object(
+        &self,
+        id: &AgentId,
+        generation: Generation,
+        cancel: CancellationToken,
+    ) -> Result<Value, AppError> {
+        let schema = generation.schema.unwrap_or_default();
+        self.agents
+            .generate_object(id, generation.input, schema, generation.options, cancel)
+            .await
+            .map(|r| r.object)
+            .map_err(AppError::agent)
+    }
+
+    /// Streams a generation's events (the stream ends when the receiver is dropped).
+    pub fn stream_text(
+        &self,
+        id: &AgentId,
+        generation: Generation,
+    ) -> Result<mpsc::Receiver<AgentEvent>, AppError> {
+        self.agents
+            .stream_text(
+                id,
+                generation.input,
+                generation.options,
+                CancellationToken::new(),
+            )
+            .map_err(AppError::agent)
+    }
+
+    /// Streams an object as it grows, then the validated object.
+    pub fn stream_object(
+        &self,
+        id: &AgentId,
+        generation: Generation,
+    ) -> Result<mpsc::Receiver<AgentEvent>, AppError> {
+        let schema = generation.schema.unwrap_or_default();
+        self.agents
+            .stream_object(
+                id,
+                generation.input,
+                schema,
+                generation.options,
+                CancellationToken::new(),
+            )
+            .map_err(AppError::agent)
+    }
+
+    /// Every agent's tools, each once, with the agent that lends it its context (the first
+    /// that has it), in registration order.
+    pub fn tools(&self) -> Vec<(AgentId, Arc<dyn Tool>)> {
+        let mut tools: Vec<(AgentId, Arc<dyn Tool>)> = Vec::new();
+        for agent in self.agents.agents() {
+            for tool in &agent.tools {
+                if !tools.iter().any(|(_, t)| t.name() == tool.name()) {
+                    tools.push((AgentId::from(&agent.id), tool.clone()));
+                }
+            }
+        }
+        tools
+    }
+
+    /// Calls a registered tool directly (MCP's tools): its context holds the verified user.
+    pub async fn call_tool(
+        &self,
+        caller: &Caller,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> Result<Value, AppError> {
+        let (agent, tool) = self
+            .tools()
+            .into_iter()
+            .find(|(_, t)| t.name() == name)
+            .ok_or_else(|| AppError::bad_request(format!("Unknown tool {name}")))?;
+        let mut context = Map::new();
+        let mut user_id = None;
+        caller.inject(&mut context, &mut user_id);
+        let ctx = ToolContext {
+            agent_id: agent.into_string(),
+            user_id,
+            conversation_id: None,
+            context,
+            cancel,
+            depth: 0,
+        };
+        tool.call(args, ctx)
+            .await
+            .map_err(|message| AppError::new(Code::ToolFailed, message))
+    }
+}

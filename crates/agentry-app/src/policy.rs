@@ -1,0 +1,113 @@
+//! Who may do what: strict mode, the ownership rule of executions (the host's
+//! `execution_policy`), whose executions a list shows, and who reads the logs. Every front end
+//! asks here; none decides access itself.
+
+use std::sync::Arc;
+
+use agentry_auth::{AuthError, User};
+use agentry_core::ExecutionRecord;
+
+use crate::caller::Caller;
+use crate::error::{AppError, Code};
+
+/// Who may act on an execution in strict mode: given the verified user and the execution.
+pub type ExecutionPolicy = Arc<dyn Fn(&User, &ExecutionRecord) -> bool + Send + Sync>;
+
+/// The role that may act on every execution and read the logs in strict mode.
+pub const ADMIN_ROLE: &str = "admin";
+
+/// The default ownership rule of strict mode: the user who started the execution, or an admin.
+pub fn owner_or_admin(user: &User, execution: &ExecutionRecord) -> bool {
+    user.has_role(ADMIN_ROLE) || (execution.owner.is_some() && execution.owner == user.id())
+}
+
+/// The access rules of the application.
+#[derive(Clone)]
+pub struct Policy {
+    /// Strict mode: an execution is only for its owner (or whom `execution` allows) and the
+    /// logs only for admins. (Which routes need a token is the front end's routing: see
+    /// `agentry-http`'s `access.rs`.)
+    pub strict: bool,
+    pub execution: ExecutionPolicy,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            strict: false,
+            execution: Arc::new(owner_or_admin),
+        }
+    }
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("strict", &self.strict)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Strict mode's refusal of a caller without a user (a route a host made public again).
+fn unauthenticated() -> AppError {
+    AppError::auth(&AuthError::Missing)
+}
+
+impl Policy {
+    /// In strict mode, refuses a caller who may not act on `execution` (403), or one without a
+    /// user (401). Outside strict mode, anyone may.
+    pub fn authorize_execution(
+        &self,
+        caller: &Caller,
+        execution: &ExecutionRecord,
+    ) -> Result<(), AppError> {
+        if !self.strict {
+            return Ok(());
+        }
+        let user = caller.user().ok_or_else(unauthenticated)?;
+        if (self.execution)(user, execution) {
+            Ok(())
+        } else {
+            Err(AppError::new(
+                Code::Forbidden,
+                "Forbidden: execution belongs to another user",
+            ))
+        }
+    }
+
+    /// Whether the caller may see `execution` (always outside strict mode).
+    pub fn may_see(&self, caller: &Caller, execution: &ExecutionRecord) -> bool {
+        self.authorize_execution(caller, execution).is_ok()
+    }
+
+    /// Whose executions a list may show: everyone's outside strict mode and for an admin; in
+    /// strict mode only the caller's own (`Some(user id)`; 401 without a user). The execution
+    /// policy then filters the page too.
+    pub fn list_owner(&self, caller: &Caller) -> Result<Option<String>, AppError> {
+        if !self.strict {
+            return Ok(None);
+        }
+        let user = caller.user().ok_or_else(unauthenticated)?;
+        if user.has_role(ADMIN_ROLE) {
+            return Ok(None);
+        }
+        // A user without an id owns nothing: an id no execution has.
+        Ok(Some(user.id().unwrap_or_default()))
+    }
+
+    /// In strict mode the logs (every user's requests and executions) are for admins only.
+    pub fn authorize_logs(&self, caller: &Caller) -> Result<(), AppError> {
+        if !self.strict {
+            return Ok(());
+        }
+        let user = caller.user().ok_or_else(unauthenticated)?;
+        if user.has_role(ADMIN_ROLE) {
+            Ok(())
+        } else {
+            Err(AppError::new(
+                Code::Forbidden,
+                "Forbidden: the logs need the admin role",
+            ))
+        }
+    }
+}

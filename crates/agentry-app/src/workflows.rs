@@ -1,0 +1,446 @@
+//! The workflow use cases: the catalogue, starting an execution (with idempotent rejoin),
+//! suspending, resuming, cancelling, reading one, listing and counting them, and re-attaching to
+//! their events. Each checks the caller against the [`crate::Policy`] before it touches an
+//! execution.
+
+use agentry_core::store::ListQuery;
+use agentry_core::{ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status, WorkflowId};
+use serde_json::{Map, Value};
+
+use crate::App;
+use crate::caller::Caller;
+use crate::error::{AppError, Code};
+use crate::wire::{
+    self, CancelResult, ExecutionCounts, ExecutionList, ExecutionResult, ExecutionStateView,
+    ExecutionSummary, SuspendResult, WorkflowDetail, WorkflowSummary,
+};
+
+const EXECUTE_FAILED: &str = "Failed to execute workflow";
+const READ_FAILED: &str = "Failed to read execution state";
+
+/// What a client asks of a new execution besides its input (execute's and stream's `options`).
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// A caller-chosen id: the same id with the same workflow and input rejoins that execution.
+    pub execution_id: Option<ExecutionId>,
+    pub user_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub context: Map<String, Value>,
+    /// On a rejoin, replay only the events after this number (a client's `Last-Event-ID`).
+    pub last_event_id: Option<i64>,
+}
+
+impl From<Option<wire::WorkflowOptions>> for StartOptions {
+    fn from(options: Option<wire::WorkflowOptions>) -> Self {
+        let o = options.unwrap_or_default();
+        Self {
+            execution_id: o.execution_id.map(ExecutionId::from),
+            user_id: o.user_id,
+            conversation_id: o.conversation_id,
+            context: o.context.unwrap_or_default(),
+            last_event_id: None,
+        }
+    }
+}
+
+/// A page of executions as a client asks for it: each value as sent (an empty one counts as
+/// absent), checked here.
+#[derive(Debug, Clone, Default)]
+pub struct ListRequest {
+    pub workflow_id: Option<WorkflowId>,
+    pub status: Option<String>,
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+/// The most executions one page holds.
+pub const MAX_PAGE: u32 = 100;
+/// The executions one page holds unless asked otherwise.
+pub const DEFAULT_PAGE: u32 = 20;
+
+/// A value of a query, with an empty one counting as absent.
+fn given(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty())
+}
+
+impl ListRequest {
+    /// The store's query, or the 400 naming what is wrong.
+    fn query(self, owner: Option<String>) -> Result<ListQuery, AppError> {
+        let status = match given(self.status) {
+            None => None,
+            Some(s) => Some(Status::parse(&s).ok_or_else(|| {
+                AppError::bad_request(format!(
+                    "Invalid status {s:?}: expected running, suspended, completed, error or cancelled"
+                ))
+            })?),
+        };
+        let limit = match given(self.limit) {
+            None => DEFAULT_PAGE,
+            Some(l) => l
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=MAX_PAGE).contains(n))
+                .ok_or_else(|| {
+                    AppError::bad_request(format!(
+                        "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
+                    ))
+                })?,
+        };
+        let before = match given(self.cursor) {
+            None => None,
+            Some(c) => Some(
+                wire::parse_list_cursor(&c)
+                    .ok_or_else(|| AppError::bad_request("Invalid cursor"))?,
+            ),
+        };
+        Ok(ListQuery {
+            workflow_id: self
+                .workflow_id
+                .map(WorkflowId::into_string)
+                .filter(|w| !w.is_empty()),
+            status,
+            owner,
+            before,
+            limit,
+        })
+    }
+}
+
+/// Whether a suspend took effect at once, or waits for the next step boundary.
+#[derive(Debug)]
+pub struct Suspended {
+    /// The execution is suspended now (else the request is recorded and pending).
+    pub now: bool,
+    pub result: SuspendResult,
+}
+
+impl App {
+    /// Every registered workflow, in registration order.
+    pub fn workflows(&self) -> Vec<WorkflowSummary> {
+        self.engine
+            .workflows()
+            .iter()
+            .map(|w| WorkflowSummary::from(w.as_ref()))
+            .collect()
+    }
+
+    /// One workflow: its steps and schemas.
+    pub fn workflow(&self, id: &WorkflowId) -> Result<WorkflowDetail, AppError> {
+        self.engine
+            .workflow(id)
+            .map(|w| WorkflowDetail::from(w.as_ref()))
+            .ok_or_else(|| {
+                AppError::engine(
+                    agentry_core::EngineError::WorkflowNotFound(id.to_string()),
+                    "",
+                )
+            })
+    }
+
+    /// Starts an execution of `workflow_id` (or rejoins the one its `executionId` names, when
+    /// it has the same workflow, input and owner). The caller owns it; its context holds the
+    /// verified user (`user`, `userId`) and the conversation. The run is its own task: the
+    /// handle's events follow it, and dropping the handle does not stop it.
+    pub async fn start(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<RunHandle, AppError> {
+        let StartOptions {
+            execution_id,
+            mut user_id,
+            conversation_id,
+            mut context,
+            last_event_id,
+        } = options;
+        caller.inject(&mut context, &mut user_id);
+        // Whom the run is for: the client's `userId`, else its context's `user.id`.
+        let user_id = user_id.or_else(|| {
+            context
+                .get("user")
+                .and_then(|u| u.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        if let Some(id) = &user_id {
+            context.insert("userId".into(), Value::String(id.clone()));
+        }
+        if let Some(id) = &conversation_id {
+            context.insert("conversationId".into(), Value::String(id.clone()));
+        }
+        let options = ExecuteOptions {
+            execution_id: execution_id.map(ExecutionId::into_string),
+            user_id,
+            context,
+            owner: caller.user_id(),
+            last_event_id,
+        };
+        self.engine
+            .start(workflow_id, input, options)
+            .await
+            .map_err(|e| AppError::engine(e, EXECUTE_FAILED))
+    }
+
+    /// What a client waiting for a run is answered once it stops: the result (completed or
+    /// suspended), or `execution_failed` when it ended in error. A failure after the start (the
+    /// run waits for the database, or was handed over) names the execution: it goes on, and
+    /// the same start again rejoins it.
+    pub async fn outcome(handle: RunHandle) -> Result<ExecutionResult, AppError> {
+        let id = handle.execution_id.clone();
+        let rec = handle
+            .finish_for_client()
+            .await
+            .map_err(|e| AppError::engine(e, EXECUTE_FAILED).about(id))?;
+        if rec.state.status() == Status::Error {
+            tracing::warn!(execution_id = %rec.id, error = ?rec.state.error(), "{EXECUTE_FAILED}");
+            return Err(AppError::new(Code::ExecutionFailed, EXECUTE_FAILED).about(rec.id));
+        }
+        Ok(ExecutionResult::from(&rec))
+    }
+
+    /// A run's answer to a tool call: the result, and the resume link when it is suspended
+    /// (built from the route table).
+    pub fn run_answer(&self, workflow_id: &WorkflowId, result: ExecutionResult) -> wire::RunAnswer {
+        let resume =
+            (result.outcome.status == wire::WorkflowStatus::Suspended).then(|| wire::ResumeLink {
+                method: crate::routes::RESUME.method,
+                path: crate::routes::RESUME.link(&[workflow_id, &result.execution_id]),
+                body: serde_json::json!({"resumeData": "<an instance of resumeSchema>"}),
+                resume_schema: self
+                    .engine
+                    .workflow(workflow_id)
+                    .and_then(|w| w.resume_schema_json().cloned()),
+            });
+        wire::RunAnswer { result, resume }
+    }
+
+    /// The execution, once the caller may act on it (strict mode's ownership rule).
+    async fn owned(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+    ) -> Result<ExecutionRecord, AppError> {
+        let rec = self
+            .engine
+            .state(workflow_id, execution_id)
+            .await
+            .map_err(|e| AppError::engine(e, READ_FAILED))?;
+        self.policy.authorize_execution(caller, &rec)?;
+        Ok(rec)
+    }
+
+    /// In strict mode, the ownership check before a change (outside it, anyone holding the id
+    /// may, and the change itself reports an unknown execution).
+    async fn check_owner(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+    ) -> Result<(), AppError> {
+        if self.policy.strict {
+            self.owned(caller, workflow_id, execution_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Asks a running execution to suspend at its next step boundary (`reason`, default
+    /// `Suspended by request`), and waits for it (up to the engine's suspend wait).
+    pub async fn suspend(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+        reason: Option<String>,
+    ) -> Result<Suspended, AppError> {
+        self.check_owner(caller, workflow_id, execution_id).await?;
+        let reason = reason.unwrap_or_else(|| "Suspended by request".to_owned());
+        let rec = self
+            .engine
+            .suspend(workflow_id, execution_id, reason)
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to suspend workflow"))?;
+        Ok(Suspended {
+            now: rec.state.status() == Status::Suspended,
+            result: SuspendResult::from(&rec),
+        })
+    }
+
+    /// Resumes a suspended execution from its suspended step (or `step_id`) with `data`.
+    pub async fn resume(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+        data: Value,
+        step_id: Option<String>,
+    ) -> Result<RunHandle, AppError> {
+        self.check_owner(caller, workflow_id, execution_id).await?;
+        self.engine
+            .start_resume(workflow_id, execution_id, data, step_id.as_deref())
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to resume workflow"))
+    }
+
+    /// Cancels a running or suspended execution.
+    pub async fn cancel(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+        reason: Option<String>,
+    ) -> Result<CancelResult, AppError> {
+        self.check_owner(caller, workflow_id, execution_id).await?;
+        let rec = self
+            .engine
+            .cancel(workflow_id, execution_id, reason)
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to cancel execution"))?;
+        Ok(CancelResult::from(&rec))
+    }
+
+    /// An execution's complete state.
+    pub async fn state(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+    ) -> Result<ExecutionStateView, AppError> {
+        let rec = self.owned(caller, workflow_id, execution_id).await?;
+        Ok(ExecutionStateView::from(&rec))
+    }
+
+    /// An execution's complete state, by its id alone.
+    pub async fn find(
+        &self,
+        caller: &Caller,
+        execution_id: &ExecutionId,
+    ) -> Result<ExecutionStateView, AppError> {
+        let rec = self
+            .engine
+            .find(execution_id)
+            .await
+            .map_err(|e| AppError::engine(e, READ_FAILED))?;
+        self.policy.authorize_execution(caller, &rec)?;
+        Ok(ExecutionStateView::from(&rec))
+    }
+
+    /// One page of executions, of one workflow or of all, newest first; in strict mode only
+    /// those the caller may see.
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        request: ListRequest,
+    ) -> Result<ExecutionList, AppError> {
+        let query = request.query(self.policy.list_owner(caller)?)?;
+        let limit = query.limit as usize;
+        let page = self
+            .engine
+            .list(&query)
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to list executions"))?;
+        let next_cursor = if page.len() == limit {
+            page.last().and_then(wire::list_cursor)
+        } else {
+            None
+        };
+        let executions = page
+            .iter()
+            .filter(|r| self.policy.may_see(caller, r))
+            .map(ExecutionSummary::from)
+            .collect();
+        Ok(ExecutionList {
+            executions,
+            next_cursor,
+        })
+    }
+
+    /// How many executions each workflow has in each status (the caller's own in strict mode).
+    pub async fn counts(&self, caller: &Caller) -> Result<ExecutionCounts, AppError> {
+        let owner = self.policy.list_owner(caller)?;
+        let counts = self
+            .engine
+            .count_by_status(owner.as_deref())
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to count executions"))?;
+        Ok(ExecutionCounts::from(counts))
+    }
+
+    /// Re-attaches to an execution's events after number `after` (0: all), following it live
+    /// until it stops running, then its `workflow-result`.
+    pub async fn attach(
+        &self,
+        caller: &Caller,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+        after: i64,
+    ) -> Result<RunHandle, AppError> {
+        self.owned(caller, workflow_id, execution_id).await?;
+        self.engine
+            .attach(workflow_id, execution_id, after)
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to read execution events"))
+    }
+
+    /// Watching an execution by its id alone (a WebSocket): refused when the caller may not see
+    /// it; an unknown execution is the watch's own answer (its reads find nothing).
+    pub async fn watch(
+        &self,
+        caller: &Caller,
+        execution_id: &ExecutionId,
+    ) -> Result<Watch, AppError> {
+        if self.policy.strict
+            && let Some(rec) = self.read(execution_id).await?
+        {
+            self.policy.authorize_execution(caller, &rec)?;
+        }
+        Ok(Watch {
+            app: self.clone(),
+            execution_id: execution_id.clone(),
+        })
+    }
+
+    async fn read(&self, execution_id: &ExecutionId) -> Result<Option<ExecutionRecord>, AppError> {
+        self.engine.store().get(execution_id).await.map_err(|e| {
+            tracing::error!(execution_id = %execution_id, error = %e, "reading an execution to watch");
+            AppError::internal(READ_FAILED)
+        })
+    }
+}
+
+/// An execution a caller was allowed to watch: its state and its events, as often as asked.
+#[derive(Clone)]
+pub struct Watch {
+    app: App,
+    execution_id: ExecutionId,
+}
+
+impl Watch {
+    pub fn execution_id(&self) -> &ExecutionId {
+        &self.execution_id
+    }
+
+    /// Its state now (`None`: there is no such execution).
+    pub async fn state(&self) -> Result<Option<ExecutionStateView>, AppError> {
+        Ok(self
+            .app
+            .read(&self.execution_id)
+            .await?
+            .map(|rec| ExecutionStateView::from(&rec)))
+    }
+
+    /// Its whole event log, then each new event wherever it runs, `workflow-result` last
+    /// (`None`: there is no such execution).
+    pub async fn events(&self) -> Result<Option<RunHandle>, AppError> {
+        self.app
+            .engine
+            .attach_any(&self.execution_id, 0)
+            .await
+            .map_err(|e| {
+                tracing::error!(execution_id = %self.execution_id, error = %e, "following an execution");
+                AppError::internal("Failed to read execution events")
+            })
+    }
+}
