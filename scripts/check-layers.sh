@@ -2,9 +2,14 @@
 # The codemap (docs/ARCHITECTURE.md) kept true:
 # - its layering rules, checked on the dependency tree: agentry-core has no web framework,
 #   database driver or HTTP client; agentry-auth has no web framework, no database and does not
-#   use agentry-core (dev-dependencies do not count);
+#   use agentry-core; agentry-app (the application layer) knows no HTTP framework, no SQL and no
+#   MCP; the front ends (agentry-http, agentry-mcp) never reach the store: they go through
+#   agentry-app (dev-dependencies do not count);
 # - it names every source file: each crate's files by their path under the crate (`src/`
 #   left out, a `mod.rs` by its folder, e.g. `wire/`), the test files of `tests/` and the scripts.
+#
+# `--prove`: shows that the rules bite. In a scratch copy of the workspace, agentry-app is given
+# sqlx, agentry-http agentry-store and agentry-mcp actix-web; the rules must refuse all three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 failed=0
@@ -19,14 +24,50 @@ forbid() {
     failed=1
   fi
 }
-forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
-forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
-forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
-forbid agentry-mcp 'actix.*|sqlx.*'
-forbid agentry-metrics 'actix.*|sqlx.*'
-forbid agentry-otel 'actix.*|sqlx.*'
+layering_rules() {
+  forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
+  forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
+  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|server)'
+  forbid agentry-http 'sqlx.*|agentry-store'
+  forbid agentry-mcp 'actix.*|sqlx.*|agentry-(store|http)'
+  forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
+  forbid agentry-metrics 'actix.*|sqlx.*'
+  forbid agentry-otel 'actix.*|sqlx.*'
+}
+
+if [ "${1:-}" = "--prove" ]; then
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  git ls-files -z | grep -zv '^tests/node/' | xargs -0 cp --parents -t "$scratch"
+  cp Cargo.lock "$scratch/"
+  # add_dependency <crate dir> <dependency line>: appended to its [dependencies] table.
+  add_dependency() {
+    sed -i "0,/^\[dependencies\]/s//[dependencies]\n$2/" "$scratch/crates/$1/Cargo.toml"
+  }
+  add_dependency agentry-app 'sqlx.workspace = true'
+  add_dependency agentry-http 'agentry-store.workspace = true'
+  add_dependency agentry-mcp 'actix-web.workspace = true'
+  out=$(cd "$scratch" && CARGO_NET_OFFLINE=true bash scripts/check-layers.sh 2>&1) && {
+    echo "check-layers.sh passed a workspace that breaks its rules:" >&2
+    echo "$out" >&2
+    exit 1
+  }
+  for refusal in 'agentry-app must not depend on: .*sqlx' \
+    'agentry-http must not depend on: .*agentry-store' \
+    'agentry-mcp must not depend on: .*actix-web'; do
+    if ! grep -Eq "$refusal" <<<"$out"; then
+      echo "check-layers.sh did not refuse /$refusal/; it said:" >&2
+      echo "$out" >&2
+      exit 1
+    fi
+  done
+  echo "layers: the rules refuse agentry-app with sqlx, agentry-http with agentry-store and agentry-mcp with actix-web"
+  exit 0
+fi
+
+layering_rules
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-console, agentry-mcp, agentry-metrics and agentry-otel keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-console, agentry-metrics and agentry-otel keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.

@@ -631,3 +631,175 @@ async fn malformed_json_rpc_bodies_get_json_rpc_errors() {
     assert_eq!(resp.status(), 415);
     s.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// One application layer (issue 24): an MCP tool's failure is the HTTP answer's row.
+
+/// `tools/call` of `name` with `args` in session `id`, for `token`: the call's result.
+async fn call_tool(s: &TestServer, token: &str, id: &str, name: &str, args: Value) -> Value {
+    let call = json!({
+        "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": name, "arguments": args}
+    });
+    let resp = mcp_request(s, reqwest::Method::POST, Some(token), Some(id), Some(&call))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{name}");
+    let m = messages(resp).await;
+    m.into_iter()
+        .find(|m| m["id"] == 9)
+        .unwrap_or_else(|| panic!("no answer to {name}"))["result"]
+        .clone()
+}
+
+/// The code of an HTTP failure, with `token`.
+async fn http_code(
+    s: &TestServer,
+    method: reqwest::Method,
+    token: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, String) {
+    let mut req = s.client.request(method, s.url(path)).bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap();
+    (status, body["code"].as_str().unwrap_or_default().to_owned())
+}
+
+/// The same fault through HTTP and through an MCP tool has the same code (the error table's
+/// row): an input the workflow's schema refuses, an unknown execution, and in strict mode
+/// another user's execution (read and resumed). A failure is a tool error whose text is the
+/// message and whose structured content is `{error, code}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tool_failures_carry_the_codes_of_the_http_answers() {
+    let auth = AuthSettings {
+        jwt_secret: Some(SECRET.into()),
+        strict: true,
+        ..Default::default()
+    };
+    let s = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
+    let (alice, bob) = (token_of("alice"), token_of("bob"));
+    let alices = open_session(&s, Some(&alice)).await;
+    let bobs = open_session(&s, Some(&bob)).await;
+    let post = reqwest::Method::POST;
+    let get = reqwest::Method::GET;
+
+    // Alice's expense waits for a manager.
+    let expense = json!({"employeeId": "e1", "amount": 5000, "category": "travel"});
+    let (status, _) = http_code(
+        &s,
+        post.clone(),
+        &alice,
+        "/workflows/expense-approval/execute",
+        Some(json!({"input": expense, "options": {"executionId": "mcp-exp-1"}})),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    let faults = [
+        (
+            http_code(
+                &s,
+                post.clone(),
+                &alice,
+                "/workflows/word-count/execute",
+                Some(json!({"input": {"text": 42}})),
+            )
+            .await,
+            call_tool(&s, &alice, &alices, "run_word-count", json!({"text": 42})).await,
+            "invalid_input",
+        ),
+        (
+            http_code(
+                &s,
+                get.clone(),
+                &alice,
+                "/executions/no-such-execution",
+                None,
+            )
+            .await,
+            call_tool(
+                &s,
+                &alice,
+                &alices,
+                "get_execution",
+                json!({"executionId": "no-such-execution"}),
+            )
+            .await,
+            "execution_not_found",
+        ),
+        (
+            http_code(&s, get.clone(), &bob, "/executions/mcp-exp-1", None).await,
+            call_tool(
+                &s,
+                &bob,
+                &bobs,
+                "get_execution",
+                json!({"executionId": "mcp-exp-1"}),
+            )
+            .await,
+            "forbidden",
+        ),
+        (
+            http_code(
+                &s,
+                post.clone(),
+                &bob,
+                "/workflows/expense-approval/executions/mcp-exp-1/resume",
+                Some(json!({"resumeData": {"approved": true, "managerId": "m1"}})),
+            )
+            .await,
+            call_tool(
+                &s,
+                &bob,
+                &bobs,
+                "resume_execution",
+                json!({"workflowId": "expense-approval", "executionId": "mcp-exp-1",
+                       "resumeData": {"approved": true, "managerId": "m1"}}),
+            )
+            .await,
+            "forbidden",
+        ),
+    ];
+    for ((status, http), tool, expected) in faults {
+        assert_eq!(http, expected, "the HTTP answer ({status})");
+        assert_eq!(tool["isError"], true, "{tool}");
+        assert_eq!(tool["structuredContent"]["code"], expected, "{tool}");
+        assert_eq!(
+            tool["content"][0]["text"], tool["structuredContent"]["error"],
+            "{tool}"
+        );
+    }
+
+    // Alice may: she reads her execution and resumes it over MCP.
+    let state = call_tool(
+        &s,
+        &alice,
+        &alices,
+        "get_execution",
+        json!({"executionId": "mcp-exp-1"}),
+    )
+    .await;
+    assert_eq!(state["structuredContent"]["status"], "suspended", "{state}");
+    let resumed = call_tool(
+        &s,
+        &alice,
+        &alices,
+        "resume_execution",
+        json!({"workflowId": "expense-approval", "executionId": "mcp-exp-1",
+               "resumeData": {"approved": true, "managerId": "m1"}}),
+    )
+    .await;
+    assert_eq!(resumed["isError"], false, "{resumed}");
+    assert_eq!(
+        resumed["structuredContent"]["status"], "completed",
+        "{resumed}"
+    );
+    assert_eq!(resumed["structuredContent"]["executionId"], "mcp-exp-1");
+    s.stop().await;
+}

@@ -5,8 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-use agentry_http::agent_input::{parse_input, parse_options};
-use agentry_http::wire::{ExecuteRequest, ResumeRequest, SuspendRequest};
+use agentry_app::input::{parse_input, parse_options};
+use agentry_app::wire::{ExecuteRequest, ResumeRequest, SuspendRequest};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(v) = serde_json::from_slice::<Value>(data) {

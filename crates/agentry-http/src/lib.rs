@@ -183,9 +183,10 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
 /// The application: the built-in routes and the host's, authentication, the host's middleware,
 /// failure envelopes for errors and unknown routes.
 ///
-/// Layers, outermost first: CORS (only when origins are configured), the request log, the
-/// host's error handler, the failure envelope for non-JSON errors, the cross-site guard, intake
-/// (HEAD as GET, the body deadline), authentication, the host's middleware chain, then routing.
+/// Layers, outermost first: CORS (only when origins are configured), the trace span, the
+/// request log, the HTTP metrics, the host's error handler, the failure envelope for non-JSON
+/// errors, the cross-site guard, intake (HEAD as GET, NUL refused, the body deadline),
+/// authentication, the host's middleware chain, then routing.
 pub fn app(
     state: AppState,
 ) -> App<

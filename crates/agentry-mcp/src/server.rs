@@ -24,6 +24,10 @@ use tokio_util::sync::CancellationToken;
 pub const ASK: &str = "ask_";
 /// The prefix of a workflow's tool.
 pub const RUN: &str = "run_";
+/// The tool that reads an execution's state (`GET /executions/{executionId}`).
+pub const GET_EXECUTION: &str = "get_execution";
+/// The tool that resumes a suspended execution (`POST .../resume`).
+pub const RESUME_EXECUTION: &str = "resume_execution";
 
 /// Who calls, as the HTTP layer authenticated the request (trusted when no provider is on).
 #[derive(Debug, Clone, Default)]
@@ -88,6 +92,34 @@ impl AgentryMcp {
                 object_schema(&wf.input_schema_json()),
             ));
         }
+        out.push(Tool::new(
+            GET_EXECUTION,
+            "An execution's complete state, by its id: status, steps, result, suspension.",
+            object_schema(&json!({
+                "type": "object",
+                "properties": {
+                    "executionId": {"type": "string", "description": "The execution's id."}
+                },
+                "required": ["executionId"],
+                "additionalProperties": false
+            })),
+        ));
+        out.push(Tool::new(
+            RESUME_EXECUTION,
+            "Resume a suspended execution with its resume data (valid against the workflow's \
+             resume schema); answers like run_<workflowId>.",
+            object_schema(&json!({
+                "type": "object",
+                "properties": {
+                    "workflowId": {"type": "string", "description": "The execution's workflow."},
+                    "executionId": {"type": "string", "description": "The execution's id."},
+                    "resumeData": {"description": "Handed to the resumed step."},
+                    "stepId": {"type": "string", "description": "The step to resume from (default: the suspended one)."}
+                },
+                "required": ["workflowId", "executionId"],
+                "additionalProperties": false
+            })),
+        ));
         out
     }
 
@@ -108,6 +140,10 @@ impl AgentryMcp {
             .filter(|w| self.app.engine().workflow(w).is_some())
         {
             self.run(workflow, args, &caller, cancel).await
+        } else if name == GET_EXECUTION {
+            self.execution(args, &caller).await
+        } else if name == RESUME_EXECUTION {
+            self.resume(args, &caller, cancel).await
         } else {
             self.app
                 .call_tool(&caller, name, args, cancel)
@@ -141,6 +177,35 @@ impl AgentryMcp {
         )]))
     }
 
+    async fn execution(&self, args: Value, caller: &Caller) -> Result<CallToolResult, AppError> {
+        let id = string_arg(&args, "executionId")?;
+        let state = self.app.find(caller, &id.into()).await?;
+        Ok(structured(
+            serde_json::to_value(state).expect("a state serializes"),
+        ))
+    }
+
+    async fn resume(
+        &self,
+        args: Value,
+        caller: &Caller,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, AppError> {
+        let workflow = string_arg(&args, "workflowId")?.into();
+        let execution = string_arg(&args, "executionId")?.into();
+        let step_id = match args.get("stepId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(AppError::bad_request("stepId must be a string")),
+        };
+        let data = args.get("resumeData").cloned().unwrap_or(Value::Null);
+        let handle = self
+            .app
+            .resume(caller, &workflow, &execution, data, step_id)
+            .await?;
+        self.answer(&workflow, handle, cancel).await
+    }
+
     async fn run(
         &self,
         workflow: &str,
@@ -153,6 +218,16 @@ impl AgentryMcp {
             .app
             .start(caller, &workflow, args, Default::default())
             .await?;
+        self.answer(&workflow, handle, cancel).await
+    }
+
+    /// A run's answer once it stops (or the client stops waiting: the execution goes on).
+    async fn answer(
+        &self,
+        workflow: &agentry_core::WorkflowId,
+        handle: agentry_core::RunHandle,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, AppError> {
         let id = handle.execution_id.clone();
         // A client that goes away stops waiting, not the execution: it is durable.
         let result = tokio::select! {
@@ -162,11 +237,19 @@ impl AgentryMcp {
                 format!("Cancelled while waiting; execution {id} goes on"),
             ).about(id)),
         };
-        let answer = self.app.run_answer(&workflow, result);
+        let answer = self.app.run_answer(workflow, result);
         Ok(structured(
             serde_json::to_value(answer).expect("a run's answer serializes"),
         ))
     }
+}
+
+/// A required string argument of a tool.
+fn string_arg(args: &Value, name: &str) -> Result<String, AppError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| AppError::bad_request(format!("{name} is required, as a string")))
 }
 
 /// A failure as an MCP tool error: the message as its text, and `{error, code}` (the error
