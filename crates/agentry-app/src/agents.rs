@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use agentry_core::AgentId;
 use agentry_core::agent::{AgentEvent, Message, TextResult, Tool, ToolContext};
+use agentry_core::{AgentId, UserId};
 use serde_json::Map;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -174,7 +174,7 @@ impl App {
         caller.inject(&mut context, &mut user_id);
         let ctx = ToolContext {
             agent_id: agent.into_string(),
-            user_id,
+            user_id: user_id.map(UserId::into_string),
             conversation_id: None,
             context,
             cancel,

@@ -3,6 +3,7 @@
 //! a workflow says about the user.
 
 use agentry_auth::User;
+use agentry_core::UserId;
 use agentry_core::agent::runtime::Caller as MemoryCaller;
 use serde_json::{Map, Value};
 
@@ -39,8 +40,8 @@ impl Caller {
     }
 
     /// The verified user's id: the owner of what this caller starts.
-    pub fn user_id(&self) -> Option<String> {
-        self.user().and_then(User::id)
+    pub fn user_id(&self) -> Option<UserId> {
+        self.user().and_then(User::id).map(UserId::from)
     }
 
     /// Whose conversation memory a generation reads and writes.
@@ -58,14 +59,14 @@ impl Caller {
     /// Context injection: the verified user as the context's `user` and its id as `userId`
     /// (and the call's user id), overriding what the client sent. A caller without a verified
     /// user changes nothing.
-    pub(crate) fn inject(&self, context: &mut Map<String, Value>, user_id: &mut Option<String>) {
+    pub(crate) fn inject(&self, context: &mut Map<String, Value>, user_id: &mut Option<UserId>) {
         let Some(user) = self.user() else {
             return;
         };
         context.insert("user".into(), user.as_json().clone());
         if let Some(id) = user.id() {
             context.insert("userId".into(), Value::String(id.clone()));
-            *user_id = Some(id);
+            *user_id = Some(id.into());
         }
     }
 }
@@ -81,7 +82,7 @@ mod tests {
         let mut ctx = Map::new();
         ctx.insert("user".into(), json!({"id": "forged"}));
         ctx.insert("locale".into(), json!("fr"));
-        let mut uid = Some("forged".to_owned());
+        let mut uid = Some(UserId::from("forged"));
         let caller = Caller::of(true, Some(User::new(json!({"id": "u1", "roles": []}))));
         caller.inject(&mut ctx, &mut uid);
         assert_eq!(uid.as_deref(), Some("u1"));
@@ -93,7 +94,7 @@ mod tests {
     #[test]
     fn only_a_verified_user_is_injected() {
         let mut ctx = Map::new();
-        let mut uid = Some("client".to_owned());
+        let mut uid = Some(UserId::from("client"));
         Caller::Trusted.inject(&mut ctx, &mut uid);
         Caller::Anonymous.inject(&mut ctx, &mut uid);
         assert!(ctx.is_empty());

@@ -161,7 +161,7 @@ pub fn parse_options(options: Option<&Value>) -> Result<GenerateOptions, AppErro
         }
     }
     Ok(GenerateOptions {
-        user_id,
+        user_id: user_id.map(Into::into),
         conversation_id: string(o, "conversationId")?,
         context_limit: integer(o, "contextLimit", 0, MAX_CONTEXT_LIMIT as i64)?.unwrap_or(10)
             as usize,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agentry_auth::{AuthError, User};
-use agentry_core::ExecutionRecord;
+use agentry_core::{ExecutionRecord, UserId};
 
 use crate::caller::Caller;
 use crate::error::{AppError, Code};
@@ -83,7 +83,7 @@ impl Policy {
     /// Whose executions a list may show: everyone's outside strict mode and for an admin; in
     /// strict mode only the caller's own (`Some(user id)`; 401 without a user). The execution
     /// policy then filters the page too.
-    pub fn list_owner(&self, caller: &Caller) -> Result<Option<String>, AppError> {
+    pub fn list_owner(&self, caller: &Caller) -> Result<Option<UserId>, AppError> {
         if !self.strict {
             return Ok(None);
         }
@@ -92,7 +92,7 @@ impl Policy {
             return Ok(None);
         }
         // A user without an id owns nothing: an id no execution has.
-        Ok(Some(user.id().unwrap_or_default()))
+        Ok(Some(user.id().unwrap_or_default().into()))
     }
 
     /// In strict mode the logs (every user's requests and executions) are for admins only.

@@ -4,7 +4,9 @@
 //! execution.
 
 use agentry_core::store::ListQuery;
-use agentry_core::{ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status, WorkflowId};
+use agentry_core::{
+    ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status, UserId, WorkflowId,
+};
 use serde_json::{Map, Value};
 
 use crate::App;
@@ -23,7 +25,7 @@ const READ_FAILED: &str = "Failed to read execution state";
 pub struct StartOptions {
     /// A caller-chosen id: the same id with the same workflow and input rejoins that execution.
     pub execution_id: Option<ExecutionId>,
-    pub user_id: Option<String>,
+    pub user_id: Option<UserId>,
     pub conversation_id: Option<String>,
     pub context: Map<String, Value>,
     /// On a rejoin, replay only the events after this number (a client's `Last-Event-ID`).
@@ -35,7 +37,7 @@ impl From<Option<wire::WorkflowOptions>> for StartOptions {
         let o = options.unwrap_or_default();
         Self {
             execution_id: o.execution_id.map(ExecutionId::from),
-            user_id: o.user_id,
+            user_id: o.user_id.map(UserId::from),
             conversation_id: o.conversation_id,
             context: o.context.unwrap_or_default(),
             last_event_id: None,
@@ -65,7 +67,7 @@ fn given(value: Option<String>) -> Option<String> {
 
 impl ListRequest {
     /// The store's query, or the 400 naming what is wrong.
-    fn query(self, owner: Option<String>) -> Result<ListQuery, AppError> {
+    fn query(self, owner: Option<UserId>) -> Result<ListQuery, AppError> {
         let status = match given(self.status) {
             None => None,
             Some(s) => Some(Status::parse(&s).ok_or_else(|| {
@@ -94,10 +96,7 @@ impl ListRequest {
             ),
         };
         Ok(ListQuery {
-            workflow_id: self
-                .workflow_id
-                .map(WorkflowId::into_string)
-                .filter(|w| !w.is_empty()),
+            workflow_id: self.workflow_id.filter(|w| !w.is_empty()),
             status,
             owner,
             before,
@@ -162,16 +161,16 @@ impl App {
                 .get("user")
                 .and_then(|u| u.get("id"))
                 .and_then(Value::as_str)
-                .map(str::to_owned)
+                .map(UserId::from)
         });
         if let Some(id) = &user_id {
-            context.insert("userId".into(), Value::String(id.clone()));
+            context.insert("userId".into(), Value::String(id.to_string()));
         }
         if let Some(id) = &conversation_id {
             context.insert("conversationId".into(), Value::String(id.clone()));
         }
         let options = ExecuteOptions {
-            execution_id: execution_id.map(ExecutionId::into_string),
+            execution_id,
             user_id,
             context,
             owner: caller.user_id(),
@@ -362,7 +361,7 @@ impl App {
         let owner = self.policy.list_owner(caller)?;
         let counts = self
             .engine
-            .count_by_status(owner.as_deref())
+            .count_by_status(owner.as_ref())
             .await
             .map_err(|e| AppError::engine(e, "Failed to count executions"))?;
         Ok(ExecutionCounts::from(counts))

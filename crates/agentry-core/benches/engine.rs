@@ -7,7 +7,9 @@
 //! - `suspend + resume`: an execution that suspends at its step, then its resume to the end.
 
 use agentry_core::workflow::step;
-use agentry_core::{Engine, ExecuteOptions, StepContext, StepError, Workflow};
+use agentry_core::{
+    Engine, ExecuteOptions, ExecutionId, StepContext, StepError, Workflow, WorkflowId,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -64,11 +66,12 @@ fn engine_benches(c: &mut Criterion) {
     // `iters` executions in one `block_on`, timed together.
     let run = |id: &'static str, iters: u64| {
         let engine = fresh_engine();
+        let id = WorkflowId::from(id);
         rt.block_on(async {
             let start = Instant::now();
             for _ in 0..iters {
                 engine
-                    .execute(id, json!(0), ExecuteOptions::default())
+                    .execute(&id, json!(0), ExecuteOptions::default())
                     .await
                     .expect("an execution");
             }
@@ -81,15 +84,16 @@ fn engine_benches(c: &mut Criterion) {
     c.bench_function("suspend + resume", |b| {
         b.iter_custom(|n| {
             let engine = fresh_engine();
+            let gate = WorkflowId::from("gate");
             rt.block_on(async {
                 let start = Instant::now();
                 for _ in 0..n {
                     let rec = engine
-                        .execute("gate", json!(0), ExecuteOptions::default())
+                        .execute(&gate, json!(0), ExecuteOptions::default())
                         .await
                         .expect("suspended");
                     engine
-                        .resume("gate", &rec.id, json!(1), None)
+                        .resume(&gate, &ExecutionId::from(rec.id), json!(1), None)
                         .await
                         .expect("resumed");
                 }

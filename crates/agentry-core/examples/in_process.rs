@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use agentry_core::workflow::{StepContext, Workflow, step};
-use agentry_core::{Engine, EventKind, ExecuteOptions};
+use agentry_core::{Engine, EventKind, ExecuteOptions, WorkflowId};
 use serde_json::{Value, json};
 
 #[tokio::main]
@@ -60,9 +60,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::in_memory();
     engine.register(review)?;
 
+    let workflow = WorkflowId::from("publish-post");
     let mut run = engine
         .start(
-            "publish-post",
+            &workflow,
             json!({"title": "Hello", "body": "one two three four five six seven"}),
             ExecuteOptions::default(),
         )
@@ -76,6 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         println!("event {} {from}", ev.kind.type_name());
     }
+    let run_id = run.execution_id.clone();
     let rec = run.finish().await?;
     println!(
         "status {} at step {:?}",
@@ -84,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let done = engine
-        .resume("publish-post", &rec.id, json!({"editor": "ada"}), None)
+        .resume(&workflow, &run_id, json!({"editor": "ada"}), None)
         .await?;
     println!(
         "status {} result {}",

@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::event::WorkflowEvent;
+use crate::id::{UserId, WorkflowId};
 use crate::state::{ExecutionState, Status};
 
 /// One execution of a workflow, as stored.
@@ -216,10 +217,10 @@ impl StepRecord {
 #[derive(Debug, Clone)]
 pub struct ListQuery {
     /// Only this workflow's executions; `None`: every workflow's.
-    pub workflow_id: Option<String>,
+    pub workflow_id: Option<WorkflowId>,
     pub status: Option<Status>,
     /// Only the executions this user started (strict mode).
-    pub owner: Option<String>,
+    pub owner: Option<UserId>,
     /// Only those older than this one, by start then id (the page's cursor).
     pub before: Option<(DateTime<Utc>, String)>,
     pub limit: u32,
@@ -526,12 +527,12 @@ impl ExecutionStore for InMemoryExecutionStore {
                 query
                     .workflow_id
                     .as_ref()
-                    .is_none_or(|w| &r.workflow_id == w)
+                    .is_none_or(|w| r.workflow_id == w.as_str())
                     && query.status.is_none_or(|s| s == r.state.status())
                     && query
                         .owner
                         .as_ref()
-                        .is_none_or(|o| r.owner.as_ref() == Some(o))
+                        .is_none_or(|o| r.owner.as_deref() == Some(o.as_str()))
                     && query
                         .before
                         .as_ref()

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentry_app::{App, AppError, Caller};
+use agentry_core::{AgentId, WorkflowId};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -132,14 +133,16 @@ impl AgentryMcp {
     ) -> CallToolResult {
         let outcome = if let Some(agent) = name
             .strip_prefix(ASK)
+            .map(AgentId::from)
             .filter(|a| self.app.agents().agent(a).is_some())
         {
-            self.ask(agent, args, &caller, cancel).await
+            self.ask(&agent, args, &caller, cancel).await
         } else if let Some(workflow) = name
             .strip_prefix(RUN)
+            .map(WorkflowId::from)
             .filter(|w| self.app.engine().workflow(w).is_some())
         {
-            self.run(workflow, args, &caller, cancel).await
+            self.run(&workflow, args, &caller, cancel).await
         } else if name == GET_EXECUTION {
             self.execution(args, &caller).await
         } else if name == RESUME_EXECUTION {
@@ -155,7 +158,7 @@ impl AgentryMcp {
 
     async fn ask(
         &self,
-        agent: &str,
+        agent: &AgentId,
         args: Value,
         caller: &Caller,
         cancel: CancellationToken,
@@ -169,9 +172,8 @@ impl AgentryMcp {
             Some(Value::String(c)) => Some(c.clone()),
             Some(_) => return Err(AppError::bad_request("conversationId must be a string")),
         };
-        let agent = agent.into();
-        let generation = self.app.question(caller, &agent, input, conversation_id)?;
-        let result = self.app.generate_text(&agent, generation, cancel).await?;
+        let generation = self.app.question(caller, agent, input, conversation_id)?;
+        let result = self.app.generate_text(agent, generation, cancel).await?;
         Ok(CallToolResult::success(vec![ContentBlock::text(
             result.text,
         )]))
@@ -208,23 +210,22 @@ impl AgentryMcp {
 
     async fn run(
         &self,
-        workflow: &str,
+        workflow: &WorkflowId,
         args: Value,
         caller: &Caller,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, AppError> {
-        let workflow = workflow.into();
         let handle = self
             .app
-            .start(caller, &workflow, args, Default::default())
+            .start(caller, workflow, args, Default::default())
             .await?;
-        self.answer(&workflow, handle, cancel).await
+        self.answer(workflow, handle, cancel).await
     }
 
     /// A run's answer once it stops (or the client stops waiting: the execution goes on).
     async fn answer(
         &self,
-        workflow: &agentry_core::WorkflowId,
+        workflow: &WorkflowId,
         handle: agentry_core::RunHandle,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, AppError> {

@@ -61,7 +61,7 @@ impl Owner {
     /// The owner of what `caller` opens: its verified user id, else anonymous.
     pub fn of(caller: &McpCaller) -> Owner {
         match caller.0.user_id() {
-            Some(id) => Owner::User(id),
+            Some(id) => Owner::User(id.into_string()),
             None => Owner::Anonymous,
         }
     }

@@ -542,7 +542,7 @@ pub fn content_pipeline() -> Def {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentry_core::{ExecuteOptions, Status};
+    use agentry_core::{ExecuteOptions, ExecutionId, Status};
 
     async fn engine() -> Engine {
         let e = Engine::in_memory();
@@ -555,7 +555,7 @@ mod tests {
         let e = engine().await;
         let rec = e
             .execute(
-                "order-fulfillment",
+                &"order-fulfillment".into(),
                 json!({"orderId": "o-1", "express": true, "items": [
                     {"sku": "A", "quantity": 2, "unitPrice": 10},
                     {"sku": "B", "quantity": 1, "unitPrice": 5.5}
@@ -576,7 +576,7 @@ mod tests {
         let e = engine().await;
         let rec = e
             .execute(
-                "expense-approval",
+                &"expense-approval".into(),
                 json!({"employeeId": "e1", "amount": 1500, "category": "travel"}),
                 ExecuteOptions::default(),
             )
@@ -585,8 +585,8 @@ mod tests {
         assert_eq!(rec.state.status(), Status::Suspended);
         let done = e
             .resume(
-                "expense-approval",
-                &rec.id,
+                &"expense-approval".into(),
+                &ExecutionId::from(&rec.id),
                 json!({"approved": false, "managerId": "m1"}),
                 None,
             )

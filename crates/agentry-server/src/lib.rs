@@ -233,7 +233,7 @@ pub async fn start_with(
     // Followers of an execution's events on this process are woken by the other processes'
     // writes too (PostgreSQL replicas).
     let woken = engine.clone();
-    database.listen_for_events(move |id| woken.wake(id));
+    database.listen_for_events(move |id| woken.wake(&id.into()));
     let metrics_listener = match &settings.metrics_bind {
         Some(bind) => {
             Some(TcpListener::bind(bind).with_context(|| format!("binding {bind} for /metrics"))?)

@@ -463,14 +463,15 @@ where
             header_select::<DB>()
         ));
         if let Some(workflow_id) = &query.workflow_id {
-            q.push(" AND workflow_id = ").push_bind(workflow_id.clone());
+            q.push(" AND workflow_id = ")
+                .push_bind(workflow_id.as_str().to_owned());
         }
         if let Some(status) = query.status {
             q.push(" AND status = ")
                 .push_bind(status.as_str().to_owned());
         }
         if let Some(owner) = &query.owner {
-            q.push(" AND owner = ").push_bind(owner.clone());
+            q.push(" AND owner = ").push_bind(owner.as_str().to_owned());
         }
         if let Some((at, id)) = &query.before {
             q.push(" AND (start_at, id) < (")

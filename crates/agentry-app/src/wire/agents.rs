@@ -64,7 +64,7 @@ impl AgentSummary {
         let sub_agents = a
             .sub_agents
             .iter()
-            .map(|id| match hub.agent(id) {
+            .map(|id| match hub.agent(&id.into()) {
                 Some(s) => SubAgentRef {
                     id: s.id.clone(),
                     name: Some(s.name.clone()),

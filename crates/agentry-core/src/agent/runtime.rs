@@ -21,6 +21,7 @@ use super::model::{
 use super::partial::parse_partial;
 use super::tool::{Tool, ToolContext};
 use crate::engine::AgentRunner;
+use crate::id::{AgentId, UserId};
 use crate::schema::Schema;
 use crate::store::StoreError;
 use crate::telemetry::{ModelCallReport, NoTelemetry, Telemetry, ToolCallReport, UNKNOWN};
@@ -57,7 +58,7 @@ pub enum Caller {
 /// Options of one generation, validated and defaulted.
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
-    pub user_id: Option<String>,
+    pub user_id: Option<UserId>,
     pub conversation_id: Option<String>,
     pub context_limit: usize,
     pub max_steps: Option<u32>,
@@ -223,7 +224,7 @@ impl<'a> Generation<'a> {
     fn tool_context(&self) -> ToolContext {
         ToolContext {
             agent_id: self.agent.id.clone(),
-            user_id: self.opts.user_id.clone(),
+            user_id: self.opts.user_id.clone().map(UserId::into_string),
             conversation_id: self.opts.conversation_id.clone(),
             context: self.opts.context.clone(),
             cancel: self.cancel.clone(),
@@ -384,12 +385,24 @@ impl AgentHub {
             .clone()
     }
 
-    pub fn agent(&self, id: &str) -> Option<Arc<Agent>> {
+    /// The registered agent `id`.
+    pub fn agent(&self, id: &AgentId) -> Option<Arc<Agent>> {
+        self.registered(id)
+    }
+
+    /// The registered agent `id`, or [`AgentError::NotFound`].
+    pub fn require(&self, id: &AgentId) -> Result<Arc<Agent>, AgentError> {
+        self.required(id)
+    }
+
+    /// [`AgentHub::agent`] by the id's text.
+    fn registered(&self, id: &str) -> Option<Arc<Agent>> {
         self.agents().into_iter().find(|a| a.id == id)
     }
 
-    pub fn require(&self, id: &str) -> Result<Arc<Agent>, AgentError> {
-        self.agent(id)
+    /// [`AgentHub::require`] by the id's text (a sub-agent a model names).
+    fn required(&self, id: &str) -> Result<Arc<Agent>, AgentError> {
+        self.registered(id)
             .ok_or_else(|| AgentError::NotFound(id.to_owned()))
     }
 
@@ -446,7 +459,7 @@ impl AgentHub {
             Caller::Trusted => opts
                 .user_id
                 .clone()
-                .unwrap_or_else(|| "anonymous".to_owned()),
+                .map_or_else(|| "anonymous".to_owned(), UserId::into_string),
             Caller::Verified(id) => format!("user:{id}"),
             Caller::Anonymous => return None,
         };
@@ -713,7 +726,7 @@ impl AgentHub {
     /// Generates text in one piece.
     pub async fn generate_text(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         input: Vec<Message>,
         opts: GenerateOptions,
         cancel: CancellationToken,
@@ -728,7 +741,7 @@ impl AgentHub {
     /// client went away) or `cancel` fires.
     pub fn stream_text(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         input: Vec<Message>,
         opts: GenerateOptions,
         cancel: CancellationToken,
@@ -815,7 +828,7 @@ impl AgentHub {
     /// Generates an object valid against `schema`.
     pub async fn generate_object(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         input: Vec<Message>,
         schema: Value,
         opts: GenerateOptions,
@@ -831,7 +844,7 @@ impl AgentHub {
     /// Streams partial objects, then a `Finish` carrying the validated object.
     pub fn stream_object(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         input: Vec<Message>,
         schema: Value,
         opts: GenerateOptions,
@@ -989,9 +1002,9 @@ impl Tool for DelegateTool {
         let hub = AgentHub {
             inner: self.hub.upgrade().ok_or("the agent hub is gone")?,
         };
-        let agent = hub.require(agent_id).map_err(|e| e.to_string())?;
+        let agent = hub.required(agent_id).map_err(|e| e.to_string())?;
         let opts = GenerateOptions {
-            user_id: ctx.user_id.clone(),
+            user_id: ctx.user_id.as_ref().map(UserId::from),
             // A sub-agent keeps no conversation of its own for a delegated task.
             conversation_id: None,
             context: ctx.context.clone(),
@@ -1025,12 +1038,17 @@ impl AgentRunner for AgentHub {
             user_id: context
                 .get("userId")
                 .and_then(Value::as_str)
-                .map(str::to_owned),
+                .map(UserId::from),
             context: context.clone(),
             ..GenerateOptions::default()
         };
         let r = self
-            .generate_text(agent_id, vec![Message::user(text)], opts, cancel)
+            .generate_text(
+                &AgentId::from(agent_id),
+                vec![Message::user(text)],
+                opts,
+                cancel,
+            )
             .await
             .map_err(|e| e.to_string())?;
         Ok(Value::String(r.text))
@@ -1110,7 +1128,7 @@ mod tests {
             .insert("user".into(), json!({"id": "u1", "name": "Ada"}));
         opts.user_id = Some("u1".into());
         hub.generate_text(
-            "h",
+            &"h".into(),
             vec![Message::user("weather in Oslo")],
             opts,
             CancellationToken::new(),
@@ -1132,7 +1150,7 @@ mod tests {
     async fn tool_loop_feeds_results_back() {
         let r = hub()
             .generate_text(
-                "a",
+                &"a".into(),
                 vec![Message::user("weather in Oslo?")],
                 GenerateOptions::default(),
                 CancellationToken::new(),
@@ -1149,7 +1167,7 @@ mod tests {
     async fn delegation_runs_the_sub_agent() {
         let r = hub()
             .generate_text(
-                "s",
+                &"s".into(),
                 vec![Message::user("ask w to say hi")],
                 GenerateOptions::default(),
                 CancellationToken::new(),
@@ -1172,14 +1190,14 @@ mod tests {
             ..GenerateOptions::default()
         };
         h.generate_text(
-            "a",
+            &"a".into(),
             vec![Message::user("first")],
             opts("c1"),
             CancellationToken::new(),
         )
         .await
         .unwrap();
-        let agent = h.require("a").unwrap();
+        let agent = h.require(&"a".into()).unwrap();
         let msgs = h.prepare(&agent, &[], &opts("c1")).await.unwrap();
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         let msgs = h.prepare(&agent, &[], &opts("c2")).await.unwrap();
@@ -1191,7 +1209,7 @@ mod tests {
         let schema = json!({"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"}}, "required": ["title", "n"]});
         let mut rx = hub()
             .stream_object(
-                "w",
+                &"w".into(),
                 vec![Message::user("x")],
                 schema,
                 GenerateOptions::default(),

@@ -16,8 +16,8 @@ impl Engine {
     /// then its `workflow-result`.
     pub async fn attach(
         &self,
-        workflow_id: &str,
-        execution_id: &str,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
         after: i64,
     ) -> Result<RunHandle, EngineError> {
         self.require_workflow(workflow_id)?;
@@ -29,7 +29,7 @@ impl Engine {
     /// execution).
     pub async fn attach_any(
         &self,
-        execution_id: &str,
+        execution_id: &ExecutionId,
         after: i64,
     ) -> Result<Option<RunHandle>, EngineError> {
         let found = self.inner.store.get(execution_id).await?;
@@ -40,7 +40,7 @@ impl Engine {
     pub(super) fn follower(&self, execution_id: &str, after: i64) -> RunHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let engine = self.clone();
-        let id = execution_id.to_owned();
+        let id = ExecutionId::from(execution_id);
         RunHandle {
             execution_id: id.clone(),
             events: rx,
@@ -161,7 +161,7 @@ impl Engine {
         for ev in events {
             self.send(ev);
         }
-        self.wake(&id);
+        self.wake_up_followers(&id);
     }
 
     /// Sends an event that is not stored (the end of a run, a handover).
@@ -187,8 +187,13 @@ impl Engine {
 
     /// Wakes whoever follows `execution_id`'s log in this process: its log has grown or its
     /// status changed. The store's notifications from other processes (PostgreSQL
-    /// `LISTEN/NOTIFY`) come in here too.
-    pub fn wake(&self, execution_id: &str) {
+    /// `LISTEN/NOTIFY`) come in here too; [`WAKE_ALL`] as the id wakes every follower.
+    pub fn wake(&self, execution_id: &ExecutionId) {
+        self.wake_up_followers(execution_id);
+    }
+
+    /// [`Engine::wake`] by the id's text (the ids of stored records, [`WAKE_ALL`]).
+    pub(super) fn wake_up_followers(&self, execution_id: &str) {
         let _ = self.inner.wakeups.send(execution_id.into());
     }
 }

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, SystemClock};
 use crate::event::{EventKind, WorkflowEvent};
+use crate::id::{ExecutionId, UserId, WorkflowId};
 use crate::state::{
     Cancellation, ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError,
     transition,
@@ -121,13 +122,13 @@ pub enum EngineError {
 /// Options of an execute call.
 #[derive(Debug, Clone, Default)]
 pub struct ExecuteOptions {
-    pub execution_id: Option<String>,
-    pub user_id: Option<String>,
+    pub execution_id: Option<ExecutionId>,
+    pub user_id: Option<UserId>,
     /// The context the steps see, as the caller made it (with `user`, `userId` and
     /// `conversationId` when it has them; the engine adds only its trace).
     pub context: Map<String, Value>,
     /// The verified user starting the execution (its owner), when authentication is on.
-    pub owner: Option<String>,
+    pub owner: Option<UserId>,
     /// When the id is taken by the same execution (a retried start): replay only its events
     /// after this number (a client's `Last-Event-ID`).
     pub last_event_id: Option<i64>,
@@ -176,7 +177,7 @@ const DB_RETRY_MAX: Duration = Duration::from_millis(500);
 
 /// A run in progress: its events as they happen and its final record.
 pub struct RunHandle {
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     pub events: mpsc::UnboundedReceiver<WorkflowEvent>,
     pub outcome: JoinHandle<Result<ExecutionRecord, EngineError>>,
     /// `true` while the run waits for a database that does not take its writes.
@@ -371,7 +372,13 @@ impl Engine {
             .clone()
     }
 
-    pub fn workflow(&self, id: &str) -> Option<Arc<Workflow>> {
+    /// The registered workflow `id`.
+    pub fn workflow(&self, id: &WorkflowId) -> Option<Arc<Workflow>> {
+        self.registered(id)
+    }
+
+    /// [`Engine::workflow`] by the id's text (the ids of stored records).
+    fn registered(&self, id: &str) -> Option<Arc<Workflow>> {
         self.inner
             .workflows
             .read()
@@ -396,7 +403,7 @@ impl Engine {
     }
 
     fn require_workflow(&self, id: &str) -> Result<Arc<Workflow>, EngineError> {
-        self.workflow(id)
+        self.registered(id)
             .ok_or_else(|| EngineError::WorkflowNotFound(id.to_owned()))
     }
 
@@ -412,7 +419,7 @@ impl Engine {
     /// Starts an execution and returns at once with its live events.
     pub async fn start(
         &self,
-        workflow_id: &str,
+        workflow_id: &WorkflowId,
         input: Value,
         options: ExecuteOptions,
     ) -> Result<RunHandle, EngineError> {
@@ -423,7 +430,7 @@ impl Engine {
         let id = match options.execution_id {
             Some(id) => {
                 check_execution_id(&id)?;
-                id
+                id.into_string()
             }
             None => uuid::Uuid::now_v7().to_string(),
         };
@@ -431,8 +438,9 @@ impl Engine {
         // the verified user, `userId` and `conversationId` in it); the engine adds only the
         // trace it starts in.
         let mut context = options.context;
-        let user_id = options.user_id;
-        for (field, value) in [("userId", &user_id), ("owner", &options.owner)] {
+        let user_id = options.user_id.map(UserId::into_string);
+        let owner = options.owner.map(UserId::into_string);
+        for (field, value) in [("userId", &user_id), ("owner", &owner)] {
             if let Some(v) = value {
                 crate::id::refuse_nul(field, v).map_err(EngineError::InvalidOptions)?;
             }
@@ -464,7 +472,7 @@ impl Engine {
             input,
             context,
             user_id,
-            owner: options.owner,
+            owner,
             lease: Some(self.new_lease(0)),
             start_at: now,
             updated_at: now,
@@ -533,7 +541,7 @@ impl Engine {
         if found.state.status() != Status::Running || !ours || self.is_draining() {
             return;
         }
-        let Some(wf) = self.workflow(&found.workflow_id) else {
+        let Some(wf) = self.registered(&found.workflow_id) else {
             return;
         };
         let id = found.id.clone();
@@ -556,7 +564,7 @@ impl Engine {
     /// Runs an execution to its end (completed, suspended or error).
     pub async fn execute(
         &self,
-        workflow_id: &str,
+        workflow_id: &WorkflowId,
         input: Value,
         options: ExecuteOptions,
     ) -> Result<ExecutionRecord, EngineError> {
@@ -569,8 +577,8 @@ impl Engine {
     /// Reads an execution, checking it belongs to `workflow_id`.
     pub async fn state(
         &self,
-        workflow_id: &str,
-        execution_id: &str,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
     ) -> Result<ExecutionRecord, EngineError> {
         self.require_workflow(workflow_id)?;
         self.load(workflow_id, execution_id).await
@@ -619,8 +627,8 @@ impl Engine {
     /// the request pending).
     pub async fn suspend(
         &self,
-        workflow_id: &str,
-        execution_id: &str,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
         reason: String,
     ) -> Result<ExecutionRecord, EngineError> {
         self.require_workflow(workflow_id)?;
@@ -666,8 +674,8 @@ impl Engine {
     /// once with its live events.
     pub async fn start_resume(
         &self,
-        workflow_id: &str,
-        execution_id: &str,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
         resume_data: Value,
         step_id: Option<&str>,
     ) -> Result<RunHandle, EngineError> {
@@ -797,9 +805,13 @@ impl Engine {
     /// given), in registration order; a status that is absent has none.
     pub async fn count_by_status(
         &self,
-        owner: Option<&str>,
+        owner: Option<&UserId>,
     ) -> Result<Vec<(String, HashMap<Status, u64>)>, EngineError> {
-        let stored = self.inner.store.count_by_status(owner).await?;
+        let stored = self
+            .inner
+            .store
+            .count_by_status(owner.map(UserId::as_str))
+            .await?;
         Ok(self
             .workflows()
             .iter()
@@ -815,12 +827,12 @@ impl Engine {
     }
 
     /// Reads an execution by its id alone, whatever its workflow.
-    pub async fn find(&self, execution_id: &str) -> Result<ExecutionRecord, EngineError> {
+    pub async fn find(&self, execution_id: &ExecutionId) -> Result<ExecutionRecord, EngineError> {
         self.inner
             .store
             .get(execution_id)
             .await?
-            .ok_or_else(|| EngineError::UnknownExecution(execution_id.to_owned()))
+            .ok_or_else(|| EngineError::UnknownExecution(execution_id.to_string()))
     }
 
     /// Cancels a running or suspended execution: it ends `cancelled` at once (a
@@ -829,8 +841,8 @@ impl Engine {
     /// heartbeat) and commits nothing more.
     pub async fn cancel(
         &self,
-        workflow_id: &str,
-        execution_id: &str,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
         reason: Option<String>,
     ) -> Result<ExecutionRecord, EngineError> {
         self.require_workflow(workflow_id)?;
@@ -865,8 +877,8 @@ impl Engine {
     /// Resumes and waits for the run to stop again.
     pub async fn resume(
         &self,
-        workflow_id: &str,
-        execution_id: &str,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
         resume_data: Value,
         step_id: Option<&str>,
     ) -> Result<ExecutionRecord, EngineError> {

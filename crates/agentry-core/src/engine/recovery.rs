@@ -6,7 +6,10 @@ impl Engine {
     /// Resumes a suspended execution whose deadline has passed (a durable timer fired): its
     /// step runs again with `StepContext::timed_out` set. `Ok(None)` when there is nothing to do
     /// (resumed or cancelled meanwhile, or not due).
-    pub async fn fire_timer(&self, execution_id: &str) -> Result<Option<RunHandle>, EngineError> {
+    pub async fn fire_timer(
+        &self,
+        execution_id: &ExecutionId,
+    ) -> Result<Option<RunHandle>, EngineError> {
         let Some(rec) = self.inner.store.get(execution_id).await? else {
             return Ok(None);
         };
@@ -73,7 +76,7 @@ impl Engine {
         let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
         let due = self.inner.store.due_timers(&workflows, CLAIM_BATCH).await?;
         let mut fired = 0;
-        for id in due {
+        for id in due.into_iter().map(ExecutionId::from) {
             match self.fire_timer(&id).await {
                 Ok(Some(_)) => fired += 1,
                 Ok(None) => {}
@@ -91,7 +94,7 @@ impl Engine {
         deadline: chrono::DateTime<chrono::Utc>,
     ) {
         let engine = self.clone();
-        let id = execution_id.to_owned();
+        let id = ExecutionId::from(execution_id);
         let due = self.inner.clock.sleep_until(deadline);
         let shutdown = self.inner.draining.clone();
         tokio::spawn(async move {
@@ -150,7 +153,7 @@ impl Engine {
         &self,
         claimed: ExecutionRecord,
     ) -> Result<(), EngineError> {
-        let Some(wf) = self.workflow(&claimed.workflow_id) else {
+        let Some(wf) = self.registered(&claimed.workflow_id) else {
             tracing::warn!(execution_id = %claimed.id, workflow_id = %claimed.workflow_id,
                 "cannot recover an execution of an unregistered workflow");
             return Ok(());

@@ -182,7 +182,7 @@ impl Engine {
         let engine = self.clone();
         let outcome = tokio::spawn(async move { engine.run(wf, record, entry, span).await });
         Some(RunHandle {
-            execution_id: id,
+            execution_id: ExecutionId::from(id),
             events: rx,
             outcome,
             stalled: stalled_rx,
@@ -1320,12 +1320,13 @@ impl Engine {
         input_map: Option<&crate::workflow::MapFn>,
         ctx: &StepContext,
     ) -> Result<Value, StepError> {
+        let workflow_id = &WorkflowId::from(workflow_id);
         let child_id = ctx
             .suspend_data
             .as_ref()
             .and_then(|d| d.get("childExecutionId"))
             .and_then(Value::as_str)
-            .map(str::to_owned);
+            .map(ExecutionId::from);
         let mut pause = DB_RETRY_FIRST;
         let mut retried = false;
         let outcome = loop {
@@ -1358,15 +1359,15 @@ impl Engine {
                         ExecuteOptions {
                             // One child per attempt of the step, under an id of its own: a
                             // start tried again (the database failed) rejoins it.
-                            execution_id: Some(child_execution_id(
+                            execution_id: Some(ExecutionId::from(child_execution_id(
                                 &ctx.execution_id,
                                 &ctx.step_id,
                                 ctx.attempt,
-                            )),
-                            user_id: ctx.user_id().map(str::to_owned),
+                            ))),
+                            user_id: ctx.user_id().map(UserId::from),
                             context,
                             // A sub-workflow belongs to whoever owns its parent.
-                            owner: ctx.owner.clone(),
+                            owner: ctx.owner.as_ref().map(UserId::from),
                             ..Default::default()
                         },
                     )

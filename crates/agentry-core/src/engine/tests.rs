@@ -3,6 +3,16 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::workflow::step;
 
+/// A test's workflow id.
+fn wf_id(id: &str) -> WorkflowId {
+    id.into()
+}
+
+/// A test's execution id.
+fn ex_id(id: &str) -> ExecutionId {
+    id.into()
+}
+
 fn counting() -> Workflow {
     Workflow::new("count", "Count")
         .and_then(step("one", |_ctx: StepContext| async move { Ok(json!(1)) }))
@@ -30,7 +40,7 @@ async fn null_suspend_data_is_stored_as_none() {
         )
         .unwrap();
     let rec = engine
-        .execute("wait", json!({}), ExecuteOptions::default())
+        .execute(&wf_id("wait"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
     let s = rec.state.suspension().expect("suspended");
@@ -125,7 +135,7 @@ async fn a_pending_suspend_takes_effect_on_recovery() {
     let s = rec.state.suspension().expect("suspended");
     assert_eq!((s.step_index, s.step_id.as_str()), (1, "two"));
     let done = engine
-        .resume("count", "o", Value::Null, None)
+        .resume(&wf_id("count"), &ex_id("o"), Value::Null, None)
         .await
         .unwrap();
     assert_eq!(done.state.result(), Some(&json!(3)));
@@ -148,10 +158,11 @@ async fn concurrent_resumes_run_once() {
         )
         .unwrap();
     let rec = engine
-        .execute("gate", json!({}), ExecuteOptions::default())
+        .execute(&wf_id("gate"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
-    let attempts = (0..50).map(|_| engine.resume("gate", &rec.id, json!(1), None));
+    let (gate, id) = (wf_id("gate"), ex_id(&rec.id));
+    let attempts = (0..50).map(|_| engine.resume(&gate, &id, json!(1), None));
     let results = futures::future::join_all(attempts).await;
     let ok = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(ok, 1);
@@ -287,7 +298,7 @@ async fn children_of_and_all_are_stored_as_they_finish() {
         .unwrap();
     engine.register(wf).unwrap();
     let run = engine
-        .start("both", json!({}), ExecuteOptions::default())
+        .start(&wf_id("both"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
     let id = run.execution_id.clone();
@@ -324,13 +335,13 @@ async fn a_resumed_step_continues_its_attempt() {
         )
         .unwrap();
     let rec = engine
-        .execute("gate", json!({}), ExecuteOptions::default())
+        .execute(&wf_id("gate"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
     let wait = &rec.progress.steps["wait"];
     assert_eq!((wait.status, wait.attempt), (StepStatus::Suspended, 1));
     let done = engine
-        .resume("gate", &rec.id, json!(1), None)
+        .resume(&wf_id("gate"), &ex_id(&rec.id), json!(1), None)
         .await
         .unwrap();
     assert_eq!(done.state.result(), Some(&json!({"attempt": 1})));
@@ -354,7 +365,7 @@ async fn a_durable_sleep_survives_a_restart() {
     let first = Engine::new(store.clone());
     first.register(nap()).unwrap();
     let rec = first
-        .execute("nap", json!({}), ExecuteOptions::default())
+        .execute(&wf_id("nap"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
     let s = rec.state.suspension().expect("asleep");
@@ -428,13 +439,13 @@ async fn a_deadline_fires_when_the_clock_reaches_it() {
     let (engine, clock) = on_manual_clock();
     engine.register(hour_gate()).unwrap();
     let rec = engine
-        .execute("gate", json!({}), ExecuteOptions::default())
+        .execute(&wf_id("gate"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
     assert_eq!(rec.state.status(), Status::Suspended);
     clock.advance(Duration::from_secs(59 * 60));
     assert!(
-        engine.fire_timer(&rec.id).await.unwrap().is_none(),
+        engine.fire_timer(&ex_id(&rec.id)).await.unwrap().is_none(),
         "not due"
     );
     assert_eq!(
@@ -459,16 +470,16 @@ async fn a_timer_after_a_resume_does_nothing() {
     let (engine, clock) = on_manual_clock();
     engine.register(hour_gate()).unwrap();
     let rec = engine
-        .execute("gate", json!({}), ExecuteOptions::default())
+        .execute(&wf_id("gate"), json!({}), ExecuteOptions::default())
         .await
         .unwrap();
     let done = engine
-        .resume("gate", &rec.id, json!(1), None)
+        .resume(&wf_id("gate"), &ex_id(&rec.id), json!(1), None)
         .await
         .unwrap();
     assert_eq!(done.state.result(), Some(&json!("opened")));
     clock.advance(Duration::from_secs(2 * 3600));
-    assert!(engine.fire_timer(&rec.id).await.unwrap().is_none());
+    assert!(engine.fire_timer(&ex_id(&rec.id)).await.unwrap().is_none());
     let after = engine.store().get(&rec.id).await.unwrap().unwrap();
     assert_eq!(after.state.result(), Some(&json!("opened")));
 }
@@ -499,7 +510,7 @@ async fn a_retry_waits_its_backoff_on_the_engine_clock() {
         tokio::spawn(async move {
             engine
                 .execute(
-                    "flaky",
+                    &wf_id("flaky"),
                     json!({}),
                     ExecuteOptions {
                         execution_id: Some("f-1".into()),

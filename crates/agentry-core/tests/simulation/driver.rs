@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agentry_core::state::Status;
 use agentry_core::store::{ExecutionRecord, ExecutionStore, ListQuery};
-use agentry_core::{Engine, EngineConfig, ExecuteOptions, RunHandle};
+use agentry_core::{Engine, EngineConfig, ExecuteOptions, ExecutionId, RunHandle, WorkflowId};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -137,6 +137,14 @@ struct Sim {
     next_token: u32,
     next_name: u32,
     next_view: u32,
+}
+
+/// The ids of `rec`, as the engine takes them.
+fn ids(rec: &ExecutionRecord) -> (WorkflowId, ExecutionId) {
+    (
+        WorkflowId::from(&rec.workflow_id),
+        ExecutionId::from(&rec.id),
+    )
 }
 
 /// The manual clock's start. Before the wall clock on purpose: the in-memory store finds due
@@ -440,12 +448,9 @@ impl Sim {
                 let rec = self.rng.pick(&running).clone();
                 let node = self.pick_live();
                 let trace = self.world.trace.clone();
-                let id = rec.id.clone();
+                let (wf, id) = ids(&rec);
                 tokio::spawn(async move {
-                    let r = node
-                        .engine
-                        .suspend(&rec.workflow_id, &rec.id, "asked".into())
-                        .await;
+                    let r = node.engine.suspend(&wf, &id, "asked".into()).await;
                     trace.line(format!(
                         "{} suspend {id}: {}",
                         node.label(),
@@ -581,10 +586,13 @@ impl Sim {
         let trace = self.world.trace.clone();
         tokio::spawn(async move {
             let options = ExecuteOptions {
-                execution_id: Some(id.clone()),
+                execution_id: Some(ExecutionId::from(&id)),
                 ..ExecuteOptions::default()
             };
-            let r = node.engine.start(&workflow, input, options).await;
+            let r = node
+                .engine
+                .start(&WorkflowId::from(workflow), input, options)
+                .await;
             let mut out = lock(&out);
             let s = out.starts.get_mut(&id).expect("a known start");
             match r {
@@ -674,7 +682,7 @@ impl Sim {
             g.results.len() - 1
         };
         let (out, trace) = (self.out.clone(), self.world.trace.clone());
-        let (wf, id) = (rec.workflow_id.clone(), rec.id.clone());
+        let (wf, id) = ids(rec);
         let delivery = format!("{token}.{slot}");
         tokio::spawn(async move {
             if let Some(d) = delay {
@@ -709,7 +717,7 @@ impl Sim {
 
     fn cancel(&self, node: Node, rec: &ExecutionRecord, delay: Option<Duration>) {
         let (out, trace) = (self.out.clone(), self.world.trace.clone());
-        let (wf, id) = (rec.workflow_id.clone(), rec.id.clone());
+        let (wf, id) = ids(rec);
         self.trace(format!("{} cancel {id}", node.label()));
         tokio::spawn(async move {
             if let Some(d) = delay {
@@ -722,7 +730,11 @@ impl Sim {
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             trace.line(format!("{} cancel {id}: {r:?}", node.label()));
-            lock(&out).cancels.entry(id).or_default().push(r);
+            lock(&out)
+                .cancels
+                .entry(id.into_string())
+                .or_default()
+                .push(r);
         });
     }
 
