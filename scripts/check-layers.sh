@@ -2,7 +2,8 @@
 # The codemap (docs/ARCHITECTURE.md) kept true:
 # - its layering rules, checked on the dependency tree: agentry-core has no web framework,
 #   database driver or HTTP client; agentry-auth has no web framework, no database and does not
-#   use agentry-core (dev-dependencies do not count);
+#   use agentry-core; agentry-logs (the log capture) knows no HTTP framework, no SQL and no MCP
+#   (dev-dependencies do not count);
 # - it names every source file: each crate's files by their path under the crate (`src/`
 #   left out, a `mod.rs` by its folder, e.g. `wire/`), the test files of `tests/` and the scripts.
 set -euo pipefail
@@ -25,8 +26,9 @@ forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|serv
 forbid agentry-mcp 'actix.*|sqlx.*'
 forbid agentry-metrics 'actix.*|sqlx.*'
 forbid agentry-otel 'actix.*|sqlx.*'
+forbid agentry-logs 'actix.*|sqlx.*|rmcp'
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-console, agentry-mcp, agentry-metrics and agentry-otel keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth, agentry-console, agentry-mcp, agentry-metrics, agentry-otel and agentry-logs keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.
