@@ -2,7 +2,8 @@
 # The codemap (docs/ARCHITECTURE.md) kept true:
 # - its layering rules, checked on the dependency tree: agentry-core has no web framework,
 #   database driver or HTTP client; agentry-auth has no web framework, no database and does not
-#   use agentry-core (dev-dependencies do not count);
+#   use agentry-core; agentry-app has no web framework, database driver or MCP SDK
+#   (dev-dependencies do not count);
 # - it names every source file: each crate's files by their path under the crate (`src/`
 #   left out, a `mod.rs` by its folder, e.g. `wire/`), the test files of `tests/` and the scripts.
 set -euo pipefail
@@ -21,12 +22,13 @@ forbid() {
 }
 forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
 forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
+forbid agentry-app 'actix.*|sqlx.*|rmcp.*'
 forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
 forbid agentry-mcp 'actix.*|sqlx.*'
 forbid agentry-metrics 'actix.*|sqlx.*'
 forbid agentry-otel 'actix.*|sqlx.*'
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-console, agentry-mcp, agentry-metrics and agentry-otel keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-console, agentry-mcp, agentry-metrics and agentry-otel keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.
