@@ -20,8 +20,6 @@ use crate::error::ApiError;
     params(LogQueryParams),
     responses(
         (status = 200, description = "The matching records, oldest first.", body = crate::envelope::Success<Vec<LogRecord>>),
-        (status = 400, description = "An invalid parameter, named: `Invalid level ...`, `Invalid since ...`, `Invalid limit ...`.", body = crate::error::Failure),
-        (status = 403, description = "Strict mode: `Forbidden: the logs need the admin role`.", body = crate::error::Failure),
     ),
 )]
 #[get("/api/logs")]

@@ -115,8 +115,6 @@ fn close_reason(code: CloseCode, description: Option<&str>) -> Option<CloseReaso
     params(LogQueryParams),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
-        (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::error::Failure),
-        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: the logs need the admin role`.", body = crate::error::Failure),
     ),
 )]
 #[get("/ws/logs")]
@@ -213,8 +211,6 @@ async fn pump_logs(
     params(("execution_id" = String, Path, description = "The execution's id.", example = "exp-1")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
-        (status = 400, description = "Not a WebSocket handshake.", body = crate::error::Failure),
-        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: execution belongs to another user`.", body = crate::error::Failure),
     ),
 )]
 #[get("/ws/executions/{execution_id}")]
