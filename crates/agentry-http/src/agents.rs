@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use agentry_app::App;
-use agentry_app::input::BodyKind;
+use agentry_app::input::{AgentRequest, BodyKind, ObjectRequest};
 use agentry_core::agent::AgentEvent;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
@@ -20,8 +20,7 @@ use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{
-    AgentDetail, AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest,
-    TextResult,
+    AgentDetail, AgentEvent as WireEvent, AgentSummary, ObjectEvent, TextResult,
 };
 
 /// GET /agents

@@ -604,4 +604,28 @@ mod tests {
             .sum();
         assert_eq!(documented, BUILTIN_ROUTES.len(), "documented operations");
     }
+
+    /// The agent routes' bodies are documented as their types, which are also their parsers,
+    /// describe them: the ranges and defaults that `agentry-app`'s `tests/option_ranges.rs`
+    /// checks against the parser are the ones /doc shows.
+    #[test]
+    fn the_agent_bodies_are_documented_as_their_types_read_them() {
+        use agentry_app::input::{
+            AgentInput, AgentRequest, GenerationOptions, InputMessage, ObjectRequest, OutputSchema,
+        };
+        use utoipa::PartialSchema;
+
+        let schemas = &document().components.as_ref().unwrap().schemas;
+        for (name, schema) in [
+            ("AgentRequest", AgentRequest::schema()),
+            ("ObjectRequest", ObjectRequest::schema()),
+            ("GenerationOptions", GenerationOptions::schema()),
+            ("AgentInput", AgentInput::schema()),
+            ("InputMessage", InputMessage::schema()),
+            ("OutputSchema", OutputSchema::schema()),
+        ] {
+            let json = |s: &RefOr<Schema>| serde_json::to_value(s).unwrap();
+            assert_eq!(schemas.get(name).map(json), Some(json(&schema)), "{name}");
+        }
+    }
 }
