@@ -18,6 +18,7 @@
 
 use std::sync::OnceLock;
 
+use agentry_app::routes::{self, Route};
 use agentry_auth::{Access, RoutePattern, RouteRules};
 
 use crate::error::Code;
@@ -113,15 +114,14 @@ fn example_path(pattern: &str) -> String {
 }
 
 const fn row(
-    method: &'static str,
-    path: &'static str,
+    route: Route,
     access: Access,
     sensitive: bool,
     answers: &'static [Code],
 ) -> BuiltinRoute {
     BuiltinRoute {
-        method,
-        path,
+        method: route.method,
+        path: route.path,
         access,
         sensitive,
         json_body: false,
@@ -129,29 +129,17 @@ const fn row(
     }
 }
 
-const fn public(
-    method: &'static str,
-    path: &'static str,
-    answers: &'static [Code],
-) -> BuiltinRoute {
-    row(method, path, Access::Public, false, answers)
+const fn public(route: Route, answers: &'static [Code]) -> BuiltinRoute {
+    row(route, Access::Public, false, answers)
 }
 
-const fn protected(
-    method: &'static str,
-    path: &'static str,
-    answers: &'static [Code],
-) -> BuiltinRoute {
-    row(method, path, Access::Protected, false, answers)
+const fn protected(route: Route, answers: &'static [Code]) -> BuiltinRoute {
+    row(route, Access::Protected, false, answers)
 }
 
 /// Public by the spec's defaults, protected in strict mode.
-const fn sensitive(
-    method: &'static str,
-    path: &'static str,
-    answers: &'static [Code],
-) -> BuiltinRoute {
-    row(method, path, Access::Public, true, answers)
+const fn sensitive(route: Route, answers: &'static [Code]) -> BuiltinRoute {
+    row(route, Access::Public, true, answers)
 }
 
 /// Every built-in route.
@@ -193,22 +181,21 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
     ];
     &[
         // Agents.
-        public("GET", "/agents", &[]),
-        public("GET", "/agents/{id}", &[AgentNotFound]),
-        protected("POST", "/agents/{id}/text", &GENERATION).with_json_body(),
-        protected("POST", "/agents/{id}/stream", &[AgentNotFound]).with_json_body(),
-        protected("POST", "/agents/{id}/object", &OBJECT).with_json_body(),
-        protected("POST", "/agents/{id}/stream-object", &[AgentNotFound]).with_json_body(),
+        public(routes::LIST_AGENTS, &[]),
+        public(routes::GET_AGENT, &[AgentNotFound]),
+        protected(routes::GENERATE_TEXT, &GENERATION).with_json_body(),
+        protected(routes::STREAM_TEXT, &[AgentNotFound]).with_json_body(),
+        protected(routes::GENERATE_OBJECT, &OBJECT).with_json_body(),
+        protected(routes::STREAM_OBJECT, &[AgentNotFound]).with_json_body(),
         // Not in the default protected set (spec section 5, rule 3).
-        sensitive("POST", "/agents/{id}/chat", &[AgentNotFound]).with_json_body(),
+        sensitive(routes::CHAT, &[AgentNotFound]).with_json_body(),
         // Workflows.
-        public("GET", "/workflows", &[]),
-        public("GET", "/workflows/{id}", &[WorkflowNotFound]),
+        public(routes::LIST_WORKFLOWS, &[]),
+        public(routes::GET_WORKFLOW, &[WorkflowNotFound]),
         // Execute and resume wait for the run: a failure after its start names the execution
         // (`X-Execution-Id`, documented for the rows that may answer `execution_failed`).
         protected(
-            "POST",
-            "/workflows/{id}/execute",
+            routes::EXECUTE,
             &[
                 InvalidInput,
                 InvalidExecutionId,
@@ -223,8 +210,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         )
         .with_json_body(),
         protected(
-            "POST",
-            "/workflows/{id}/stream",
+            routes::STREAM,
             &[
                 InvalidInput,
                 InvalidExecutionId,
@@ -239,8 +225,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         // Not in the default protected set (spec section 5, rules 1 and 3): a host guards them
         // with `protected_route("POST /workflows/*")` or AGENTRY_PROTECTED_ROUTES.
         sensitive(
-            "POST",
-            "/workflows/{id}/executions/{execution_id}/suspend",
+            routes::SUSPEND,
             &[
                 NotSuspendable,
                 WorkflowNotFound,
@@ -252,8 +237,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         )
         .with_json_body(),
         sensitive(
-            "POST",
-            "/workflows/{id}/executions/{execution_id}/resume",
+            routes::RESUME,
             &[
                 InvalidResumeData,
                 UnknownStep,
@@ -269,26 +253,16 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             ],
         )
         .with_json_body(),
-        sensitive(
-            "GET",
-            "/workflows/{id}/executions/{execution_id}/state",
-            &READ,
-        ),
+        sensitive(routes::STATE, &READ),
         // Beyond the spec (extensions.md): public like state, protected in strict mode; cancel
         // is protected like execute.
+        sensitive(routes::ATTACH, &READ),
         sensitive(
-            "GET",
-            "/workflows/{id}/executions/{execution_id}/stream",
-            &READ,
-        ),
-        sensitive(
-            "GET",
-            "/workflows/{id}/executions",
+            routes::LIST_EXECUTIONS,
             &[WorkflowNotFound, Internal, DatabaseUnavailable],
         ),
         protected(
-            "POST",
-            "/workflows/{id}/executions/{execution_id}/cancel",
+            routes::CANCEL,
             &[
                 NotCancellable,
                 WorkflowNotFound,
@@ -302,39 +276,32 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         // Executions across workflows (beyond the spec, for the console): like the
         // per-workflow list and state.
         sensitive(
-            "GET",
-            "/executions",
+            routes::LIST_ALL_EXECUTIONS,
             &[WorkflowNotFound, Internal, DatabaseUnavailable],
         ),
         sensitive(
-            "GET",
-            "/executions/{execution_id}",
+            routes::FIND_EXECUTION,
             &[Forbidden, ExecutionNotFound, Internal, DatabaseUnavailable],
         ),
-        sensitive(
-            "GET",
-            "/api/execution-counts",
-            &[Internal, DatabaseUnavailable],
-        ),
+        sensitive(routes::COUNT_EXECUTIONS, &[Internal, DatabaseUnavailable]),
         // What the server is (public, like /doc), and whom a token stands for (protected: a
         // client checks its token with it).
-        public("GET", "/api/info", &[]),
-        public("GET", "/healthz", &[]),
+        public(Route::new("GET", "/api/info"), &[]),
+        public(Route::new("GET", "/healthz"), &[]),
         // Not ready is its own 503 (`Readiness`, outside the envelope), written in its handler's
         // path block.
-        public("GET", "/readyz", &[]),
-        protected("GET", "/api/me", &[]),
+        public(Route::new("GET", "/readyz"), &[]),
+        protected(Route::new("GET", "/api/me"), &[]),
         // Other built-in routes (spec section 4): public; WebSockets are unauthenticated
         // (rule 2).
-        public("GET", "/", &[]),
-        sensitive("GET", "/api/logs", &[Forbidden]),
+        public(Route::new("GET", "/"), &[]),
+        sensitive(Route::new("GET", "/api/logs"), &[Forbidden]),
         // MCP (Streamable HTTP): protected like the routes that run agents and workflows. Its
         // body is rmcp's to read (a slow one is a 400, not a 408); a body that is not one
         // JSON-RPC message is a 400 with its JSON-RPC error (`McpBadRequest`), written in its
         // path block.
         protected(
-            "POST",
-            "/mcp",
+            Route::new("POST", "/mcp"),
             &[
                 McpSessionNotFound,
                 NotAcceptable,
@@ -345,8 +312,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             ],
         ),
         protected(
-            "GET",
-            "/mcp",
+            Route::new("GET", "/mcp"),
             &[
                 McpSessionNotFound,
                 MethodNotAllowed,
@@ -355,28 +321,26 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             ],
         ),
         protected(
-            "DELETE",
-            "/mcp",
+            Route::new("DELETE", "/mcp"),
             &[McpSessionNotFound, MethodNotAllowed, Internal],
         ),
         // Prometheus metrics: public by default (counts, no execution data), like the spec's
         // logs; a 404 when they are served on their own address.
-        public("GET", "/metrics", &[RouteNotFound]),
+        public(Route::new("GET", "/metrics"), &[RouteNotFound]),
         // The WebSockets check the origin before the upgrade, as the cross-site guard does.
-        sensitive("GET", "/ws/logs", &[Forbidden]),
+        sensitive(Route::new("GET", "/ws/logs"), &[Forbidden]),
         sensitive(
-            "GET",
-            "/ws/executions/{execution_id}",
+            Route::new("GET", "/ws/executions/{execution_id}"),
             &[Forbidden, Internal, DatabaseUnavailable],
         ),
         // The OpenAPI document and the API explorer: Swagger UI's page (`/ui`, and `/ui/`)
         // and its files.
-        public("GET", "/doc", &[]),
-        public("GET", "/ui", &[]),
-        public("GET", "/ui/{tail:.*}", &[RouteNotFound]),
+        public(Route::new("GET", "/doc"), &[]),
+        public(Route::new("GET", "/ui"), &[]),
+        public(Route::new("GET", "/ui/{tail:.*}"), &[RouteNotFound]),
         // The operator console's pages and files: public; its data comes through the API.
-        public("GET", "/console", &[]),
-        public("GET", "/console/{tail:.*}", &[RouteNotFound]),
+        public(Route::new("GET", "/console"), &[]),
+        public(Route::new("GET", "/console/{tail:.*}"), &[RouteNotFound]),
     ]
 };
 
