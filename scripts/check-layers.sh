@@ -4,7 +4,8 @@
 #   database driver or HTTP client; agentry-auth has no web framework, no database and does not
 #   use agentry-core; agentry-app (the application layer) knows no HTTP framework, no SQL and no
 #   MCP; the front ends (agentry-http, agentry-mcp) never reach the store: they go through
-#   agentry-app (dev-dependencies do not count);
+#   agentry-app; agentry-logs (the log capture) knows no HTTP framework, no SQL and no MCP
+#   (dev-dependencies do not count);
 # - it names every source file: each crate's files by their path under the crate (`src/`
 #   left out, a `mod.rs` by its folder, e.g. `wire/`), the test files of `tests/` and the scripts.
 #
@@ -33,6 +34,7 @@ layering_rules() {
   forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
   forbid agentry-metrics 'actix.*|sqlx.*'
   forbid agentry-otel 'actix.*|sqlx.*'
+  forbid agentry-logs 'actix.*|sqlx.*|rmcp'
 }
 
 if [ "${1:-}" = "--prove" ]; then
@@ -67,7 +69,7 @@ fi
 
 layering_rules
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-console, agentry-metrics and agentry-otel keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-console, agentry-metrics, agentry-otel and agentry-logs keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.

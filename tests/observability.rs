@@ -417,7 +417,7 @@ async fn every_request_is_logged_without_its_query_string() {
 /// error messages echo the input) leaves every record and the whole buffer within their limits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_client_text_keeps_the_logs_bounded() {
-    use agentry_http::logs::{DEFAULT_MAX_BYTES, LogHub, MAX_FIELD_BYTES, MAX_MESSAGE_BYTES};
+    use agentry_logs::{DEFAULT_MAX_BYTES, LogHub, MAX_FIELD_BYTES, MAX_MESSAGE_BYTES};
     let s = TestServer::start(Backend::Sqlite).await;
     let marker = new_id();
     let filler = "é".repeat(30 * 1024);

@@ -6,6 +6,8 @@
 //!   responses and a unique id, every path parameter declared.
 //! - It documents exactly the built-in routes of `agentry_http::access::BUILTIN_ROUTES`, and
 //!   exactly the protected ones require the bearer token.
+//! - Its failure responses are exactly the failures each row of `BUILTIN_ROUTES` declares, each
+//!   under its own status.
 //! - Real answers, on both databases, are valid against the schemas it documents (envelopes,
 //!   failures, and each Server-Sent Event of the four streams).
 //! - `/ui` serves Swagger UI from the binary, and headless Chromium renders it listing every
@@ -19,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use agentry_http::access::BUILTIN_ROUTES;
 use agentry_http::authn::Access;
+use agentry_http::error::Code;
+use agentry_http::openapi::ERROR_CODES_EXTENSION;
 use agentry_tests::{Backend, TestServer, new_id};
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
@@ -446,6 +450,10 @@ async fn doc_publishes_the_error_table() {
     );
     for (method, path, op) in operations(&doc) {
         for (status, response) in op["responses"].as_object().expect("responses") {
+            // The readiness probe's 503 is its own small body, not a failure of the table.
+            if path == "/readyz" && status == "503" {
+                continue;
+            }
             if status.parse::<u16>().is_ok_and(|s| s >= 400) {
                 let text = response["description"].as_str().unwrap_or_default();
                 assert!(
@@ -458,14 +466,125 @@ async fn doc_publishes_the_error_table() {
     server.stop().await;
 }
 
+/// The failure responses are generated from `access.rs`'s declaration and the error table, and
+/// nothing else: each lists (`x-error-codes`) only codes whose status is its own, with each
+/// code's `when`, and the headers they imply; the codes of an operation's responses are exactly
+/// the failures its row declares (its own, and those that follow from its kind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_responses_are_exactly_the_declared_codes() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    let doc = fetch_doc(&server).await;
+    let table: BTreeMap<&str, Code> = Code::ALL.iter().map(|c| (c.as_str(), *c)).collect();
+    for r in BUILTIN_ROUTES {
+        let path = openapi_path(r.path);
+        let at = format!("{} {path}", r.method);
+        let responses = doc["paths"][&path][r.method.to_lowercase()]["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{at}: no responses"));
+        let mut listed = BTreeSet::new();
+        for (status, response) in responses {
+            let status: u16 = status.parse().expect("a status");
+            let codes = response.get(ERROR_CODES_EXTENSION);
+            // Successes, and the readiness probe's own 503, carry no code.
+            if status < 400 || (path == "/readyz" && status == 503) {
+                assert!(codes.is_none(), "{at} {status}: codes {codes:?}");
+                continue;
+            }
+            let codes: Vec<Code> = codes
+                .and_then(Value::as_array)
+                .unwrap_or_else(|| panic!("{at} {status}: no {ERROR_CODES_EXTENSION}"))
+                .iter()
+                .map(|c| table[c.as_str().expect("a code is a string")])
+                .collect();
+            assert!(!codes.is_empty(), "{at} {status}: no codes");
+            let description = response["description"].as_str().unwrap_or_default();
+            for code in &codes {
+                assert_eq!(
+                    code.status(),
+                    status,
+                    "{at} {status} lists {} (a {})",
+                    code.as_str(),
+                    code.status()
+                );
+                assert!(
+                    description.contains(code.when()),
+                    "{at} {status} does not say when {} is answered: {description}",
+                    code.as_str()
+                );
+                assert!(
+                    listed.insert(code.as_str()),
+                    "{at}: {} twice",
+                    code.as_str()
+                );
+            }
+            let header = |name: &str| response["headers"].get(name).is_some();
+            assert_eq!(
+                header("Retry-After"),
+                codes.iter().any(|c| c.retry_after().is_some()),
+                "{at} {status}: Retry-After"
+            );
+            assert_eq!(
+                header("WWW-Authenticate"),
+                status == 401,
+                "{at} {status}: WWW-Authenticate"
+            );
+            assert_eq!(
+                header("Allow"),
+                codes.contains(&Code::MethodNotAllowed),
+                "{at} {status}: Allow"
+            );
+            // Only what waits for a run names the execution it failed in.
+            let names_execution = r.failures().contains(&Code::ExecutionFailed)
+                && codes.iter().any(|c| {
+                    matches!(
+                        c,
+                        Code::ExecutionFailed
+                            | Code::ExecutionContinuesElsewhere
+                            | Code::DatabaseUnavailable
+                            | Code::Internal
+                    )
+                });
+            assert_eq!(
+                header("X-Execution-Id"),
+                names_execution,
+                "{at} {status}: X-Execution-Id"
+            );
+        }
+        let declared: BTreeSet<&str> = r.failures().iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            listed, declared,
+            "{at}: the documented codes are the declared ones"
+        );
+    }
+    // Execute and resume name the execution they failed in.
+    for (method, path) in [
+        ("post", "/workflows/{id}/execute"),
+        ("post", "/workflows/{id}/executions/{execution_id}/resume"),
+    ] {
+        let responses = &doc["paths"][path][method]["responses"];
+        for status in ["500", "503"] {
+            assert!(
+                responses[status]["headers"]["X-Execution-Id"].is_object(),
+                "{path} {status}: no X-Execution-Id"
+            );
+        }
+    }
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doc_documents_exactly_the_builtin_routes_and_their_access() {
     let server = TestServer::start(Backend::Sqlite).await;
     let doc = fetch_doc(&server).await;
 
-    let rows: BTreeMap<(String, String), Access> = BUILTIN_ROUTES
+    let rows: BTreeMap<(String, String), (Access, bool)> = BUILTIN_ROUTES
         .iter()
-        .map(|r| ((r.method.to_owned(), openapi_path(r.path)), r.access))
+        .map(|r| {
+            (
+                (r.method.to_owned(), openapi_path(r.path)),
+                (r.access, r.sensitive),
+            )
+        })
         .collect();
     let documented: BTreeMap<(String, String), &Value> = operations(&doc)
         .into_iter()
@@ -489,13 +608,14 @@ async fn doc_documents_exactly_the_builtin_routes_and_their_access() {
         "/doc documents routes not in BUILTIN_ROUTES: {unknown:?}"
     );
 
-    // The bearer scheme, and exactly the protected rows require it (and may answer 401).
+    // The bearer scheme, and exactly the protected rows require it (and may answer 401; a
+    // sensitive row may too, in strict mode, without requiring it by default).
     let scheme = &doc["components"]["securitySchemes"]["bearerAuth"];
     assert_eq!(scheme["type"], "http", "{scheme}");
     assert_eq!(scheme["scheme"], "bearer", "{scheme}");
     assert_eq!(scheme["bearerFormat"], "JWT", "{scheme}");
     assert!(doc.get("security").is_none(), "no document-wide security");
-    for ((method, path), access) in &rows {
+    for ((method, path), (access, sensitive)) in &rows {
         let op = documented[&(method.clone(), path.clone())];
         let at = format!("{method} {path}");
         match access {
@@ -509,9 +629,10 @@ async fn doc_documents_exactly_the_builtin_routes_and_their_access() {
                     "{at} is public: {}",
                     op["security"]
                 );
-                assert!(
-                    op["responses"].get("401").is_none(),
-                    "{at} is public but may 401"
+                assert_eq!(
+                    op["responses"].get("401").is_some(),
+                    *sensitive,
+                    "{at} is public: a 401 only when it is sensitive (strict mode protects it)"
                 );
             }
         }

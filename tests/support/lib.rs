@@ -64,7 +64,9 @@ pub fn init_logging() {
     ONCE.call_once(|| {
         use tracing_subscriber::prelude::*;
         let _ = tracing_subscriber::registry()
-            .with(agentry_http::logs::capture_layer())
+            .with(agentry_logs::capture_layer(
+                agentry_mcp::sessions::QUIET_LOG_DIRECTIVES,
+            ))
             .try_init();
     });
 }

@@ -1,7 +1,7 @@
 //! agentry-app: the application layer. Its use cases (start, suspend, resume, cancel, read and
-//! list executions, re-attach, generate with an agent, read the catalogue) as typed commands and
-//! queries on [`App`], each taking a verified [`Caller`] and a typed input and answering a wire
-//! type or an [`AppError`] (a row of the error table). Who may do what ([`Policy`]), the
+//! list executions, re-attach, generate with an agent, read the catalogue, read the logs) as
+//! typed commands and queries on [`App`], each taking a verified [`Caller`] and a typed input
+//! and answering a wire type or an [`AppError`] (a row of the error table). Who may do what ([`Policy`]), the
 //! context's `user`/`userId` and the memory namespace are decided here, once, for every front
 //! end: HTTP (`agentry-http`), MCP (`agentry-mcp`) and the ones to come only parse, call one
 //! command and render.
@@ -14,6 +14,7 @@ pub mod caller;
 pub mod error;
 pub mod health;
 pub mod input;
+pub mod logs;
 pub mod policy;
 pub mod routes;
 pub mod wire;

@@ -11,7 +11,7 @@ pub struct Route {
 }
 
 impl Route {
-    const fn new(method: &'static str, path: &'static str) -> Self {
+    pub const fn new(method: &'static str, path: &'static str) -> Self {
         Self { method, path }
     }
 

@@ -401,10 +401,12 @@ impl App {
         })
     }
 
+    /// An execution by its id, if there is one: a database that does not answer is
+    /// `database_unavailable`, like every other read of an execution.
     async fn read(&self, execution_id: &ExecutionId) -> Result<Option<ExecutionRecord>, AppError> {
         self.engine.store().get(execution_id).await.map_err(|e| {
-            tracing::error!(execution_id = %execution_id, error = %e, "reading an execution to watch");
-            AppError::internal(READ_FAILED)
+            let _watched = tracing::info_span!("watch", execution_id = %execution_id).entered();
+            AppError::engine(e.into(), READ_FAILED)
         })
     }
 }

@@ -1,4 +1,5 @@
-//! Which built-in route needs a token: the one place where that is decided.
+//! The built-in routes, one row each: which needs a token (the one place where that is decided),
+//! and which rows of the error table it may answer (the one place where that is declared).
 //!
 //! Every route the server registers in [`crate::configure`] has exactly one row here, public or
 //! protected; the protected rows are spec section 5's default protected set. The *sensitive* rows
@@ -6,13 +7,24 @@
 //! strict mode (`AGENTRY_AUTH_STRICT=1`) protects them too. A test registers
 //! the real routes, lists them from the router and fails on any route without a row (or a row
 //! without a route), so a new route cannot slip past authentication unnoticed.
+//!
+//! A row's failures are the codes its handler (and the use cases it calls) may answer; the ones
+//! that follow from what the route is are not written in the row but derived from it
+//! ([`BuiltinRoute::failures`]): any route may answer `invalid_request` (intake refuses the NUL
+//! character in a path or query), a protected one, or a sensitive one in strict mode, the 401s,
+//! one that changes something the cross-site 403, one with a JSON body its 408, 413 and 415.
+//! `/doc`'s failure responses are generated from [`BuiltinRoute::failures`] and the table
+//! (`openapi.rs`).
 
 use std::sync::OnceLock;
 
+use agentry_app::routes::{self, Route};
 use agentry_auth::{Access, RoutePattern, RouteRules};
 
-/// One built-in route: method, actix path pattern, access by default, and whether strict mode
-/// protects it.
+use crate::error::Code;
+
+/// One built-in route: method, actix path pattern, access by default, whether strict mode
+/// protects it, and the failures it may answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BuiltinRoute {
     pub method: &'static str,
@@ -21,7 +33,27 @@ pub struct BuiltinRoute {
     pub access: Access,
     /// It reads or changes executions, conversation memory or logs: protected in strict mode.
     pub sensitive: bool,
+    /// It reads a JSON body (required or optional) under the body limit and time-out, refusing
+    /// one that is not JSON.
+    pub json_body: bool,
+    /// The rows of the error table its handler may answer beyond those that follow from the
+    /// route's kind (see [`BuiltinRoute::failures`]).
+    pub answers: &'static [Code],
 }
+
+/// The 401s of the authentication middleware (and of strict mode's policy).
+pub const UNAUTHORIZED: [Code; 3] = [
+    Code::AuthenticationRequired,
+    Code::InvalidToken,
+    Code::TokenExpired,
+];
+
+/// What reading a JSON body may answer besides `invalid_request`.
+const BODY: [Code; 3] = [
+    Code::RequestTimeout,
+    Code::PayloadTooLarge,
+    Code::UnsupportedMediaType,
+];
 
 impl BuiltinRoute {
     /// The route's access in strict mode (`strict`) or by the spec's defaults.
@@ -37,6 +69,36 @@ impl BuiltinRoute {
     pub fn example_path(&self) -> String {
         example_path(self.path)
     }
+
+    /// The route reads a JSON body.
+    const fn with_json_body(mut self) -> Self {
+        self.json_body = true;
+        self
+    }
+
+    /// Whether `code` follows from what the route is, whatever its handler does.
+    fn by_rule(&self, code: Code) -> bool {
+        match code {
+            // Intake refuses the NUL character in any path or query parameter; a path
+            // parameter that does not decode is refused too.
+            Code::InvalidRequest => true,
+            c if UNAUTHORIZED.contains(&c) => self.access == Access::Protected || self.sensitive,
+            // The cross-site guard (`origin.rs`) on every method that changes something.
+            Code::Forbidden => self.method != "GET",
+            c if BODY.contains(&c) => self.json_body,
+            _ => false,
+        }
+    }
+
+    /// Every row of the error table the route may answer, in the table's order: its own
+    /// ([`BuiltinRoute::answers`]) and those that follow from its kind.
+    pub fn failures(&self) -> Vec<Code> {
+        Code::ALL
+            .iter()
+            .copied()
+            .filter(|c| self.by_rule(*c) || self.answers.contains(c))
+            .collect()
+    }
 }
 
 /// An actix path pattern with every `{param}` replaced by `x` (`/` for the root).
@@ -51,91 +113,236 @@ fn example_path(pattern: &str) -> String {
     }
 }
 
-const fn public(method: &'static str, path: &'static str) -> BuiltinRoute {
+const fn row(
+    route: Route,
+    access: Access,
+    sensitive: bool,
+    answers: &'static [Code],
+) -> BuiltinRoute {
     BuiltinRoute {
-        method,
-        path,
-        access: Access::Public,
-        sensitive: false,
+        method: route.method,
+        path: route.path,
+        access,
+        sensitive,
+        json_body: false,
+        answers,
     }
 }
 
-const fn protected(method: &'static str, path: &'static str) -> BuiltinRoute {
-    BuiltinRoute {
-        method,
-        path,
-        access: Access::Protected,
-        sensitive: false,
-    }
+const fn public(route: Route, answers: &'static [Code]) -> BuiltinRoute {
+    row(route, Access::Public, false, answers)
+}
+
+const fn protected(route: Route, answers: &'static [Code]) -> BuiltinRoute {
+    row(route, Access::Protected, false, answers)
 }
 
 /// Public by the spec's defaults, protected in strict mode.
-const fn sensitive(method: &'static str, path: &'static str) -> BuiltinRoute {
-    BuiltinRoute {
-        method,
-        path,
-        access: Access::Public,
-        sensitive: true,
-    }
+const fn sensitive(route: Route, answers: &'static [Code]) -> BuiltinRoute {
+    row(route, Access::Public, true, answers)
 }
 
 /// Every built-in route.
-pub const BUILTIN_ROUTES: &[BuiltinRoute] = &[
-    // Agents.
-    public("GET", "/agents"),
-    public("GET", "/agents/{id}"),
-    protected("POST", "/agents/{id}/text"),
-    protected("POST", "/agents/{id}/stream"),
-    protected("POST", "/agents/{id}/object"),
-    protected("POST", "/agents/{id}/stream-object"),
-    // Not in the default protected set (spec section 5, rule 3).
-    sensitive("POST", "/agents/{id}/chat"),
-    // Workflows.
-    public("GET", "/workflows"),
-    public("GET", "/workflows/{id}"),
-    protected("POST", "/workflows/{id}/execute"),
-    protected("POST", "/workflows/{id}/stream"),
-    // Not in the default protected set (spec section 5, rules 1 and 3): a host guards them with
-    // `protected_route("POST /workflows/*")` or AGENTRY_PROTECTED_ROUTES.
-    sensitive("POST", "/workflows/{id}/executions/{execution_id}/suspend"),
-    sensitive("POST", "/workflows/{id}/executions/{execution_id}/resume"),
-    sensitive("GET", "/workflows/{id}/executions/{execution_id}/state"),
-    // Beyond the spec (extensions.md): public like state, protected in strict mode; cancel is
-    // protected like execute.
-    sensitive("GET", "/workflows/{id}/executions/{execution_id}/stream"),
-    sensitive("GET", "/workflows/{id}/executions"),
-    protected("POST", "/workflows/{id}/executions/{execution_id}/cancel"),
-    // Executions across workflows (beyond the spec, for the console): like the per-workflow
-    // list and state.
-    sensitive("GET", "/executions"),
-    sensitive("GET", "/executions/{execution_id}"),
-    sensitive("GET", "/api/execution-counts"),
-    // What the server is (public, like /doc), and whom a token stands for (protected: a client
-    // checks its token with it).
-    public("GET", "/api/info"),
-    public("GET", "/healthz"),
-    public("GET", "/readyz"),
-    protected("GET", "/api/me"),
-    // Other built-in routes (spec section 4): public; WebSockets are unauthenticated (rule 2).
-    public("GET", "/"),
-    sensitive("GET", "/api/logs"),
-    // MCP (Streamable HTTP): protected like the routes that run agents and workflows.
-    protected("POST", "/mcp"),
-    protected("GET", "/mcp"),
-    protected("DELETE", "/mcp"),
-    // Prometheus metrics: public by default (counts, no execution data), like the spec's logs.
-    public("GET", "/metrics"),
-    sensitive("GET", "/ws/logs"),
-    sensitive("GET", "/ws/executions/{execution_id}"),
-    // The OpenAPI document and the API explorer: Swagger UI's page (`/ui`, and `/ui/`)
-    // and its files.
-    public("GET", "/doc"),
-    public("GET", "/ui"),
-    public("GET", "/ui/{tail:.*}"),
-    // The operator console's pages and files: public; its data comes through the API.
-    public("GET", "/console"),
-    public("GET", "/console/{tail:.*}"),
-];
+pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
+    use Code::*;
+    // A generation: an unknown agent, then what generating may answer once the body is
+    // accepted (the streams answer these as their last event instead).
+    const GENERATION: [Code; 9] = [
+        AgentNotFound,
+        ClientClosedRequest,
+        GenerationFailed,
+        ModelRefused,
+        ModelUnauthorized,
+        ModelUnavailable,
+        ModelRateLimited,
+        ModelTimedOut,
+        // Conversation memory.
+        DatabaseUnavailable,
+    ];
+    const OBJECT: [Code; 10] = [
+        AgentNotFound,
+        ClientClosedRequest,
+        UnsatisfiableSchema,
+        GenerationFailed,
+        ModelRefused,
+        ModelUnauthorized,
+        ModelUnavailable,
+        ModelRateLimited,
+        ModelTimedOut,
+        DatabaseUnavailable,
+    ];
+    // Reading an execution (of a workflow): strict mode's ownership rule, then the store.
+    const READ: [Code; 5] = [
+        Forbidden,
+        WorkflowNotFound,
+        ExecutionNotFound,
+        Internal,
+        DatabaseUnavailable,
+    ];
+    &[
+        // Agents.
+        public(routes::LIST_AGENTS, &[]),
+        public(routes::GET_AGENT, &[AgentNotFound]),
+        protected(routes::GENERATE_TEXT, &GENERATION).with_json_body(),
+        protected(routes::STREAM_TEXT, &[AgentNotFound]).with_json_body(),
+        protected(routes::GENERATE_OBJECT, &OBJECT).with_json_body(),
+        protected(routes::STREAM_OBJECT, &[AgentNotFound]).with_json_body(),
+        // Not in the default protected set (spec section 5, rule 3).
+        sensitive(routes::CHAT, &[AgentNotFound]).with_json_body(),
+        // Workflows.
+        public(routes::LIST_WORKFLOWS, &[]),
+        public(routes::GET_WORKFLOW, &[WorkflowNotFound]),
+        // Execute and resume wait for the run: a failure after its start names the execution
+        // (`X-Execution-Id`, documented for the rows that may answer `execution_failed`).
+        protected(
+            routes::EXECUTE,
+            &[
+                InvalidInput,
+                InvalidExecutionId,
+                WorkflowNotFound,
+                ExecutionExists,
+                ExecutionFailed,
+                Internal,
+                ExecutionContinuesElsewhere,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        protected(
+            routes::STREAM,
+            &[
+                InvalidInput,
+                InvalidExecutionId,
+                WorkflowNotFound,
+                ExecutionExists,
+                Internal,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        // Not in the default protected set (spec section 5, rules 1 and 3): a host guards them
+        // with `protected_route("POST /workflows/*")` or AGENTRY_PROTECTED_ROUTES.
+        sensitive(
+            routes::SUSPEND,
+            &[
+                NotSuspendable,
+                WorkflowNotFound,
+                ExecutionNotFound,
+                Conflict,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        sensitive(
+            routes::RESUME,
+            &[
+                InvalidResumeData,
+                UnknownStep,
+                WorkflowNotFound,
+                ExecutionNotFound,
+                ExecutionNotSuspended,
+                Conflict,
+                ExecutionFailed,
+                Internal,
+                ExecutionContinuesElsewhere,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        sensitive(routes::STATE, &READ),
+        // Beyond the spec (extensions.md): public like state, protected in strict mode; cancel
+        // is protected like execute.
+        sensitive(routes::ATTACH, &READ),
+        sensitive(
+            routes::LIST_EXECUTIONS,
+            &[WorkflowNotFound, Internal, DatabaseUnavailable],
+        ),
+        protected(
+            routes::CANCEL,
+            &[
+                NotCancellable,
+                WorkflowNotFound,
+                ExecutionNotFound,
+                Conflict,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        // Executions across workflows (beyond the spec, for the console): like the
+        // per-workflow list and state.
+        sensitive(
+            routes::LIST_ALL_EXECUTIONS,
+            &[WorkflowNotFound, Internal, DatabaseUnavailable],
+        ),
+        sensitive(
+            routes::FIND_EXECUTION,
+            &[Forbidden, ExecutionNotFound, Internal, DatabaseUnavailable],
+        ),
+        sensitive(routes::COUNT_EXECUTIONS, &[Internal, DatabaseUnavailable]),
+        // What the server is (public, like /doc), and whom a token stands for (protected: a
+        // client checks its token with it).
+        public(Route::new("GET", "/api/info"), &[]),
+        public(Route::new("GET", "/healthz"), &[]),
+        // Not ready is its own 503 (`Readiness`, outside the envelope), written in its handler's
+        // path block.
+        public(Route::new("GET", "/readyz"), &[]),
+        protected(Route::new("GET", "/api/me"), &[]),
+        // Other built-in routes (spec section 4): public; WebSockets are unauthenticated
+        // (rule 2).
+        public(Route::new("GET", "/"), &[]),
+        sensitive(Route::new("GET", "/api/logs"), &[Forbidden]),
+        // MCP (Streamable HTTP): protected like the routes that run agents and workflows. Its
+        // body is rmcp's to read (a slow one is a 400, not a 408); a body that is not one
+        // JSON-RPC message is a 400 with its JSON-RPC error (`McpBadRequest`), written in its
+        // path block.
+        protected(
+            Route::new("POST", "/mcp"),
+            &[
+                McpSessionNotFound,
+                NotAcceptable,
+                PayloadTooLarge,
+                UnsupportedMediaType,
+                Internal,
+                McpSessionLimit,
+            ],
+        ),
+        protected(
+            Route::new("GET", "/mcp"),
+            &[
+                McpSessionNotFound,
+                MethodNotAllowed,
+                NotAcceptable,
+                Internal,
+            ],
+        ),
+        protected(
+            Route::new("DELETE", "/mcp"),
+            &[McpSessionNotFound, MethodNotAllowed, Internal],
+        ),
+        // Prometheus metrics: public by default (counts, no execution data), like the spec's
+        // logs; a 404 when they are served on their own address.
+        public(Route::new("GET", "/metrics"), &[RouteNotFound]),
+        // The WebSockets check the origin before the upgrade, as the cross-site guard does.
+        sensitive(Route::new("GET", "/ws/logs"), &[Forbidden]),
+        sensitive(
+            Route::new("GET", "/ws/executions/{execution_id}"),
+            &[Forbidden, Internal, DatabaseUnavailable],
+        ),
+        // The OpenAPI document and the API explorer: Swagger UI's page (`/ui`, and `/ui/`)
+        // and its files.
+        public(Route::new("GET", "/doc"), &[]),
+        public(Route::new("GET", "/ui"), &[]),
+        public(Route::new("GET", "/ui/{tail:.*}"), &[RouteNotFound]),
+        // The operator console's pages and files: public; its data comes through the API.
+        public(Route::new("GET", "/console"), &[]),
+        public(Route::new("GET", "/console/{tail:.*}"), &[RouteNotFound]),
+    ]
+};
 
 /// Every row with its path parsed as a pattern, once.
 fn patterns() -> &'static [(BuiltinRoute, RoutePattern)] {
@@ -267,6 +474,33 @@ mod tests {
         );
         let stale: Vec<_> = rows.iter().filter(|r| !served.contains(r)).collect();
         assert!(stale.is_empty(), "rows for routes nobody serves: {stale:?}");
+    }
+
+    /// A row declares only what its kind does not already give (nothing is written twice), each
+    /// code once; a route that reads a JSON body changes something.
+    #[test]
+    fn rows_declare_only_their_own_failures() {
+        for r in BUILTIN_ROUTES {
+            let mut seen = BTreeSet::new();
+            for code in r.answers {
+                assert!(
+                    !r.by_rule(*code),
+                    "{} {} declares {}, which follows from its kind",
+                    r.method,
+                    r.path,
+                    code.as_str()
+                );
+                assert!(seen.insert(code.as_str()), "{r:?} lists {code:?} twice");
+            }
+            assert!(!(r.json_body && r.method == "GET"), "{r:?}");
+            let failures = r.failures();
+            assert!(failures.contains(&Code::InvalidRequest), "{r:?}");
+            assert_eq!(
+                failures.contains(&Code::AuthenticationRequired),
+                r.access == Access::Protected || r.sensitive,
+                "{r:?}"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use agentry_app::App;
-use agentry_app::input::BodyKind;
+use agentry_app::input::{AgentRequest, BodyKind, ObjectRequest};
 use agentry_core::agent::AgentEvent;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
@@ -17,11 +17,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::AppState;
 use crate::auth::Requester;
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Failure};
+use crate::error::ApiError;
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{
-    AgentDetail, AgentEvent as WireEvent, AgentRequest, AgentSummary, ObjectEvent, ObjectRequest,
-    TextResult,
+    AgentDetail, AgentEvent as WireEvent, AgentSummary, ObjectEvent, TextResult,
 };
 
 /// GET /agents
@@ -69,7 +68,6 @@ impl AgentListCache {
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     responses(
         (status = 200, description = "The agent, with its tools' definitions.", body = Success<AgentDetail>),
-        (status = 404, description = "`Agent <id> not found`.", body = Failure),
     ),
 )]
 #[get("/agents/{id}")]
@@ -97,12 +95,6 @@ fn cancel_on_drop() -> (CancellationToken, DropGuard) {
     request_body = AgentRequest,
     responses(
         (status = 200, description = "The generated text.", body = Success<TextResult>),
-        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
-        (status = 404, description = "`Agent <id> not found`.", body = Failure),
-        (status = 500, description = "`Failed to generate: <cause>` (the model or the server failed).", body = Failure),
-        (status = 502, description = "`Failed to generate: ...`: the model provider refused the request or the credentials, or is down.", body = Failure),
-        (status = 503, description = "`Failed to generate: ...`: the model provider throttled the request; try again later.", body = Failure),
-        (status = 504, description = "`Failed to generate: ...`: the model provider stayed silent past the read time-out.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/text")]
@@ -130,13 +122,6 @@ pub async fn generate_text(
     request_body = ObjectRequest,
     responses(
         (status = 200, description = "The generated object.", body = Success<Value>),
-        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema` (not a JSON Schema, or asking for more than the generation limits: the message names the limit).", body = Failure),
-        (status = 404, description = "`Agent <id> not found`.", body = Failure),
-        (status = 422, description = "The model could not produce an object valid against the schema: `The model's object does not match the schema: <detail>`.", body = Failure),
-        (status = 500, description = "`Failed to generate: <cause>` (the model or the server failed).", body = Failure),
-        (status = 502, description = "`Failed to generate: ...`: the model provider refused the request or the credentials, or is down.", body = Failure),
-        (status = 503, description = "`Failed to generate: ...`: the model provider throttled the request; try again later.", body = Failure),
-        (status = 504, description = "`Failed to generate: ...`: the model provider stayed silent past the read time-out.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/object")]
@@ -183,8 +168,6 @@ fn sse_of<T: serde::Serialize>(events: impl Stream<Item = T> + 'static) -> impl 
     request_body = AgentRequest,
     responses(
         (status = 200, description = "The generation's events.", content_type = "text/event-stream", body = crate::openapi::AgentStreamEvent),
-        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
-        (status = 404, description = "`Agent <id> not found`.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/stream")]
@@ -216,8 +199,6 @@ pub async fn stream_text(
     responses(
         (status = 200, description = "The UI message stream.", content_type = "text/event-stream", body = crate::openapi::ChatStreamEvent,
             headers(("x-vercel-ai-ui-message-stream" = String, description = "`v1`"))),
-        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field).", body = Failure),
-        (status = 404, description = "`Agent <id> not found`.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/chat")]
@@ -262,8 +243,6 @@ pub async fn chat_stream(
     request_body = ObjectRequest,
     responses(
         (status = 200, description = "The object's events.", content_type = "text/event-stream", body = crate::openapi::ObjectStreamEvent),
-        (status = 400, description = "An invalid body: `input`, `options` (a value out of range names the field), or `schema`.", body = Failure),
-        (status = 404, description = "`Agent <id> not found`.", body = Failure),
     ),
 )]
 #[post("/agents/{id}/stream-object")]

@@ -59,7 +59,6 @@ pub async fn home(req: HttpRequest) -> HttpResponse {
     params(("tail" = String, Path, description = "A view, or `assets/` and a file's path.", example = "approvals")),
     responses(
         (status = 200, description = "The page or the file."),
-        (status = 404, description = "No such file under `assets/`.", body = crate::error::Failure),
     ),
 )]
 #[get("/console/{tail:.*}")]

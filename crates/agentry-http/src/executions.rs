@@ -10,7 +10,7 @@ use agentry_app::workflows::ListRequest;
 use crate::AppState;
 use crate::auth::Requester;
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Failure};
+use crate::error::ApiError;
 use crate::wire::{ExecutionCounts, ExecutionList, ExecutionStateView};
 
 /// The query of an executions list: a status, the page size and the cursor.
@@ -79,8 +79,6 @@ impl From<AllListParams> for ListRequest {
     params(AllListParams),
     responses(
         (status = 200, description = "One page.", body = Success<ExecutionList>),
-        (status = 400, description = "`Invalid status ...`, `Invalid limit ...` or `Invalid cursor`.", body = Failure),
-        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
     ),
 )]
 #[get("/executions")]
@@ -104,8 +102,6 @@ pub async fn list_all(
     params(("execution_id" = String, Path, description = "The execution's id.", example = "exp-1")),
     responses(
         (status = 200, description = "The execution's record.", body = Success<ExecutionStateView>),
-        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
-        (status = 404, description = "`Execution <executionId> not found`.", body = Failure),
     ),
 )]
 #[get("/executions/{execution_id}")]

@@ -221,13 +221,6 @@ fn jsonrpc_id() -> ObjectBuilder {
             (`-32700` parse error: malformed, empty or too deeply nested JSON; `-32600` invalid \
             request: not a JSON-RPC message, or a batch), with `id: null`; or a message without \
             the session it needs (the failure envelope).", body = McpBadRequest),
-        (status = 404, description = "An unknown or ended session, or another user's (initialize again).", body = Failure),
-        (status = 406, description = "`Accept` does not allow the answer's media types.", body = Failure),
-        (status = 413, description = "Over the body limit (1 MiB by default); or an `initialize` over \
-            4 KiB or with more than 64 JSON values in its params.", body = Failure),
-        (status = 503, description = "`mcp_session_limit`: the server holds as many sessions as it may \
-            (`AGENTRY_MCP_MAX_SESSIONS`); an `initialize` is refused until one ends.", body = Failure,
-            headers(("Retry-After" = u64, description = "Seconds until a session is likely to end."))),
     ),
 )]
 #[post("/mcp")]
@@ -254,10 +247,6 @@ pub async fn mcp_post(
     ),
     responses(
         (status = 200, description = "The stream of JSON-RPC messages.", body = String, content_type = "text/event-stream"),
-        (status = 400, description = "No session named.", body = Failure),
-        (status = 404, description = "An unknown or ended session, or another user's.", body = Failure),
-        (status = 405, description = "Streams are not served for this protocol version.", body = Failure),
-        (status = 406, description = "`Accept` does not allow `text/event-stream`.", body = Failure),
     ),
 )]
 #[get("/mcp")]
@@ -280,9 +269,6 @@ pub async fn mcp_get(
     ),
     responses(
         (status = 204, description = "The session ended."),
-        (status = 400, description = "No session named.", body = Failure),
-        (status = 404, description = "An unknown or ended session, or another user's.", body = Failure),
-        (status = 405, description = "Sessions are not used by this protocol version.", body = Failure),
     ),
 )]
 #[delete("/mcp")]

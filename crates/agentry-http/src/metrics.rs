@@ -112,7 +112,6 @@ impl MessageBody for Tracked {
         instead, and here answers 404.",
     responses(
         (status = 200, description = "The metrics.", body = String, content_type = "text/plain"),
-        (status = 404, description = "Served on another address (`--metrics-bind`).", body = crate::error::Failure),
     ),
 )]
 #[get("/metrics")]

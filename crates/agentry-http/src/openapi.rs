@@ -6,8 +6,16 @@
 //! registers the route. [`document`] runs that same registration function once against a
 //! throwaway `App` and keeps what it collected, so a route that is served is a route that is
 //! documented. Then [`apply_access`] reads `access::BUILTIN_ROUTES`, the table that decides
-//! authentication, and marks exactly its protected rows with the `bearerAuth` requirement (and
-//! their 401 answer): the document's security cannot drift from what the server enforces.
+//! authentication, and marks exactly its protected rows with the `bearerAuth` requirement: the
+//! document's security cannot drift from what the server enforces.
+//!
+//! No path block lists a failure. The same table declares, per route, the rows of the error
+//! table it may answer (`BuiltinRoute::failures`); [`add_failures`] makes of them every failure
+//! response: one per status, the failure envelope, described by its codes' `when` texts, with
+//! the headers those codes imply (`Retry-After`, `X-Execution-Id`, `Allow`,
+//! `WWW-Authenticate`) and the codes in `x-error-codes`. The two answers outside the envelope
+//! (`/readyz`'s 503, `POST /mcp`'s JSON-RPC 400) stay in their path blocks; the codes of their
+//! status are added to them.
 //!
 //! The schemas come from the wire types the handlers send (`crate::wire`); this module only
 //! describes how a Server-Sent Event carries one of them (`sse_schema!`).
@@ -15,13 +23,16 @@
 //! `/ui` serves Swagger UI 5 from the binary (utoipa-swagger-ui with its `vendored` feature, no
 //! CDN), pointed at `/doc`.
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::{Arc, OnceLock};
 
 use actix_web::http::header::ContentType;
 use actix_web::{HttpResponse, ResponseError, get, web};
 use agentry_auth::Access;
+use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
@@ -29,7 +40,7 @@ use utoipa::{OpenApi as _, ToSchema};
 use utoipa_actix_web::AppExt;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::access::BUILTIN_ROUTES;
+use crate::access::{BUILTIN_ROUTES, BuiltinRoute, UNAUTHORIZED};
 use crate::error::{ApiError, Code};
 use crate::wire;
 
@@ -91,33 +102,9 @@ fn build() -> OpenApi {
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     apply_access(&mut api);
-    add_body_failures(&mut api);
+    add_failures(&mut api);
     describe_error_codes(&mut api);
-    list_failure_codes(&mut api);
     api
-}
-
-/// Every failure response of every operation names the codes of the error table its status may
-/// carry, so a client knows what to match on.
-fn list_failure_codes(api: &mut OpenApi) {
-    for item in api.paths.paths.values_mut() {
-        for (_, op) in operations_mut(item) {
-            for (status, response) in op.responses.responses.iter_mut() {
-                let (Ok(status), RefOr::T(response)) = (status.parse::<u16>(), response) else {
-                    continue;
-                };
-                let codes: Vec<String> = crate::error::Code::ALL
-                    .iter()
-                    .filter(|c| c.status() == status)
-                    .map(|c| format!("`{}`", c.as_str()))
-                    .collect();
-                if status >= 400 && !codes.is_empty() {
-                    response.description =
-                        format!("{} Codes: {}.", response.description, codes.join(", "));
-                }
-            }
-        }
-    }
 }
 
 /// The `ErrorCode` schema's description is the whole error table: each code, its status and
@@ -175,27 +162,19 @@ pub fn operations_mut(
     .filter_map(|(m, op)| op.as_mut().map(|op| (m, op)))
 }
 
-fn failure_response(description: &str) -> RefOr<utoipa::openapi::Response> {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("Failure")))
-                .build(),
-        )
-        .build()
-        .into()
+/// The row of `access::BUILTIN_ROUTES` of the operation `method` `path` (an OpenAPI path).
+pub fn builtin_route(method: &str, path: &str) -> Option<&'static BuiltinRoute> {
+    BUILTIN_ROUTES
+        .iter()
+        .find(|r| r.method == method && doc_path(r.path) == path)
 }
 
 /// Security from `access::BUILTIN_ROUTES`: its protected rows, and only they, require
-/// `bearerAuth` and may answer 401.
+/// `bearerAuth`.
 pub fn apply_access(api: &mut OpenApi) {
     for (path, item) in api.paths.paths.iter_mut() {
         for (method, op) in operations_mut(item) {
-            let row = BUILTIN_ROUTES
-                .iter()
-                .find(|r| r.method == method && doc_path(r.path) == *path);
+            let row = builtin_route(method, path);
             if row.is_some_and(|r| r.sensitive) {
                 let note = "Strict mode (`AGENTRY_AUTH_STRICT=1`) protects this route: it then \
                     needs a bearer token (401 without one), and answers 403 to a user who may not \
@@ -210,16 +189,6 @@ pub fn apply_access(api: &mut OpenApi) {
                     BEARER_AUTH,
                     Vec::<String>::new(),
                 )]);
-                op.responses
-                    .responses
-                    .entry("401".to_owned())
-                    .or_insert_with(|| {
-                        failure_response(
-                            "No token (`Authentication required`), a token that fails \
-                             verification (`Invalid token: <reason>`) or an expired one \
-                             (`Token expired`). Only when an authentication provider is configured.",
-                        )
-                    });
             } else {
                 op.security = None;
             }
@@ -241,62 +210,145 @@ pub fn apply_access(api: &mut OpenApi) {
     );
 }
 
-/// What any operation with a body may answer beside its own: 408 (the body came too slowly),
-/// 413 (over the limit), 415 (not JSON); and any operation that changes something, 403 (a
-/// browser request sent by another site).
-fn add_body_failures(api: &mut OpenApi) {
-    let failures = [
-        (
-            "408",
-            "The body was not received in time (30 s by default): `Request timeout: ...`.",
-        ),
-        (
-            "413",
-            "The body is over the limit (1 MiB by default): \
-             `Request body is ... over the limit of ... bytes`.",
-        ),
-        (
-            "415",
-            "A body or Content-Type that is not JSON: \
-             `Unsupported media type: Content-Type must be application/json`.",
-        ),
-    ];
-    const DATABASE: &str = "`database_unavailable`: the database did not answer within \
-        `AGENTRY_DB_TIMEOUT` (down, restarting, full or busy); header `Retry-After`. Nothing was \
-        lost: try again.";
+/// The extension of a failure response that lists its codes (as `x-error-codes: ["...", ...]`).
+pub const ERROR_CODES_EXTENSION: &str = "x-error-codes";
+
+/// The failures that, on an operation that waits for a run (one that may answer
+/// `execution_failed`: execute and resume), may come once the run has begun: `App::outcome`
+/// names the execution in them (`X-Execution-Id`).
+const AFTER_THE_START: [Code; 4] = [
+    Code::ExecutionFailed,
+    Code::ExecutionContinuesElsewhere,
+    Code::DatabaseUnavailable,
+    Code::Internal,
+];
+
+/// Every failure response of every operation, generated from its row of `access.rs`
+/// ([`BuiltinRoute::failures`]) and the error table: one per status, nothing written by hand.
+/// A status a path block already answers (outside the envelope: `POST /mcp`'s JSON-RPC 400)
+/// keeps its body and gains the codes.
+fn add_failures(api: &mut OpenApi) {
     for (path, item) in api.paths.paths.iter_mut() {
-        // The operations that read or write executions or conversation memory.
-        let stored = path.contains("execut") || path.starts_with("/agents/");
         for (method, op) in operations_mut(item) {
-            let stored = stored && (method != "GET" || !path.starts_with("/agents/"));
-            let responses = &mut op.responses.responses;
-            if stored {
-                match responses.get_mut("503") {
-                    Some(RefOr::T(existing)) => {
-                        existing.description = format!("{} Or {DATABASE}", existing.description);
+            let Some(row) = builtin_route(method, path) else {
+                continue;
+            };
+            let failures = row.failures();
+            let waits_for_run = failures.contains(&Code::ExecutionFailed);
+            let mut by_status: BTreeMap<u16, Vec<Code>> = BTreeMap::new();
+            for code in failures {
+                by_status.entry(code.status()).or_default().push(code);
+            }
+            for (status, codes) in by_status {
+                let generated = failure_response(&codes, waits_for_run);
+                match op.responses.responses.entry(status.to_string()) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(generated.into());
                     }
-                    _ => {
-                        responses.insert("503".to_owned(), failure_response(DATABASE));
+                    Entry::Occupied(mut slot) => {
+                        if let RefOr::T(special) = slot.get_mut() {
+                            special.description =
+                                format!("{}\n\n{}", special.description, generated.description);
+                            special.headers.extend(generated.headers);
+                            special
+                                .extensions
+                                .get_or_insert_with(Default::default)
+                                .merge(generated.extensions.unwrap_or_default());
+                        }
                     }
                 }
-            }
-            if op.request_body.is_some() {
-                for (status, text) in failures {
-                    responses
-                        .entry(status.to_owned())
-                        .or_insert_with(|| failure_response(text));
-                }
-            }
-            if method != "GET" {
-                responses.entry("403".to_owned()).or_insert_with(|| {
-                    failure_response(
-                        "A browser request sent by a page of another site: \
-                         `Forbidden: origin <origin> is not allowed`.",
-                    )
-                });
             }
         }
     }
+}
+
+/// The failure response of `codes` (all of one status, in the table's order): the failure
+/// envelope, each code with when it is answered, and the headers they imply.
+fn failure_response(codes: &[Code], waits_for_run: bool) -> Response {
+    let names = |pick: &dyn Fn(Code) -> bool| -> Vec<String> {
+        codes
+            .iter()
+            .filter(|c| pick(**c))
+            .map(|c| format!("`{}`", c.as_str()))
+            .collect()
+    };
+    let mut description = String::new();
+    for code in codes {
+        description.push_str(&format!("- `{}`: {}\n", code.as_str(), code.when()));
+    }
+    description.push_str(&format!("\nCodes: {}.", names(&|_| true).join(", ")));
+    let mut response = ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Failure")))
+                .build(),
+        )
+        .extensions(Some(
+            [(
+                ERROR_CODES_EXTENSION,
+                serde_json::Value::from(codes.iter().map(|c| c.as_str()).collect::<Vec<_>>()),
+            )]
+            .into_iter()
+            .collect(),
+        ));
+    let retry = names(&|c| c.retry_after().is_some());
+    if !retry.is_empty() {
+        response = response.header(
+            "Retry-After",
+            header(
+                Type::Integer,
+                format!(
+                    "Seconds to wait before trying again (with {}).",
+                    retry.join(", ")
+                ),
+            ),
+        );
+    }
+    let run = names(&|c| waits_for_run && AFTER_THE_START.contains(&c));
+    if !run.is_empty() {
+        response = response.header(
+            "X-Execution-Id",
+            header(
+                Type::String,
+                format!(
+                    "The execution's id, when the failure came after its run began (with {}): \
+                     it ended in error, or it goes on (its state tells; the same execute again \
+                     rejoins it).",
+                    run.join(", ")
+                ),
+            ),
+        );
+    }
+    if codes.contains(&Code::MethodNotAllowed) {
+        response = response.header(
+            "Allow",
+            header(Type::String, "The methods that are served.".to_owned()),
+        );
+    }
+    if codes.iter().any(|c| UNAUTHORIZED.contains(c)) {
+        response = response.header(
+            "WWW-Authenticate",
+            header(
+                Type::String,
+                "`Bearer`, when the authentication middleware refuses the request.".to_owned(),
+            ),
+        );
+    }
+    response.build()
+}
+
+/// A response header of type `ty`.
+fn header(ty: Type, description: String) -> Header {
+    let schema = match ty {
+        Type::Integer => ObjectBuilder::new().schema_type(ty).minimum(Some(0)),
+        _ => ObjectBuilder::new().schema_type(ty),
+    };
+    HeaderBuilder::new()
+        .schema(Some(schema))
+        .description(Some(description))
+        .build()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,7 +435,6 @@ fn explorer_file(tail: &str) -> HttpResponse {
     params(("tail" = String, Path, description = "A file name; empty for the page.", example = "index.html")),
     responses(
         (status = 200, description = "The file (HTML, CSS, JavaScript or PNG)."),
-        (status = 404, description = "No such file.", body = crate::error::Failure),
     ),
 )]
 #[get("/ui/{tail:.*}")]
@@ -504,6 +555,24 @@ mod tests {
         assert_eq!(doc_path("/"), "/");
     }
 
+    /// A row that says its route reads a JSON body is documented with one; the only other body
+    /// is MCP's, which rmcp reads.
+    #[test]
+    fn json_bodies_are_the_documented_bodies() {
+        for (path, item) in &document().paths.paths {
+            let mut item = item.clone();
+            for (method, op) in operations_mut(&mut item) {
+                let row = builtin_route(method, path).expect("every operation has a row");
+                let documented = op.request_body.is_some();
+                assert_eq!(
+                    row.json_body,
+                    documented && path != "/mcp",
+                    "{method} {path}"
+                );
+            }
+        }
+    }
+
     /// Every row of the access table is documented, protected exactly when the row is.
     #[test]
     fn every_builtin_route_is_documented_with_its_access() {
@@ -534,5 +603,29 @@ mod tests {
             .map(|item| operations_mut(&mut item.clone()).count())
             .sum();
         assert_eq!(documented, BUILTIN_ROUTES.len(), "documented operations");
+    }
+
+    /// The agent routes' bodies are documented as their types, which are also their parsers,
+    /// describe them: the ranges and defaults that `agentry-app`'s `tests/option_ranges.rs`
+    /// checks against the parser are the ones /doc shows.
+    #[test]
+    fn the_agent_bodies_are_documented_as_their_types_read_them() {
+        use agentry_app::input::{
+            AgentInput, AgentRequest, GenerationOptions, InputMessage, ObjectRequest, OutputSchema,
+        };
+        use utoipa::PartialSchema;
+
+        let schemas = &document().components.as_ref().unwrap().schemas;
+        for (name, schema) in [
+            ("AgentRequest", AgentRequest::schema()),
+            ("ObjectRequest", ObjectRequest::schema()),
+            ("GenerationOptions", GenerationOptions::schema()),
+            ("AgentInput", AgentInput::schema()),
+            ("InputMessage", InputMessage::schema()),
+            ("OutputSchema", OutputSchema::schema()),
+        ] {
+            let json = |s: &RefOr<Schema>| serde_json::to_value(s).unwrap();
+            assert_eq!(schemas.get(name).map(json), Some(json(&schema)), "{name}");
+        }
     }
 }

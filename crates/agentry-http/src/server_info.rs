@@ -7,7 +7,6 @@ use actix_web::{HttpResponse, get, web};
 use crate::AppState;
 use crate::auth::AuthenticatedUser;
 use crate::envelope::{self, Success};
-use crate::error::Failure;
 use crate::wire::server::{AuthenticationInfo, Me, ServerInfo};
 
 /// GET /api/info
@@ -41,7 +40,6 @@ pub async fn info(app: web::Data<AppState>) -> HttpResponse {
         `null`.",
     responses(
         (status = 200, description = "The authenticated user.", body = Success<Me>),
-        (status = 401, description = "No token, or a token that fails verification.", body = Failure),
     ),
 )]
 #[get("/api/me")]

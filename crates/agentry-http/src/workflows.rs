@@ -14,7 +14,7 @@ use futures::StreamExt;
 use crate::AppState;
 use crate::auth::Requester;
 use crate::envelope::{self, Success};
-use crate::error::{ApiError, Failure};
+use crate::error::ApiError;
 use crate::executions::ListParams;
 use crate::wire::events::WorkflowEvent;
 use crate::wire::{
@@ -54,7 +54,6 @@ pub async fn list(app: web::Data<AppState>) -> HttpResponse {
     params(("id" = String, Path, description = "The workflow's id.", example = "expense-approval")),
     responses(
         (status = 200, description = "The workflow.", body = Success<WorkflowDetail>),
-        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
     ),
 )]
 #[get("/workflows/{id}")]
@@ -84,13 +83,6 @@ pub async fn detail(
                 ("suspend" = (operation_id = "suspendExecution", description = "Suspend it (a 400 once it has completed).",
                     parameters(("id" = "$request.path.id"), ("execution_id" = "$response.body#/data/executionId")))),
             )),
-        (status = 400, description = "Invalid body or options, or `Input validation failed: <detail>`.", body = Failure),
-        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
-        (status = 409, description = "`Execution <executionId> already exists with another workflow or input`. The same `executionId` with the same workflow and input rejoins that execution instead (an idempotent start): the answer is the one the first call would give now.", body = Failure),
-        (status = 500, description = "`Failed to execute workflow`: the execution ended in error (its state has the message).", body = Failure,
-            headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
-
-        (status = 503, description = "`Execution <executionId> continues on another server: this one is shutting down` (or `... continues in another process`): the execution is not lost; retry with the same `executionId` and input for its result.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/execute")]
@@ -130,9 +122,6 @@ pub async fn execute(
     request_body = ExecuteRequest,
     responses(
         (status = 200, description = "The workflow's events.", content_type = "text/event-stream", body = crate::openapi::WorkflowStreamEvent),
-        (status = 400, description = "Invalid body or options, or `Input validation failed: <detail>`.", body = Failure),
-        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
-        (status = 409, description = "`Execution <executionId> already exists with another workflow or input`. The same `executionId` with the same workflow and input rejoins that execution instead (an idempotent start): the answer is the one the first call would give now.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/stream")]
@@ -228,9 +217,6 @@ struct LastEventQuery {
     ),
     responses(
         (status = 200, description = "The execution's events.", content_type = "text/event-stream", body = crate::openapi::WorkflowStreamEvent),
-        (status = 400, description = "`Invalid Last-Event-ID ...`.", body = Failure),
-        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
-        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
     ),
 )]
 #[get("/workflows/{id}/executions/{execution_id}/stream")]
@@ -267,11 +253,6 @@ pub async fn attach(
     responses(
         (status = 200, description = "The execution is suspended.", body = Success<SuspendResult>),
         (status = 202, description = "Not at a step boundary yet: the request is recorded and takes effect at the next one.", body = Success<SuspendResult>),
-        (status = 400, description = "Invalid body, or `Execution <executionId> cannot be suspended: ...` (completed, failed or already suspended).", body = Failure),
-        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
-        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
-        (status = 409, description = "A concurrent change won; try again.", body = Failure),
-        (status = 415, description = "A body or Content-Type that is not JSON.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/suspend")]
@@ -313,14 +294,6 @@ pub async fn suspend(
     request_body = ResumeRequest,
     responses(
         (status = 200, description = "The execution completed or suspended again.", body = Success<ExecutionResult>),
-        (status = 400, description = "Invalid body, an unknown `stepId`, or `Resume data validation failed: <detail>`.", body = Failure),
-        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
-        (status = 404, description = "`Execution <executionId> of workflow <id> not found`, or `Execution <executionId> is not suspended (status: ...)`.", body = Failure),
-        (status = 409, description = "A concurrent change won; try again.", body = Failure),
-        (status = 500, description = "`Failed to execute workflow`: the execution ended in error.", body = Failure,
-            headers(("X-Execution-Id" = String, description = "The failed execution's id."))),
-
-        (status = 503, description = "The server is shutting down: the execution continues on another one (`Execution <executionId> continues ...`).", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/resume")]
@@ -351,8 +324,6 @@ pub async fn resume(
     ),
     responses(
         (status = 200, description = "The execution's record.", body = Success<ExecutionStateView>),
-        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
-        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
     ),
 )]
 #[get("/workflows/{id}/executions/{execution_id}/state")]
@@ -382,8 +353,6 @@ pub async fn execution_state(
     ),
     responses(
         (status = 200, description = "One page.", body = Success<ExecutionList>),
-        (status = 400, description = "`Invalid status ...`, `Invalid limit ...` or `Invalid cursor`.", body = Failure),
-        (status = 404, description = "`Workflow <id> not found`.", body = Failure),
     ),
 )]
 #[get("/workflows/{id}/executions")]
@@ -416,11 +385,6 @@ pub async fn list_executions(
     request_body = Option<wire::CancelRequest>,
     responses(
         (status = 200, description = "The execution is cancelled.", body = Success<CancelResult>),
-        (status = 400, description = "Invalid body, or `Execution <executionId> cannot be cancelled: it is <status>` (completed, error or cancelled).", body = Failure),
-        (status = 403, description = "Strict mode: `Forbidden: execution belongs to another user`.", body = Failure),
-        (status = 404, description = "`Execution <executionId> of workflow <id> not found`.", body = Failure),
-        (status = 409, description = "A concurrent change won; try again.", body = Failure),
-        (status = 415, description = "A body or Content-Type that is not JSON.", body = Failure),
     ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/cancel")]

@@ -29,6 +29,7 @@ use actix_web::{HttpRequest, HttpResponse, get, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
 use agentry_app::workflows::Watch;
 use agentry_core::EventKind;
+use agentry_logs::{LogHub, LogQuery, LogQueryParams};
 
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
@@ -36,7 +37,6 @@ use tokio::sync::watch;
 use crate::AppState;
 use crate::auth::Requester;
 use crate::error::ApiError;
-use crate::logs::{LogHub, LogQuery, LogQueryParams};
 use crate::wire::ExecutionStateView;
 use crate::wire::events::WorkflowEvent;
 use crate::wire::sockets::SocketMessage;
@@ -112,11 +112,9 @@ fn close_reason(code: CloseCode, description: Option<&str>) -> Option<CloseReaso
         new record that matches, as it is logged: a text message `{\"type\": \"log\", ...record}`. \
         A client too slow to keep up is told `{\"type\": \"lagged\", \"missed\": n}`. Messages \
         from the client are ignored (pings are answered, a close is echoed).",
-    params(crate::logs::LogQueryParams),
+    params(LogQueryParams),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
-        (status = 400, description = "Not a WebSocket handshake, or an invalid parameter.", body = crate::error::Failure),
-        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: the logs need the admin role`.", body = crate::error::Failure),
     ),
 )]
 #[get("/ws/logs")]
@@ -128,15 +126,15 @@ pub async fn logs(
     caller: Requester,
 ) -> Result<HttpResponse, actix_web::Error> {
     app.config.allowed_origins.check(req.head())?;
-    app.app
-        .policy()
-        .authorize_logs(&caller.0)
-        .map_err(ApiError::from)?;
     let params = params.into_inner();
     let with_backlog = [&params.limit, &params.since]
         .iter()
         .any(|p| p.as_deref().is_some_and(|s| !s.trim().is_empty()));
-    let query = LogQuery::from_params(params)?;
+    // The caller first (in strict mode, admins only), then the query.
+    let query = app
+        .app
+        .log_query(&caller.0, params)
+        .map_err(ApiError::from)?;
     let period = app.config.ws_keepalive;
     let (response, session, stream) = actix_ws::handle(&req, body)?;
     actix_web::rt::spawn(pump_logs(session, stream, query, with_backlog, period));
@@ -213,8 +211,6 @@ async fn pump_logs(
     params(("execution_id" = String, Path, description = "The execution's id.", example = "exp-1")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket is open."),
-        (status = 400, description = "Not a WebSocket handshake.", body = crate::error::Failure),
-        (status = 403, description = "`Forbidden: origin <origin> is not allowed` (a page of another site), or in strict mode `Forbidden: execution belongs to another user`.", body = crate::error::Failure),
     ),
 )]
 #[get("/ws/executions/{execution_id}")]

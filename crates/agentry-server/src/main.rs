@@ -251,7 +251,8 @@ fn init_tracing() -> Option<agentry_otel::Tracing> {
     use tracing_subscriber::prelude::*;
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // MCP session ids stay out of the logs whatever RUST_LOG says (rmcp logs them).
+    // MCP session ids stay out of the logs whatever RUST_LOG says (rmcp logs them): out of
+    // stderr here, out of the capture below.
     for directive in agentry_mcp::sessions::QUIET_LOG_DIRECTIVES {
         filter = filter.add_directive(directive.parse().expect("a valid directive"));
     }
@@ -271,10 +272,12 @@ fn init_tracing() -> Option<agentry_otel::Tracing> {
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 // The same truncation as the log buffer: a client cannot flood stderr either.
-                .fmt_fields(agentry_http::logs::stderr_fields())
+                .fmt_fields(agentry_logs::stderr_fields())
                 .with_filter(filter),
         )
-        .with(agentry_http::logs::capture_layer())
+        .with(agentry_logs::capture_layer(
+            agentry_mcp::sessions::QUIET_LOG_DIRECTIVES,
+        ))
         .with(otel.map(|l| {
             l.with_filter(
                 tracing_subscriber::filter::Targets::new()

@@ -4,9 +4,8 @@
 //!
 //! Every front end sends these same shapes (HTTP in its envelope, MCP as a tool's structured
 //! content). Only this module decides the wire shape (camelCase, ISO 8601 timestamps to the
-//! millisecond); the domain's types carry meaning. Request bodies that are parsed by hand for
-//! their precise messages (the agent routes' `input` and `options`, see `crate::input`) are
-//! declared here as schemas only.
+//! millisecond); the domain's types carry meaning. The bodies of the agent routes are in
+//! `crate::input`, where each type is both the parser of a body and its schema.
 
 pub mod agents;
 pub mod chat;

@@ -2,10 +2,10 @@
 //! messages, each with a `type`. (OpenAPI has no way to describe a WebSocket's messages: the
 //! routes' descriptions in `/doc` list them.)
 
+use agentry_logs::LogRecord;
 use serde::Serialize;
 
 use super::workflows::ExecutionStateView;
-use crate::logs::LogRecord;
 
 /// A message the server sends on a WebSocket.
 #[derive(Debug, Serialize)]
@@ -25,5 +25,43 @@ impl SocketMessage<'_> {
     /// The message's text.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a socket message serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentry_logs::LogLevel;
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn a_log_message_is_its_type_then_the_record() {
+        let mut r = LogRecord::now(LogLevel::Warn, "t", "step 3 done");
+        r.execution_id = Some("e-1".into());
+        let v: Value = serde_json::from_str(&SocketMessage::Log(&r).to_json()).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "type",
+                "timestamp",
+                "level",
+                "target",
+                "message",
+                "fields",
+                "agentId",
+                "workflowId",
+                "executionId"
+            ]
+        );
+        assert_eq!(v["type"], "log");
+        assert_eq!(v["level"], "warn");
+        assert_eq!(v["executionId"], "e-1");
+        let ts = v["timestamp"].as_str().unwrap();
+        assert!(
+            ts.ends_with('Z') && ts.len() == "2026-01-31T12:00:00.000Z".len(),
+            "{ts}"
+        );
     }
 }
