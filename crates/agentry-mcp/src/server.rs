@@ -257,12 +257,9 @@ fn string_arg(args: &Value, name: &str) -> Result<String, AppError> {
 /// table's row, as the HTTP failure envelope has it; `executionId` when it names one) as its
 /// structured content.
 fn tool_error(e: AppError) -> CallToolResult {
-    let mut failure = json!({"error": e.message, "code": e.code});
-    if let Some(id) = &e.execution_id {
-        failure["executionId"] = json!(id);
-    }
+    let failure = agentry_app::wire::ToolFailure::from(&e);
     let mut r = CallToolResult::error(vec![ContentBlock::text(e.message)]);
-    r.structured_content = Some(failure);
+    r.structured_content = Some(serde_json::to_value(failure).expect("a tool failure serializes"));
     r
 }
 

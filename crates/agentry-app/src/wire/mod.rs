@@ -59,3 +59,28 @@ impl PartialSchema for Timestamp {
 }
 
 impl ToSchema for Timestamp {}
+
+/// A failure as a tool's structured answer (MCP's tool errors): the failure envelope's `error`
+/// and `code` (a row of the error table), and the execution it concerns when it names one.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolFailure {
+    /// What went wrong, for a person.
+    pub error: String,
+    /// What went wrong, for a program: a row of the error table.
+    pub code: crate::error::Code,
+    /// The execution it concerns (it goes on), when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub execution_id: Option<String>,
+}
+
+impl From<&crate::error::AppError> for ToolFailure {
+    fn from(e: &crate::error::AppError) -> Self {
+        Self {
+            error: e.message.clone(),
+            code: e.code,
+            execution_id: e.execution_id.clone(),
+        }
+    }
+}
