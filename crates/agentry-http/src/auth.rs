@@ -39,11 +39,6 @@ impl AuthGate {
     pub fn access(&self, method: &str, path: &str) -> Access {
         self.rules.access(method, path)
     }
-
-    /// The caller of a request whose verified user (if any) is `user`.
-    pub fn caller(&self, user: Option<&AuthenticatedUser>) -> Caller {
-        Caller::of(self.provider.is_some(), user.map(|u| u.0.clone()))
-    }
 }
 
 /// The caller of a request, for the application's use cases: the verified user, anonymous, or

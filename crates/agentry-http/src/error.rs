@@ -32,10 +32,6 @@ impl ApiError {
         Self(AppError::internal(message))
     }
 
-    pub fn code(&self) -> Code {
-        self.0.code
-    }
-
     pub fn status(&self) -> StatusCode {
         status_of(self.0.code)
     }
@@ -117,16 +113,6 @@ impl ResponseError for ApiError {
         }
         out.json(failure_body(self.0.code, &self.0.message))
     }
-}
-
-/// [`AppError::agent`] as the answer.
-pub fn agent_error(err: agentry_core::agent::AgentError) -> ApiError {
-    AppError::agent(err).into()
-}
-
-/// [`AppError::engine`] as the answer.
-pub fn engine_error(err: agentry_core::EngineError, server_message: &str) -> ApiError {
-    AppError::engine(err, server_message).into()
 }
 
 /// Turns actix's JSON extractor failures into failure envelopes (400; 413 for a body over the

@@ -167,11 +167,7 @@ impl AgentryMcp {
             .get("input")
             .and_then(Value::as_str)
             .ok_or_else(|| AppError::bad_request("input is required: the question, as a string"))?;
-        let conversation_id = match args.get("conversationId") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => return Err(AppError::bad_request("conversationId must be a string")),
-        };
+        let conversation_id = optional_string_arg(&args, "conversationId")?;
         let generation = self.app.question(caller, agent, input, conversation_id)?;
         let result = self.app.generate_text(agent, generation, cancel).await?;
         Ok(CallToolResult::success(vec![ContentBlock::text(
@@ -195,11 +191,7 @@ impl AgentryMcp {
     ) -> Result<CallToolResult, AppError> {
         let workflow = string_arg(&args, "workflowId")?.into();
         let execution = string_arg(&args, "executionId")?.into();
-        let step_id = match args.get("stepId") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => return Err(AppError::bad_request("stepId must be a string")),
-        };
+        let step_id = optional_string_arg(&args, "stepId")?;
         let data = args.get("resumeData").cloned().unwrap_or(Value::Null);
         let handle = self
             .app
@@ -251,6 +243,15 @@ fn string_arg(args: &Value, name: &str) -> Result<String, AppError> {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .ok_or_else(|| AppError::bad_request(format!("{name} is required, as a string")))
+}
+
+/// An optional string argument of a tool (`null` is absent).
+fn optional_string_arg(args: &Value, name: &str) -> Result<Option<String>, AppError> {
+    match args.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(AppError::bad_request(format!("{name} must be a string"))),
+    }
 }
 
 /// A failure as an MCP tool error: the message as its text, and `{error, code}` (the error
