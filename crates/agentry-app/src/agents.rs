@@ -169,6 +169,16 @@ impl App {
             .into_iter()
             .find(|(_, t)| t.name() == name)
             .ok_or_else(|| AppError::bad_request(format!("Unknown tool {name}")))?;
+        // A direct call never bypasses a person's approval (fails closed).
+        if tool.approval().is_some_and(|rule| rule.applies(&args)) {
+            return Err(AppError::new(
+                Code::ApprovalRequired,
+                format!(
+                    "Tool {name} needs a person's approval for these arguments: ask its agent, \
+                     whose run waits for the approval"
+                ),
+            ));
+        }
         let mut context = Map::new();
         let mut user_id = None;
         caller.inject(&mut context, &mut user_id);
@@ -179,6 +189,8 @@ impl App {
             context,
             cancel,
             depth: 0,
+            run_id: None,
+            attempt: 1,
         };
         tool.call(args, ctx)
             .await

@@ -114,6 +114,9 @@ pub struct Agent {
     pub memory: Option<MemoryConfig>,
     pub telemetry: bool,
     pub hooks: Hooks,
+    /// Every generation of this agent is a durable run (recorded call by call), as if each
+    /// request asked for `options.durable`.
+    pub durable: bool,
 }
 
 impl std::fmt::Debug for Agent {
@@ -135,7 +138,20 @@ impl Agent {
             memory: None,
             telemetry: false,
             hooks: Hooks::default(),
+            durable: false,
         }
+    }
+
+    /// Makes every generation of this agent a durable run.
+    pub fn durable(mut self) -> Self {
+        self.durable = true;
+        self
+    }
+
+    /// Whether a call of this agent may wait for a person (one of its tools needs approval):
+    /// such a call is made durable, since the answer may come days later.
+    pub fn may_wait_for_approval(&self) -> bool {
+        self.tools.iter().any(|t| t.approval().is_some())
     }
 
     pub fn description(mut self, d: impl Into<String>) -> Self {

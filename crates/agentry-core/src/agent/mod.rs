@@ -11,7 +11,7 @@ pub use model::{
     ModelResponse, ToolSpec,
 };
 pub use offline::OfflineModel;
-pub use tool::{FnTool, Tool, ToolContext};
+pub use tool::{Approval, FnTool, Tool, ToolContext};
 
 pub mod definition;
 pub mod memory;

@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -21,6 +22,11 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// How deep in delegation this call is (0 for a top-level agent).
     pub depth: u32,
+    /// The durable run this call belongs to (none for a call held only in memory).
+    pub run_id: Option<String>,
+    /// How many times this call was started, this time included: 1, or more in a durable run
+    /// whose process died while the tool ran (tools run at least once).
+    pub attempt: u32,
 }
 
 #[async_trait]
@@ -31,6 +37,76 @@ pub trait Tool: Send + Sync + 'static {
     fn parameters(&self) -> &Value;
     /// Runs the tool; an `Err` is a tool error reported to the model, not a crash.
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<Value, String>;
+    /// When a call must wait for a person's approval before it runs (none: never).
+    fn approval(&self) -> Option<&Approval> {
+        None
+    }
+}
+
+type ApprovalPredicate = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+
+/// A tool's rule for calls that need a person's approval: always, or when a predicate on the
+/// arguments holds; with an optional deadline, after which the request counts as denied. The
+/// model is told of a denial as `<denial>: <reason>`.
+#[derive(Clone)]
+pub struct Approval {
+    when: Option<ApprovalPredicate>,
+    /// How long a request waits for an answer before it counts as denied.
+    pub deadline: Option<Duration>,
+    /// What the model is told before the reason of a denial.
+    pub denial: Option<String>,
+}
+
+impl std::fmt::Debug for Approval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approval")
+            .field("always", &self.when.is_none())
+            .field("deadline", &self.deadline)
+            .field("denial", &self.denial)
+            .finish()
+    }
+}
+
+impl Approval {
+    /// Every call waits for approval.
+    pub fn always() -> Self {
+        Self {
+            when: None,
+            deadline: None,
+            denial: None,
+        }
+    }
+
+    /// A call waits for approval when `predicate` holds of its arguments.
+    pub fn when(predicate: impl Fn(&Value) -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            when: Some(Arc::new(predicate)),
+            ..Self::always()
+        }
+    }
+
+    /// A request unanswered after `deadline` counts as denied.
+    pub fn within(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// What the model is told before a denial's reason (default: `Tool call <name> not
+    /// approved`).
+    pub fn denial(mut self, text: impl Into<String>) -> Self {
+        self.denial = Some(text.into());
+        self
+    }
+
+    /// Whether a call with `args` waits for approval. A predicate that panics counts as
+    /// "needs approval" (fails closed).
+    pub fn applies(&self, args: &Value) -> bool {
+        match &self.when {
+            None => true,
+            Some(f) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(args)))
+                .unwrap_or(true),
+        }
+    }
 }
 
 type ToolFn = Arc<
@@ -46,6 +122,7 @@ pub struct FnTool {
     parameters: Value,
     schema: Option<Schema>,
     f: ToolFn,
+    approval: Option<Approval>,
 }
 
 impl FnTool {
@@ -65,7 +142,14 @@ impl FnTool {
             schema: Schema::compile(parameters.clone()).ok(),
             parameters,
             f: Arc::new(move |a, c| Box::pin(f(a, c))),
+            approval: None,
         }
+    }
+
+    /// Calls wait for a person's approval by `rule` (durable agent runs).
+    pub fn needs_approval(mut self, rule: Approval) -> Self {
+        self.approval = Some(rule);
+        self
     }
 }
 
@@ -89,5 +173,9 @@ impl Tool for FnTool {
                 .map_err(|e| format!("invalid arguments for {}: {e}", self.name))?;
         }
         (self.f)(args, ctx).await
+    }
+
+    fn approval(&self) -> Option<&Approval> {
+        self.approval.as_ref()
     }
 }
