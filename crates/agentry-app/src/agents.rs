@@ -68,6 +68,7 @@ impl App {
             input: vec![Message::user(text)],
             options,
             schema: None,
+            durability: Default::default(),
         };
         Ok(self.for_caller(caller, generation))
     }

@@ -282,9 +282,10 @@ pub fn agent_error_code(err: &AgentError) -> Code {
             ModelErrorKind::Failed => Code::GenerationFailed,
         },
         AgentError::MemoryUnavailable(_) => Code::DatabaseUnavailable,
-        AgentError::Duplicate(_) | AgentError::InvalidId(_) | AgentError::Memory(_) => {
-            Code::GenerationFailed
-        }
+        AgentError::Duplicate(_)
+        | AgentError::InvalidId(_)
+        | AgentError::Memory(_)
+        | AgentError::Run(_) => Code::GenerationFailed,
     }
 }
 

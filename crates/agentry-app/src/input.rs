@@ -414,6 +414,15 @@ pub struct GenerationOptions {
     /// `{"language": "French"}`.
     #[schema(inline)]
     pub context: Option<JsonObject>,
+    /// Run as a durable run: each model call and tool call is recorded, so the run survives a
+    /// crash or a deploy, can be re-attached to, and can wait for a tool's approval. Implied by
+    /// `runId`, by an agent its host declares durable, and by an agent with a tool that needs
+    /// approval.
+    pub durable: Option<bool>,
+    /// The durable run's id, chosen by the caller (implies `durable`): the same id with the
+    /// same input rejoins that run.
+    #[schema(inline)]
+    pub run_id: Option<Text>,
 }
 
 impl<'de> Shaped<'de> for GenerationOptions {
@@ -982,6 +991,25 @@ pub struct Generation {
     pub input: Vec<Message>,
     pub options: GenerateOptions,
     pub schema: Option<Value>,
+    /// What the request asks of durability.
+    pub durability: Durability,
+}
+
+/// Whether a generation asked to be a durable run, and under which id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Durability {
+    pub durable: bool,
+    pub run_id: Option<String>,
+}
+
+impl Durability {
+    fn of(options: &GenerationOptions) -> Self {
+        let run_id = options.run_id.as_ref().map(|r| r.0.clone());
+        Self {
+            durable: options.durable == Some(true) || run_id.is_some(),
+            run_id,
+        }
+    }
 }
 
 /// Reads a generation route's body.
@@ -1014,9 +1042,11 @@ pub fn read_body(body: &Value, kind: BodyKind) -> Result<Generation, AppError> {
             (b.input, b.options, None)
         }
     };
+    let options = options.unwrap_or_default();
     Ok(Generation {
         input: input.into_messages(),
-        options: options.unwrap_or_default().into(),
+        durability: Durability::of(&options),
+        options: options.into(),
         schema,
     })
 }

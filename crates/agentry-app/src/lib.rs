@@ -17,6 +17,7 @@ pub mod input;
 pub mod logs;
 pub mod policy;
 pub mod routes;
+pub mod runs;
 pub mod wire;
 pub mod workflows;
 
@@ -49,12 +50,14 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         engine.set_telemetry(metrics.clone());
         agents.set_telemetry(metrics.clone());
-        Self {
+        let app = Self {
             engine,
             agents,
             policy: Arc::new(Policy::default()),
             metrics,
-        }
+        };
+        app.register_run_workflows();
+        app
     }
 
     /// An application on `engine` with no agents (the offline model, an empty registry).

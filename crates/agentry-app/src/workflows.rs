@@ -3,7 +3,7 @@
 //! their events. Each checks the caller against the [`crate::Policy`] before it touches an
 //! execution.
 
-use agentry_core::store::ListQuery;
+use agentry_core::store::{Family, ListQuery};
 use agentry_core::{
     ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status, UserId, WorkflowId,
 };
@@ -50,6 +50,8 @@ impl From<Option<wire::WorkflowOptions>> for StartOptions {
 #[derive(Debug, Clone, Default)]
 pub struct ListRequest {
     pub workflow_id: Option<WorkflowId>,
+    /// Which executions: the workflows' (the default) or the durable agent runs'.
+    pub family: Family,
     pub status: Option<String>,
     pub limit: Option<String>,
     pub cursor: Option<String>,
@@ -97,12 +99,19 @@ impl ListRequest {
         };
         Ok(ListQuery {
             workflow_id: self.workflow_id.filter(|w| !w.is_empty()),
+            family: self.family,
             status,
             owner,
             before,
             limit,
         })
     }
+}
+
+/// A page of records, and the cursor of the next one.
+pub(crate) struct Page {
+    pub(crate) records: Vec<ExecutionRecord>,
+    pub(crate) next_cursor: Option<String>,
 }
 
 /// Whether a suspend took effect at once, or waits for the next step boundary.
@@ -119,12 +128,14 @@ impl App {
         self.engine
             .workflows()
             .iter()
+            .filter(|w| agentry_core::agent::agent_of_run(w.id()).is_none())
             .map(|w| WorkflowSummary::from(w.as_ref()))
             .collect()
     }
 
     /// One workflow: its steps and schemas.
     pub fn workflow(&self, id: &WorkflowId) -> Result<WorkflowDetail, AppError> {
+        self.host_workflow(id)?;
         self.engine
             .workflow(id)
             .map(|w| WorkflowDetail::from(w.as_ref()))
@@ -147,6 +158,7 @@ impl App {
         input: Value,
         options: StartOptions,
     ) -> Result<RunHandle, AppError> {
+        self.host_workflow(workflow_id)?;
         let StartOptions {
             execution_id,
             mut user_id,
@@ -222,6 +234,7 @@ impl App {
         workflow_id: &WorkflowId,
         execution_id: &ExecutionId,
     ) -> Result<ExecutionRecord, AppError> {
+        self.host_workflow(workflow_id)?;
         let rec = self
             .engine
             .state(workflow_id, execution_id)
@@ -239,6 +252,7 @@ impl App {
         workflow_id: &WorkflowId,
         execution_id: &ExecutionId,
     ) -> Result<(), AppError> {
+        self.host_workflow(workflow_id)?;
         if self.policy.strict {
             self.owned(caller, workflow_id, execution_id).await?;
         }
@@ -322,6 +336,12 @@ impl App {
             .find(execution_id)
             .await
             .map_err(|e| AppError::engine(e, READ_FAILED))?;
+        if agentry_core::agent::agent_of_run(&rec.workflow_id).is_some() {
+            return Err(AppError::engine(
+                agentry_core::EngineError::UnknownExecution(execution_id.to_string()),
+                READ_FAILED,
+            ));
+        }
         self.policy.authorize_execution(caller, &rec)?;
         Ok(ExecutionStateView::from(&rec))
     }
@@ -333,6 +353,22 @@ impl App {
         caller: &Caller,
         request: ListRequest,
     ) -> Result<ExecutionList, AppError> {
+        if let Some(w) = &request.workflow_id {
+            self.host_workflow(w)?;
+        }
+        let page = self.list_page(caller, request).await?;
+        Ok(ExecutionList {
+            executions: page.records.iter().map(ExecutionSummary::from).collect(),
+            next_cursor: page.next_cursor,
+        })
+    }
+
+    /// One page of executions (or runs) as the caller may see them, and the next page's cursor.
+    pub(crate) async fn list_page(
+        &self,
+        caller: &Caller,
+        request: ListRequest,
+    ) -> Result<Page, AppError> {
         let query = request.query(self.policy.list_owner(caller)?)?;
         let limit = query.limit as usize;
         let page = self
@@ -345,15 +381,26 @@ impl App {
         } else {
             None
         };
-        let executions = page
-            .iter()
+        let records = page
+            .into_iter()
             .filter(|r| self.policy.may_see(caller, r))
-            .map(ExecutionSummary::from)
             .collect();
-        Ok(ExecutionList {
-            executions,
+        Ok(Page {
+            records,
             next_cursor,
         })
+    }
+
+    /// Refuses the run workflows of durable agent runs where a host's workflow is meant (they
+    /// have routes of their own): they are not found there.
+    pub(crate) fn host_workflow(&self, id: &WorkflowId) -> Result<(), AppError> {
+        if agentry_core::agent::agent_of_run(id).is_some() {
+            return Err(AppError::engine(
+                agentry_core::EngineError::WorkflowNotFound(id.to_string()),
+                "",
+            ));
+        }
+        Ok(())
     }
 
     /// How many executions each workflow has in each status (the caller's own in strict mode).
@@ -364,6 +411,10 @@ impl App {
             .count_by_status(owner.as_ref())
             .await
             .map_err(|e| AppError::engine(e, "Failed to count executions"))?;
+        let counts = counts
+            .into_iter()
+            .filter(|(workflow_id, _)| agentry_core::agent::agent_of_run(workflow_id).is_none())
+            .collect::<Vec<_>>();
         Ok(ExecutionCounts::from(counts))
     }
 

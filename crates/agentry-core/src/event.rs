@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::agent::{ApprovalAnswer, ApprovalRequest, FinishReason, ToolCall, ToolResult, Usage};
 use crate::state::{Cancellation, Suspension};
 use crate::store::ExecutionRecord;
 use crate::workflow::StepType;
@@ -80,6 +81,34 @@ pub enum EventKind {
     WorkflowCancelled {
         cancellation: Cancellation,
     },
+    /// A durable agent run's model call answered: its text, the tools it asks for, its usage.
+    /// `call` counts the run's model calls from 1.
+    AgentModelCall {
+        call: u32,
+        text: String,
+        tool_calls: Vec<ToolCall>,
+        usage: Usage,
+        finish_reason: FinishReason,
+    },
+    /// A tool call of a durable agent run ended (a denied call too: its result says so).
+    AgentToolResult {
+        result: ToolResult,
+        attempt: u32,
+    },
+    /// A tool call of a durable agent run waits for a person's approval.
+    AgentApprovalRequest {
+        request: ApprovalRequest,
+    },
+    /// A tool approval was answered (by a person, or by its deadline: a denial).
+    AgentApprovalAnswer {
+        answer: ApprovalAnswer,
+    },
+    /// A piece of a durable run's text as the model streams it, for the run's live subscribers
+    /// in this process. Not stored (the model call's event carries the whole text).
+    #[serde(skip)]
+    AgentTextDelta {
+        delta: String,
+    },
     /// The last event of a run: the execution as it now stands. Not stored.
     #[serde(skip)]
     WorkflowResult {
@@ -99,7 +128,9 @@ impl EventKind {
     pub fn is_stored(&self) -> bool {
         !matches!(
             self,
-            EventKind::WorkflowResult { .. } | EventKind::WorkflowHandover { .. }
+            EventKind::WorkflowResult { .. }
+                | EventKind::WorkflowHandover { .. }
+                | EventKind::AgentTextDelta { .. }
         )
     }
 
@@ -116,6 +147,11 @@ impl EventKind {
             EventKind::WorkflowCancelled { .. } => "workflow-cancelled",
             EventKind::WorkflowResult { .. } => "workflow-result",
             EventKind::WorkflowHandover { .. } => "workflow-handover",
+            EventKind::AgentModelCall { .. } => "agent-model-call",
+            EventKind::AgentToolResult { .. } => "agent-tool-result",
+            EventKind::AgentApprovalRequest { .. } => "agent-approval-request",
+            EventKind::AgentApprovalAnswer { .. } => "agent-approval-answer",
+            EventKind::AgentTextDelta { .. } => "agent-text-delta",
         }
     }
 }

@@ -213,11 +213,35 @@ impl StepRecord {
     }
 }
 
+/// Which executions a list holds: those of the hosts' workflows, the durable agent runs (the
+/// executions of the run workflows, `agent:<agent id>`), or both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Family {
+    #[default]
+    Workflows,
+    AgentRuns,
+    All,
+}
+
+impl Family {
+    /// Whether an execution of `workflow_id` belongs to it.
+    pub fn holds(self, workflow_id: &str) -> bool {
+        let run = crate::agent::agent_of_run(workflow_id).is_some();
+        match self {
+            Family::Workflows => !run,
+            Family::AgentRuns => run,
+            Family::All => true,
+        }
+    }
+}
+
 /// A page of executions, newest first: of one workflow, or of all of them.
 #[derive(Debug, Clone)]
 pub struct ListQuery {
-    /// Only this workflow's executions; `None`: every workflow's.
+    /// Only this workflow's executions; `None`: every workflow's (of `family`).
     pub workflow_id: Option<WorkflowId>,
+    /// Which executions (ignored when `workflow_id` names one).
+    pub family: Family,
     pub status: Option<Status>,
     /// Only the executions this user started (strict mode).
     pub owner: Option<UserId>,
@@ -528,6 +552,7 @@ impl ExecutionStore for InMemoryExecutionStore {
                     .workflow_id
                     .as_ref()
                     .is_none_or(|w| r.workflow_id == w.as_str())
+                    && (query.workflow_id.is_some() || query.family.holds(&r.workflow_id))
                     && query.status.is_none_or(|s| s == r.state.status())
                     && query
                         .owner

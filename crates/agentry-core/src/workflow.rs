@@ -111,9 +111,23 @@ pub struct StepContext {
     pub(crate) steps: Arc<crate::store::StepRecords>,
     /// The engine's clock: what [`StepContext::now`], the durable and the in-step sleeps read.
     pub(crate) clock: Arc<dyn Clock>,
+    /// Where the step records its own progress ([`StepContext::journal`]).
+    pub(crate) journal: Option<crate::engine::Journal>,
 }
 
 impl StepContext {
+    /// The step's journal: records of its own progress, written as it goes (a durable agent
+    /// run records each model call and tool call), read back through [`StepContext::entry`]
+    /// when the step runs again.
+    pub fn journal(&self) -> Option<&crate::engine::Journal> {
+        self.journal.as_ref()
+    }
+
+    /// An entry this step's journal wrote in an earlier run of the step.
+    pub fn entry(&self, key: &str) -> Option<&StepRecord> {
+        self.step(&crate::engine::entry_id(&self.step_id, key))
+    }
+
     /// The stored record of an earlier step (or child step).
     pub fn step(&self, id: &str) -> Option<&StepRecord> {
         self.steps.get(id).map(Arc::as_ref)
@@ -582,7 +596,9 @@ impl WorkflowBuilder {
 
     /// Checks the definition and compiles its schemas.
     pub fn build(self) -> Result<Workflow, DefinitionError> {
-        let valid_id = crate::id::is_valid_id(&self.id);
+        // The run workflows of durable agent runs are `agent:<agent id>`: no host's id.
+        let valid_id = crate::id::is_valid_id(&self.id)
+            || crate::agent::agent_of_run(&self.id).is_some_and(crate::id::is_valid_id);
         if !valid_id {
             return Err(DefinitionError::BadId(self.id));
         }

@@ -30,6 +30,7 @@ impl From<ListParams> for ListRequest {
     fn from(p: ListParams) -> Self {
         ListRequest {
             workflow_id: None,
+            family: Default::default(),
             status: p.status,
             limit: p.limit,
             cursor: p.cursor,
@@ -59,6 +60,7 @@ impl From<AllListParams> for ListRequest {
     fn from(p: AllListParams) -> Self {
         ListRequest {
             workflow_id: p.workflow_id.map(Into::into),
+            family: Default::default(),
             status: p.status,
             limit: p.limit,
             cursor: p.cursor,

@@ -360,9 +360,15 @@ impl Telemetry for Metrics {
                         .with_label_values(&[workflow])
                         .inc();
                 }
+                // A durable agent run's calls are counted as model and tool calls.
                 EventKind::StepStart { .. }
                 | EventKind::WorkflowResult { .. }
-                | EventKind::WorkflowHandover { .. } => {}
+                | EventKind::WorkflowHandover { .. }
+                | EventKind::AgentModelCall { .. }
+                | EventKind::AgentToolResult { .. }
+                | EventKind::AgentApprovalRequest { .. }
+                | EventKind::AgentApprovalAnswer { .. }
+                | EventKind::AgentTextDelta { .. } => {}
             }
         }
         self.commit_duration

@@ -22,7 +22,7 @@
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Lease, ListQuery, StatusCount, StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, StatusCount, StepRecord, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -462,9 +462,19 @@ where
             "SELECT {} FROM workflow_executions WHERE 1 = 1",
             header_select::<DB>()
         ));
-        if let Some(workflow_id) = &query.workflow_id {
-            q.push(" AND workflow_id = ")
-                .push_bind(workflow_id.as_str().to_owned());
+        let runs = format!("{}%", agentry_core::agent::durable::RUN_WORKFLOW_PREFIX);
+        match (&query.workflow_id, query.family) {
+            (Some(workflow_id), _) => {
+                q.push(" AND workflow_id = ")
+                    .push_bind(workflow_id.as_str().to_owned());
+            }
+            (None, Family::Workflows) => {
+                q.push(" AND workflow_id NOT LIKE ").push_bind(runs);
+            }
+            (None, Family::AgentRuns) => {
+                q.push(" AND workflow_id LIKE ").push_bind(runs);
+            }
+            (None, Family::All) => {}
         }
         if let Some(status) = query.status {
             q.push(" AND status = ")

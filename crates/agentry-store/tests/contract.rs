@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease, ListQuery, Progress,
+    Claim, ExecutionRecord, ExecutionStore, Family, InMemoryExecutionStore, Lease, ListQuery, Progress,
     StatusCount, StepRecord, StoreError,
 };
 use agentry_core::{EventKind, WorkflowEvent};
@@ -744,6 +744,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     let mut expected: Vec<&ExecutionRecord> = all.iter().filter(|r| r.workflow_id == "w").collect();
     expected.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
     let query = |before: Option<(DateTime<Utc>, String)>| ListQuery {
+        family: Family::All,
         workflow_id: Some("w".into()),
         status: None,
         owner: None,
@@ -768,6 +769,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     assert_eq!(seen, ids);
     let cancelled = store
         .list(&ListQuery {
+            family: Family::All,
             status: Some(agentry_core::Status::Cancelled),
             limit: 10,
             ..query(None)
@@ -779,6 +781,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     assert_eq!(cancelled[0].state, all[3].state);
     let alices = store
         .list(&ListQuery {
+            family: Family::All,
             owner: Some("alice".into()),
             limit: 10,
             ..query(None)
@@ -793,6 +796,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     everyone.sort_by(|a, b| (b.start_at, &b.id).cmp(&(a.start_at, &a.id)));
     let listed = store
         .list(&ListQuery {
+            family: Family::All,
             workflow_id: None,
             limit: 10,
             ..query(None)

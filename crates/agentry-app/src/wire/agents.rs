@@ -251,6 +251,33 @@ impl From<&agent::TextResult> for TextResult {
     }
 }
 
+/// A tool call that waits for a person's approval.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// Names the request in its run: the last segment of its approval route.
+    pub approval_id: String,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: Value,
+    /// After it, the request counts as denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub deadline: Option<super::Timestamp>,
+}
+
+impl From<&agent::ApprovalRequest> for ApprovalRequest {
+    fn from(r: &agent::ApprovalRequest) -> Self {
+        Self {
+            approval_id: r.approval_id.clone(),
+            tool_call_id: r.tool_call_id.clone(),
+            tool_name: r.tool_name.clone(),
+            args: r.args.clone(),
+            deadline: r.deadline.map(Into::into),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream events.
 
@@ -283,6 +310,10 @@ pub enum AgentEvent {
     },
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+    /// A tool call of a durable run waits for a person's approval: answer it with POST
+    /// /agents/{id}/runs/{runId}/approvals/{approvalId}. The run suspends; the stream ends
+    /// with `finish` (`finishReason: tool-calls`).
+    ToolApprovalRequest(ApprovalRequest),
     /// The object so far.
     ObjectDelta {
         object: Value,
@@ -306,6 +337,7 @@ impl From<&DomainEvent> for AgentEvent {
             },
             DomainEvent::ToolCall(c) => Self::ToolCall(c.into()),
             DomainEvent::ToolResult(r) => Self::ToolResult(r.into()),
+            DomainEvent::ToolApprovalRequest(r) => Self::ToolApprovalRequest(r.into()),
             DomainEvent::PartialObject(o) => Self::ObjectDelta { object: o.clone() },
             DomainEvent::Finish {
                 finish_reason,

@@ -35,6 +35,33 @@ pub enum WorkflowEventKind {
     /// The last event of a run: the execution as it now stands.
     WorkflowResult(ExecutionOutcome),
     WorkflowHandover(WorkflowHandover),
+    /// A durable agent run's model call (seen as the execution it is, by its id).
+    AgentModelCall(AgentRunRecord),
+    /// A durable agent run's tool result.
+    AgentToolResult(AgentRunRecord),
+    /// A durable agent run's tool call waits for a person's approval.
+    AgentApprovalRequest(AgentRunRecord),
+    /// A durable agent run's tool approval was answered.
+    AgentApprovalAnswer(AgentRunRecord),
+    /// A piece of a durable agent run's text, live.
+    AgentTextDelta(AgentRunRecord),
+}
+
+/// What a durable agent run recorded, as stored (the agent routes show it as their streams'
+/// events: `GET /agents/{id}/runs/{runId}/stream`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct AgentRunRecord(serde_json::Map<String, Value>);
+
+impl AgentRunRecord {
+    fn of(kind: &EventKind) -> Self {
+        let mut fields = match serde_json::to_value(kind) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        fields.remove("type");
+        Self(fields)
+    }
 }
 
 /// The execution started, or continued after a resume.
@@ -196,6 +223,19 @@ impl From<&EventKind> for WorkflowEventKind {
             }),
             EventKind::WorkflowResult { execution } => {
                 Self::WorkflowResult(execution.as_ref().into())
+            }
+            EventKind::AgentModelCall { .. } => Self::AgentModelCall(AgentRunRecord::of(kind)),
+            EventKind::AgentToolResult { .. } => Self::AgentToolResult(AgentRunRecord::of(kind)),
+            EventKind::AgentApprovalRequest { .. } => {
+                Self::AgentApprovalRequest(AgentRunRecord::of(kind))
+            }
+            EventKind::AgentApprovalAnswer { .. } => {
+                Self::AgentApprovalAnswer(AgentRunRecord::of(kind))
+            }
+            EventKind::AgentTextDelta { delta } => {
+                let mut fields = serde_json::Map::new();
+                fields.insert("delta".into(), Value::String(delta.clone()));
+                Self::AgentTextDelta(AgentRunRecord(fields))
             }
         }
     }

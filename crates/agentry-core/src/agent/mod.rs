@@ -14,12 +14,16 @@ pub use offline::OfflineModel;
 pub use tool::{Approval, FnTool, Tool, ToolContext};
 
 pub mod definition;
+pub mod durable;
 pub mod memory;
 pub mod partial;
 pub mod runtime;
 
 pub use definition::{
     Agent, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
+};
+pub use durable::{
+    ApprovalAnswer, ApprovalRequest, RunInput, agent_of_run, resume_data, run_workflow_id,
 };
 pub use memory::{ConversationKey, ConversationStore, InMemoryConversationStore};
 pub use runtime::{

@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::message::{FinishReason, Message, ToolCall, Usage};
 
 /// Sampling and length settings, already validated and defaulted.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GenerationSettings {
     pub temperature: f64,
     pub max_output_tokens: u32,
@@ -56,7 +57,8 @@ pub struct ModelRequest {
 }
 
 /// A model's whole answer to one request.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ModelResponse {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,

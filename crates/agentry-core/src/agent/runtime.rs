@@ -40,7 +40,8 @@ pub const MAX_HISTORY_BYTES: usize = 64 * 1024;
 
 /// Who is asking, as far as the server could verify it. It decides whose conversation memory a
 /// call may read and write.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Caller {
     /// No authentication is configured (a trusted, single-tenant setup): the request's `userId`
     /// is taken at its word.
@@ -92,7 +93,7 @@ impl Default for GenerateOptions {
 }
 
 /// The result of a text generation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TextResult {
     pub text: String,
@@ -116,6 +117,8 @@ pub enum AgentEvent {
     TextDelta(String),
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+    /// A tool call waits for a person's approval (durable runs only); the run suspends.
+    ToolApprovalRequest(super::durable::ApprovalRequest),
     /// A partial object (stream-object only), each larger than the last.
     PartialObject(Value),
     Finish {
@@ -150,6 +153,9 @@ pub enum AgentError {
     MemoryUnavailable(String),
     #[error("Generation cancelled")]
     Cancelled,
+    /// A durable run ended without its answer (failed, cancelled, or handed over).
+    #[error("The run did not finish: {0}")]
+    Run(String),
 }
 
 /// A conversation store's failure as the agent's: an unreachable database, a value it cannot
@@ -177,7 +183,7 @@ pub struct AgentHub {
 }
 
 /// Where streamed events go; `None` for a one-piece generation.
-type Sink<'a> = Option<&'a mpsc::Sender<AgentEvent>>;
+pub(super) type Sink<'a> = Option<&'a mpsc::Sender<AgentEvent>>;
 
 async fn emit(sink: Sink<'_>, ev: AgentEvent) -> Result<(), AgentError> {
     match sink {
@@ -187,10 +193,10 @@ async fn emit(sink: Sink<'_>, ev: AgentEvent) -> Result<(), AgentError> {
 }
 
 /// One generation: what it is asked, of which agent, and where its events go.
-struct Generation<'a> {
-    agent: &'a Agent,
-    input: &'a [Message],
-    opts: &'a GenerateOptions,
+pub(super) struct Generation<'a> {
+    pub(super) agent: &'a Agent,
+    pub(super) input: &'a [Message],
+    pub(super) opts: &'a GenerateOptions,
     sink: Sink<'a>,
     cancel: &'a CancellationToken,
     /// How deep in a delegation chain (0 for a generation asked over the API).
@@ -198,7 +204,7 @@ struct Generation<'a> {
 }
 
 impl<'a> Generation<'a> {
-    fn new(
+    pub(super) fn new(
         agent: &'a Agent,
         input: &'a [Message],
         opts: &'a GenerateOptions,
@@ -216,12 +222,12 @@ impl<'a> Generation<'a> {
     }
 
     /// Cancelled, or its stream's reader went away.
-    fn is_cancelled(&self) -> bool {
+    pub(super) fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled() || self.sink.is_some_and(|s| s.is_closed())
     }
 
     /// What a tool called in this generation knows of it.
-    fn tool_context(&self) -> ToolContext {
+    pub(super) fn tool_context(&self) -> ToolContext {
         ToolContext {
             agent_id: self.agent.id.clone(),
             user_id: self.opts.user_id.clone().map(UserId::into_string),
@@ -229,12 +235,14 @@ impl<'a> Generation<'a> {
             context: self.opts.context.clone(),
             cancel: self.cancel.clone(),
             depth: self.depth,
+            run_id: None,
+            attempt: 1,
         }
     }
 }
 
 /// The span of one generation of an agent (OpenTelemetry GenAI `invoke_agent`).
-fn generation_span(agent: &Agent, operation: &str) -> tracing::Span {
+pub(super) fn generation_span(agent: &Agent, operation: &str) -> tracing::Span {
     tracing::info_span!(
         "invoke_agent",
         otel.name = %format_args!("invoke_agent {}", agent.id),
@@ -247,7 +255,7 @@ fn generation_span(agent: &Agent, operation: &str) -> tracing::Span {
 }
 
 /// What the model is told of the tools.
-fn tool_specs(tools: &[Arc<dyn Tool>]) -> Vec<ToolSpec> {
+pub(super) fn tool_specs(tools: &[Arc<dyn Tool>]) -> Vec<ToolSpec> {
     tools
         .iter()
         .map(|t| ToolSpec {
@@ -270,38 +278,53 @@ async fn call_tools(
     telemetry: &dyn Telemetry,
 ) -> Vec<ToolResult> {
     let ctx = g.tool_context();
-    join_all(calls.iter().map(|c| async {
-        let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
-        // The model chooses the name: only a registered one names a span or a series.
-        let label = tool.as_ref().map_or(UNKNOWN, |t| t.name()).to_owned();
-        let asked: String = c.tool_name.chars().take(MAX_NAME_CHARS).collect();
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = %format_args!("execute_tool {label}"),
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %asked,
-            gen_ai.tool.call.id = %c.tool_call_id,
-            otel.status_code = tracing::field::Empty,
-        );
-        let began = Instant::now();
-        let result = {
-            use tracing::Instrument;
-            call_tool(g.agent, op, tool, c, ctx.clone())
-                .instrument(span.clone())
-                .await
-        };
-        if result.is_error {
-            span.record("otel.status_code", "ERROR");
-        }
-        telemetry.tool_call(&ToolCallReport {
-            agent: &g.agent.id,
-            tool: &label,
-            duration: began.elapsed(),
-            failed: result.is_error,
-        });
-        result
-    }))
+    join_all(
+        calls
+            .iter()
+            .map(|c| observed_call(g, op, tools, (c, false), ctx.clone(), telemetry)),
+    )
     .await
+}
+
+/// One tool call in its span, reported to the telemetry; `approved` when a person approved it
+/// (else a tool that needs approval for it is refused: it fails closed).
+pub(super) async fn observed_call(
+    g: &Generation<'_>,
+    op: &OperationContext,
+    tools: &[Arc<dyn Tool>],
+    (c, approved): (&ToolCall, bool),
+    ctx: ToolContext,
+    telemetry: &dyn Telemetry,
+) -> ToolResult {
+    let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
+    // The model chooses the name: only a registered one names a span or a series.
+    let label = tool.as_ref().map_or(UNKNOWN, |t| t.name()).to_owned();
+    let asked: String = c.tool_name.chars().take(MAX_NAME_CHARS).collect();
+    let span = tracing::info_span!(
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {label}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %asked,
+        gen_ai.tool.call.id = %c.tool_call_id,
+        otel.status_code = tracing::field::Empty,
+    );
+    let began = Instant::now();
+    let result = {
+        use tracing::Instrument;
+        call_tool(g.agent, op, tool, (c, approved), ctx)
+            .instrument(span.clone())
+            .await
+    };
+    if result.is_error {
+        span.record("otel.status_code", "ERROR");
+    }
+    telemetry.tool_call(&ToolCallReport {
+        agent: &g.agent.id,
+        tool: &label,
+        duration: began.elapsed(),
+        failed: result.is_error,
+    });
+    result
 }
 
 /// One tool call between the agent's tool hooks; a failure (or an unknown tool) is a result
@@ -310,13 +333,18 @@ async fn call_tool(
     agent: &Agent,
     op: &OperationContext,
     tool: Option<Arc<dyn Tool>>,
-    call: &ToolCall,
+    (call, approved): (&ToolCall, bool),
     ctx: ToolContext,
 ) -> ToolResult {
     if let Some(f) = &agent.hooks.on_tool_start {
         f(op, &call.tool_name, &call.args);
     }
     let outcome = match tool {
+        Some(t) if !approved && t.approval().is_some_and(|a| a.applies(&call.args)) => Err(format!(
+            "tool {} needs a person's approval for these arguments, and only a durable run can \
+             wait for one",
+            call.tool_name
+        )),
         Some(t) => t.call(call.args.clone(), ctx).await,
         None => Err(format!("unknown tool {}", call.tool_name)),
     };
@@ -357,7 +385,7 @@ impl AgentHub {
             .unwrap_or_else(|p| p.into_inner()) = telemetry;
     }
 
-    fn telemetry(&self) -> Arc<dyn Telemetry> {
+    pub(super) fn telemetry(&self) -> Arc<dyn Telemetry> {
         self.inner
             .telemetry
             .read()
@@ -401,7 +429,7 @@ impl AgentHub {
     }
 
     /// [`AgentHub::require`] by the id's text (a sub-agent a model names).
-    fn required(&self, id: &str) -> Result<Arc<Agent>, AgentError> {
+    pub(super) fn required(&self, id: &str) -> Result<Arc<Agent>, AgentError> {
         self.registered(id)
             .ok_or_else(|| AgentError::NotFound(id.to_owned()))
     }
@@ -438,7 +466,7 @@ impl AgentHub {
         tool_specs(&self.tools_of(agent, 0))
     }
 
-    fn tools_of(&self, agent: &Agent, depth: u32) -> Vec<Arc<dyn Tool>> {
+    pub(super) fn tools_of(&self, agent: &Agent, depth: u32) -> Vec<Arc<dyn Tool>> {
         let mut tools = agent.tools.clone();
         if !agent.sub_agents.is_empty() {
             tools.push(Arc::new(DelegateTool::new(
@@ -470,7 +498,7 @@ impl AgentHub {
         })
     }
 
-    async fn prepare(
+    pub(super) async fn prepare(
         &self,
         agent: &Agent,
         input: &[Message],
@@ -498,7 +526,7 @@ impl AgentHub {
         Ok(messages)
     }
 
-    async fn remember(
+    pub(super) async fn remember(
         &self,
         agent: &Agent,
         input: &[Message],
@@ -519,7 +547,7 @@ impl AgentHub {
 
     /// One model call, streamed into the generation's sink when it has one.
     /// One model call, reported to the telemetry.
-    async fn model_step(
+    pub(super) async fn model_step(
         &self,
         model: &dyn Model,
         req: &ModelRequest,
@@ -914,7 +942,7 @@ fn newest_within(history: Vec<Message>, max_bytes: usize) -> Vec<Message> {
 }
 
 /// The operation context of one run; fires the agent's start hook.
-fn operation(agent: &Agent, opts: &GenerateOptions, name: &'static str) -> OperationContext {
+pub(super) fn operation(agent: &Agent, opts: &GenerateOptions, name: &'static str) -> OperationContext {
     let op = OperationContext {
         agent_id: agent.id.clone(),
         operation: name,
@@ -929,7 +957,7 @@ fn operation(agent: &Agent, opts: &GenerateOptions, name: &'static str) -> Opera
 }
 
 /// Fires the end hook, unless the run was cancelled (nobody is there to see its end).
-fn end_hook(agent: &Agent, op: &OperationContext, outcome: Result<&str, &AgentError>) {
+pub(super) fn end_hook(agent: &Agent, op: &OperationContext, outcome: Result<&str, &AgentError>) {
     let Some(f) = &agent.hooks.on_end else {
         return;
     };

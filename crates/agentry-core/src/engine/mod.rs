@@ -30,6 +30,7 @@ use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 
 mod crash;
 mod events;
+mod journal;
 mod recovery;
 mod run;
 #[cfg(test)]
@@ -37,6 +38,8 @@ mod tests;
 
 pub use crash::{CrashFn, CrashHook, CrashPoint};
 pub use events::WAKE_ALL;
+pub use journal::{Journal, entry_id};
+use journal::Deferred;
 use run::{Entry, LiveRun};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.

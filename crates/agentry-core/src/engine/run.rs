@@ -40,11 +40,11 @@ struct FirstRun {
 /// How an attempt ended: its output (and whether it ran: not a skipped `andWhen`), or why not.
 type StepOutcome = Result<(Value, bool), StepError>;
 
-/// The last attempt of a step: how it ended, its children's records still to store, and the
-/// record in hand.
+/// The last attempt of a step: how it ended, the records and events its checkpoint is to
+/// write (its children's, its journal's deferred ones), and the record in hand.
 struct Attempted {
     outcome: StepOutcome,
-    unstored: Vec<(String, StepRecord)>,
+    unstored: Deferred,
     rec: ExecutionRecord,
 }
 
@@ -487,11 +487,19 @@ impl Engine {
     ) -> Result<Attempted, EngineError> {
         loop {
             let children = Children::new(&run.id, run.lease);
+            let journal = Journal::new(self, &rec, &at.step.id, run.lease);
             let (attempt, result) = self
-                .run_attempt(run, &rec, at, input, first, children.clone())
+                .run_attempt(run, &rec, at, input, first, children.clone(), journal.clone())
                 .await;
-            // Children already stored as they finished are part of the record in hand.
-            let unstored = children.merge_into(&mut rec.progress);
+            // What the step's journal wrote is the record in hand; children already stored as
+            // they finished are part of it.
+            let (written, mut unstored) = journal.finish().await;
+            if let Some(written) = written {
+                rec = written;
+            }
+            unstored
+                .entries
+                .extend(children.merge_into(&mut rec.progress));
             let (error, retry) = match (&result, at.step.retry) {
                 (Err(StepError::Failed(error)), Some(retry))
                     if attempt < retry.max_attempts() && !self.inner.draining.is_cancelled() =>
@@ -535,6 +543,7 @@ impl Engine {
         input: &Value,
         first: &mut FirstRun,
         children: Children,
+        journal: Journal,
     ) -> (u32, StepOutcome) {
         let step = at.step;
         let (attempt, started_at) = rec
@@ -562,6 +571,7 @@ impl Engine {
             timed_out: std::mem::take(&mut first.timed_out),
             steps: rec.progress.steps.clone(),
             clock: self.inner.clock.clone(),
+            journal: Some(journal),
         };
         let span = tracing::info_span!(
             "step",
@@ -639,7 +649,7 @@ impl Engine {
         at: &StepAt<'_>,
         input: &Value,
         (output, ran): (Value, bool),
-        unstored: Vec<(String, StepRecord)>,
+        unstored: Deferred,
     ) -> Result<(ExecutionRecord, bool), EngineError> {
         let step = at.step;
         let index = at.index;
@@ -660,9 +670,11 @@ impl Engine {
                 let mut next = r.clone();
                 next.progress.steps_mut().extend(
                     unstored
+                        .entries
                         .iter()
                         .map(|(id, r)| (id.clone(), Arc::new(r.clone()))),
                 );
+                events.extend(unstored.events.iter().cloned());
                 let done = r
                     .progress
                     .steps

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use agentry_core::event::EventKind;
 use agentry_core::state::Status;
-use agentry_core::store::{ExecutionRecord, ExecutionStore, ListQuery, StepStatus};
+use agentry_core::store::{ExecutionRecord, ExecutionStore, Family, ListQuery, StepStatus};
 use serde_json::Value;
 
 use crate::driver::Outcomes;
@@ -35,6 +35,7 @@ pub async fn check(
     let mut v = Vec::new();
     let headers = store
         .list(&ListQuery {
+            family: Family::All,
             workflow_id: None,
             status: None,
             owner: None,

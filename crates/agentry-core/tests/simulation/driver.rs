@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentry_core::state::Status;
-use agentry_core::store::{ExecutionRecord, ExecutionStore, ListQuery};
+use agentry_core::store::{ExecutionRecord, ExecutionStore, Family, ListQuery};
 use agentry_core::{Engine, EngineConfig, ExecuteOptions, ExecutionId, RunHandle, WorkflowId};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -787,6 +787,7 @@ impl Sim {
         self.world
             .inner
             .list(&ListQuery {
+                family: Family::All,
                 workflow_id: None,
                 status: Some(status),
                 owner: None,

@@ -1,0 +1,569 @@
+//! The durable agent run use cases: starting a run (a generation that is recorded call by call),
+//! waiting for it or streaming it, listing and reading runs, re-attaching to one, answering a
+//! tool approval, cancelling. A run is an execution of its agent's run workflow
+//! (`agent:<agent id>`), so every rule of executions holds: strict mode's ownership, leases,
+//! the event log.
+
+use std::collections::VecDeque;
+
+use agentry_core::agent::{
+    self, AgentError, AgentEvent, ApprovalAnswer, FinishReason, RunInput, Usage, agent_of_run,
+    run_workflow_id,
+};
+use agentry_core::store::Family;
+use agentry_core::{
+    AgentId, EventKind, ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status,
+    WorkflowEvent,
+};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::App;
+use crate::caller::Caller;
+use crate::error::{AppError, Code};
+use crate::input::Generation;
+use crate::wire::agents::TextResult;
+use crate::wire::runs::{ApprovalResult, Journal, RunList, RunState, RunSummary, RunTextResult};
+use crate::wire::{CancelResult, WorkflowStatus};
+use crate::workflows::ListRequest;
+
+const RUN_FAILED: &str = "Failed to run the agent";
+const READ_FAILED: &str = "Failed to read the run";
+
+/// How many of an agent's newest live runs the chat resume URL looks through for the
+/// conversation's.
+const ACTIVE_SCAN: u32 = 100;
+
+impl App {
+    /// Registers the run workflow of every agent that has none yet (agents a host added after
+    /// the application was made). Safe to call again.
+    pub fn register_run_workflows(&self) {
+        for agent in self.agents.agents() {
+            let id = run_workflow_id(&agent.id);
+            if self.engine.workflow(&id).is_none() {
+                // A race with another caller registering it is harmless: one of them wins.
+                let _ = self.engine.register(self.agents.run_workflow(&agent));
+            }
+        }
+    }
+
+    /// Whether a generation of `id` runs durably: asked by the request (`durable`, `runId`),
+    /// declared by the agent's host, or implied by a tool that may wait for a person.
+    pub fn is_durable(&self, id: &AgentId, generation: &Generation) -> bool {
+        generation.durability.durable
+            || self
+                .agents
+                .agent(id)
+                .is_some_and(|a| a.durable || a.may_wait_for_approval())
+    }
+
+    /// Starts a durable run of `generation` (or rejoins the one its `runId` names, with the same
+    /// input and owner). `stream`: its model text is announced as it comes.
+    async fn start_run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        generation: Generation,
+        stream: bool,
+    ) -> Result<RunHandle, AppError> {
+        if generation.schema.is_some() {
+            return Err(AppError::bad_request(
+                "Invalid options: durable runs generate text (/text, /stream, /chat), not objects",
+            ));
+        }
+        self.register_run_workflows();
+        let Generation {
+            input,
+            options,
+            durability,
+            ..
+        } = generation;
+        let mut context = options.context.clone();
+        if let Some(c) = &options.conversation_id {
+            context.insert("conversationId".into(), Value::String(c.clone()));
+        }
+        if let Some(u) = &options.user_id {
+            context.insert("userId".into(), Value::String(u.to_string()));
+        }
+        let run = RunInput::new(input, &options, stream);
+        let input = serde_json::to_value(&run).map_err(|e| AppError::internal(e.to_string()))?;
+        let execute = ExecuteOptions {
+            execution_id: durability.run_id.map(ExecutionId::from),
+            user_id: options.user_id.clone(),
+            context,
+            owner: caller.user_id(),
+            last_event_id: None,
+        };
+        self.engine
+            .start(&run_workflow_id(id), input, execute)
+            .await
+            .map_err(|e| AppError::engine(e, RUN_FAILED))
+    }
+
+    /// A durable `/text`: starts the run and waits until it completes or waits for an approval.
+    /// Closing the connection does not stop it (cancel it through its route).
+    pub async fn run_text(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        generation: Generation,
+    ) -> Result<RunTextResult, AppError> {
+        let handle = self.start_run(caller, id, generation, false).await?;
+        let run_id = handle.execution_id.clone();
+        let rec = handle
+            .finish_for_client()
+            .await
+            .map_err(|e| AppError::engine(e, RUN_FAILED).about(run_id.as_str()))?;
+        run_text_result(&rec)
+    }
+
+    /// A streamed generation: a durable run's events (`Some` run id), or the events of a
+    /// generation held in memory.
+    pub async fn stream(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        generation: Generation,
+    ) -> Result<AgentStream, AppError> {
+        if self.is_durable(id, &generation) {
+            let handle = self.start_run(caller, id, generation, true).await?;
+            return Ok(AgentStream::Run(RunEvents::new(handle)));
+        }
+        Ok(AgentStream::Memory(self.stream_text(id, generation)?))
+    }
+
+    /// A run of agent `id`, once the caller may see it (strict mode's ownership rule).
+    async fn owned_run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+    ) -> Result<ExecutionRecord, AppError> {
+        self.agents.require(id).map_err(AppError::agent)?;
+        let not_found = || {
+            AppError::new(
+                Code::RunNotFound,
+                format!("Run {run_id} of agent {id} not found"),
+            )
+        };
+        let rec = self
+            .engine
+            .store()
+            .get(run_id)
+            .await
+            .map_err(|e| AppError::engine(e.into(), READ_FAILED))?
+            .ok_or_else(not_found)?;
+        if agent_of_run(&rec.workflow_id) != Some(id.as_str()) {
+            return Err(not_found());
+        }
+        self.policy.authorize_execution(caller, &rec)?;
+        Ok(rec)
+    }
+
+    /// One page of durable runs, of one agent or of all, newest first; in strict mode only the
+    /// caller's (an admin's: all).
+    pub async fn runs(
+        &self,
+        caller: &Caller,
+        agent: Option<&AgentId>,
+        mut request: ListRequest,
+    ) -> Result<RunList, AppError> {
+        if let Some(id) = agent {
+            self.agents.require(id).map_err(AppError::agent)?;
+            request.workflow_id = Some(run_workflow_id(id));
+        } else if let Some(w) = request.workflow_id.take() {
+            // `agentId` of /agent-runs.
+            request.workflow_id = Some(run_workflow_id(&w));
+        }
+        request.family = Family::AgentRuns;
+        let page = self.list_page(caller, request).await?;
+        Ok(RunList {
+            runs: page.records.iter().map(RunSummary::from).collect(),
+            next_cursor: page.next_cursor,
+        })
+    }
+
+    /// A run's state: its messages, its steps, its pending approvals.
+    pub async fn run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+    ) -> Result<RunState, AppError> {
+        let rec = self.owned_run(caller, id, run_id).await?;
+        Ok(RunState::new(&rec))
+    }
+
+    /// Re-attaches to a run's events after number `after` (0: all), following it live until it
+    /// stops running (or waits for an approval).
+    pub async fn attach_run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+        after: i64,
+    ) -> Result<RunEvents, AppError> {
+        let rec = self.owned_run(caller, id, run_id).await?;
+        let handle = self
+            .engine
+            .attach(&rec.workflow_id.as_str().into(), run_id, after)
+            .await
+            .map_err(|e| AppError::engine(e, READ_FAILED))?;
+        Ok(RunEvents::new(handle))
+    }
+
+    /// The conversation's active durable run (running, or waiting for an approval) of agent
+    /// `id`, from its first event: the AI SDK's chat resume URL. `None` when there is none.
+    pub async fn active_chat_run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        conversation_id: &str,
+    ) -> Result<Option<RunEvents>, AppError> {
+        self.agents.require(id).map_err(AppError::agent)?;
+        let mut found: Option<ExecutionRecord> = None;
+        for status in ["running", "suspended"] {
+            let request = ListRequest {
+                workflow_id: Some(run_workflow_id(id)),
+                family: Family::AgentRuns,
+                status: Some(status.into()),
+                limit: Some(ACTIVE_SCAN.to_string()),
+                cursor: None,
+            };
+            let page = self.list_page(caller, request).await?;
+            let mine = page.records.into_iter().find(|r| {
+                r.context.get("conversationId").and_then(Value::as_str) == Some(conversation_id)
+            });
+            if let Some(r) = mine
+                && found.as_ref().is_none_or(|f| r.start_at > f.start_at)
+            {
+                found = Some(r);
+            }
+        }
+        let Some(rec) = found else {
+            return Ok(None);
+        };
+        let handle = self
+            .engine
+            .attach(&rec.workflow_id.as_str().into(), &rec.id.as_str().into(), 0)
+            .await
+            .map_err(|e| AppError::engine(e, READ_FAILED))?;
+        Ok(Some(RunEvents::new(handle)))
+    }
+
+    /// Cancels a running or suspended run.
+    pub async fn cancel_run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+        reason: Option<String>,
+    ) -> Result<CancelResult, AppError> {
+        let rec = self.owned_run(caller, id, run_id).await?;
+        let rec = self
+            .engine
+            .cancel(&rec.workflow_id.as_str().into(), run_id, reason)
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to cancel the run"))?;
+        Ok(CancelResult::from(&rec))
+    }
+
+    /// Answers pending tool approvals of a run: the run continues (on this server) with the
+    /// answers stored before any tool runs. Of two answers to one request, one wins; the other
+    /// is `approval_not_pending`. Answers the run's events from the resume on.
+    pub async fn answer_approvals(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+        answers: Vec<ApprovalAnswer>,
+    ) -> Result<(ApprovalResult, RunEvents), AppError> {
+        let rec = self.owned_run(caller, id, run_id).await?;
+        let journal = Journal::of(&rec);
+        let pending = |approval_id: &str| {
+            AppError::new(
+                Code::ApprovalNotPending,
+                format!(
+                    "Approval {approval_id} of run {run_id} is not pending (answered already, \
+                     expired, or the run ended)"
+                ),
+            )
+        };
+        for a in &answers {
+            match journal.approval(&a.approval_id) {
+                None => {
+                    return Err(AppError::new(
+                        Code::ApprovalNotFound,
+                        format!("Approval {} not found in run {run_id}", a.approval_id),
+                    ));
+                }
+                Some((_, true)) => return Err(pending(&a.approval_id)),
+                Some((_, false)) if rec.state.status() != Status::Suspended => {
+                    return Err(pending(&a.approval_id));
+                }
+                Some(_) => {}
+            }
+        }
+        let first = answers.first().cloned().ok_or_else(|| {
+            AppError::bad_request("Invalid request: no approval answer given")
+        })?;
+        let answers: Vec<ApprovalAnswer> = answers
+            .into_iter()
+            .map(|mut a| {
+                a.by = caller.user_id().map(|u| u.into_string());
+                a
+            })
+            .collect();
+        let handle = self
+            .engine
+            .start_resume(
+                &rec.workflow_id.as_str().into(),
+                run_id,
+                agent::resume_data(&answers),
+                None,
+            )
+            .await
+            .map_err(|e| match e {
+                // Another answer resumed it first (or it was cancelled): this one lost.
+                agentry_core::EngineError::NotSuspended { .. } => pending(&first.approval_id),
+                other => AppError::engine(other, "Failed to answer the approval"),
+            })?;
+        let result = ApprovalResult {
+            run_id: run_id.to_string(),
+            approval_id: first.approval_id.clone(),
+            approved: first.approved,
+            status: WorkflowStatus::Running,
+        };
+        Ok((result, RunEvents::new(handle)))
+    }
+}
+
+/// The answer of a durable `/text` from the run's record: completed (its result), suspended
+/// (the text so far and the pending approvals), or its failure.
+fn run_text_result(rec: &ExecutionRecord) -> Result<RunTextResult, AppError> {
+    let journal = Journal::of(rec);
+    let pending = journal.pending().iter().map(Into::into).collect();
+    let result = match rec.state.status() {
+        Status::Completed => {
+            let r: agent::TextResult = rec
+                .state
+                .result()
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .ok_or_else(|| AppError::internal("The run's result is unreadable"))?;
+            TextResult::from(&r)
+        }
+        Status::Suspended | Status::Running => {
+            let (text, usage) = journal.totals();
+            TextResult::from(&agent::TextResult {
+                text,
+                usage,
+                finish_reason: FinishReason::ToolCalls,
+                tool_calls: Vec::new(),
+                tool_results: Vec::new(),
+            })
+        }
+        Status::Cancelled => {
+            return Err(AppError::new(
+                Code::GenerationFailed,
+                format!("The run {} was cancelled", rec.id),
+            )
+            .about(&rec.id));
+        }
+        Status::Error | Status::Idle => {
+            let reason = rec.state.error().unwrap_or("unknown error");
+            tracing::warn!(run_id = %rec.id, error = %reason, "{RUN_FAILED}");
+            return Err(AppError::new(
+                Code::GenerationFailed,
+                format!("Failed to generate: {reason}"),
+            )
+            .about(&rec.id));
+        }
+    };
+    Ok(RunTextResult {
+        result,
+        run_id: rec.id.clone(),
+        status: rec.state.status().into(),
+        pending_approvals: pending,
+    })
+}
+
+/// A streamed generation: one held in memory (no ids), or a durable run (each stored event
+/// with its number).
+pub enum AgentStream {
+    Memory(mpsc::Receiver<AgentEvent>),
+    Run(RunEvents),
+}
+
+impl AgentStream {
+    /// The run's id, for a durable run.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            AgentStream::Memory(_) => None,
+            AgentStream::Run(r) => Some(r.run_id()),
+        }
+    }
+
+    /// The next event, with its number in the run's log when it is stored.
+    pub async fn next(&mut self) -> Option<(Option<i64>, AgentEvent)> {
+        match self {
+            AgentStream::Memory(rx) => rx.recv().await.map(|e| (None, e)),
+            AgentStream::Run(r) => r.next().await,
+        }
+    }
+}
+
+/// A durable run's events as an agent stream shows them: text (live, as the model streams it,
+/// or each model call's whole text when replayed), tool calls and results, approval requests,
+/// and the end (`finish`, also when the run waits for an approval, or `error`). Each event
+/// that stands for a stored one carries its number (the last of those it expands into).
+pub struct RunEvents {
+    handle: RunHandle,
+    queue: VecDeque<(Option<i64>, AgentEvent)>,
+    /// Whether the current model call's text came as live pieces.
+    live_text: bool,
+    text: String,
+    usage: Usage,
+    done: bool,
+}
+
+impl RunEvents {
+    fn new(handle: RunHandle) -> Self {
+        Self {
+            handle,
+            queue: VecDeque::new(),
+            live_text: false,
+            text: String::new(),
+            usage: Usage::default(),
+            done: false,
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        self.handle.execution_id.as_str()
+    }
+
+    /// The next event, with its number in the run's log when it stands for a stored one.
+    pub async fn next(&mut self) -> Option<(Option<i64>, AgentEvent)> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Some(ev);
+            }
+            if self.done {
+                return None;
+            }
+            match self.handle.events.recv().await {
+                Some(ev) => self.translate(ev),
+                None => {
+                    self.done = true;
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, events: Vec<AgentEvent>, seq: Option<i64>) {
+        let n = events.len();
+        for (i, ev) in events.into_iter().enumerate() {
+            let id = if i + 1 == n { seq } else { None };
+            self.queue.push_back((id, ev));
+        }
+    }
+
+    fn finish(&mut self, finish_reason: FinishReason, usage: Usage, text: String) -> AgentEvent {
+        self.done = true;
+        AgentEvent::Finish {
+            finish_reason,
+            usage,
+            text,
+            object: None,
+        }
+    }
+
+    fn translate(&mut self, ev: WorkflowEvent) {
+        let seq = ev.seq;
+        let out = match ev.kind {
+            EventKind::AgentTextDelta { delta } => {
+                self.live_text = true;
+                self.text.push_str(&delta);
+                vec![AgentEvent::TextDelta(delta)]
+            }
+            EventKind::AgentModelCall {
+                text,
+                tool_calls,
+                usage,
+                ..
+            } => {
+                let mut out = Vec::new();
+                if !self.live_text && !text.is_empty() {
+                    self.text.push_str(&text);
+                    out.push(AgentEvent::TextDelta(text));
+                }
+                self.live_text = false;
+                self.usage += usage;
+                out.extend(tool_calls.into_iter().map(AgentEvent::ToolCall));
+                out
+            }
+            EventKind::AgentToolResult { result, .. } => vec![AgentEvent::ToolResult(result)],
+            EventKind::AgentApprovalRequest { request } => {
+                vec![AgentEvent::ToolApprovalRequest(request)]
+            }
+            EventKind::WorkflowSuspended { .. } => {
+                let (usage, text) = (self.usage, self.text.clone());
+                vec![self.finish(FinishReason::ToolCalls, usage, text)]
+            }
+            EventKind::WorkflowComplete { result } => {
+                match serde_json::from_value::<agent::TextResult>(result) {
+                    Ok(r) => vec![self.finish(r.finish_reason, r.usage, r.text)],
+                    Err(e) => {
+                        self.done = true;
+                        vec![AgentEvent::Error(AgentError::Run(format!(
+                            "the run's result is unreadable: {e}"
+                        )))]
+                    }
+                }
+            }
+            EventKind::WorkflowError { error, .. } => {
+                self.done = true;
+                vec![AgentEvent::Error(AgentError::Run(error))]
+            }
+            EventKind::WorkflowCancelled { cancellation } => {
+                self.done = true;
+                let reason = cancellation
+                    .reason
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                vec![AgentEvent::Error(AgentError::Run(format!(
+                    "the run was cancelled{reason}"
+                )))]
+            }
+            EventKind::WorkflowHandover { message } => {
+                self.done = true;
+                vec![AgentEvent::Error(AgentError::Run(format!(
+                    "{message}; re-attach to the run's stream to follow it"
+                )))]
+            }
+            // The end of the log without an end seen: the run's state says how it stands.
+            EventKind::WorkflowResult { execution } => {
+                self.done = true;
+                match execution.state.status() {
+                    Status::Suspended => {
+                        let (usage, text) = (self.usage, self.text.clone());
+                        vec![self.finish(FinishReason::ToolCalls, usage, text)]
+                    }
+                    Status::Completed => {
+                        match execution
+                            .state
+                            .result()
+                            .and_then(|v| serde_json::from_value::<agent::TextResult>(v.clone()).ok())
+                        {
+                            Some(r) => vec![self.finish(r.finish_reason, r.usage, r.text)],
+                            None => Vec::new(),
+                        }
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            _ => Vec::new(),
+        };
+        self.push(out, seq);
+    }
+}

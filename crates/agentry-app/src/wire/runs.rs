@@ -1,0 +1,409 @@
+//! Durable agent runs: a run's summary, its state (messages, steps, pending approvals), the
+//! answer to an approval, and a durable `/text`'s answer.
+
+use agentry_core::ExecutionRecord;
+use agentry_core::agent::{
+    self, ApprovalAnswer, ApprovalRequest as DomainRequest, Message, ModelResponse, RunInput,
+    agent_of_run,
+};
+use agentry_core::store::{StepRecord, StepStatus};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::agents::{ApprovalRequest, FinishReason, TextResult, ToolCall, ToolResult, Usage};
+use super::{Timestamp, WorkflowStatus};
+
+/// One durable run of a list: what finds it again.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    pub agent_id: String,
+    /// `running`, `suspended` (waiting for a tool's approval), `completed`, `error` or
+    /// `cancelled`.
+    pub status: WorkflowStatus,
+    #[schema(required = true)]
+    pub conversation_id: Option<String>,
+    #[schema(required = true)]
+    pub user_id: Option<String>,
+    pub start_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[schema(required = true)]
+    pub end_at: Option<Timestamp>,
+    /// Present when suspended: why (`Tool approval required: <tool>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub reason: Option<String>,
+}
+
+impl From<&ExecutionRecord> for RunSummary {
+    fn from(r: &ExecutionRecord) -> Self {
+        Self {
+            run_id: r.id.clone(),
+            agent_id: agent_of_run(&r.workflow_id).unwrap_or_default().to_owned(),
+            status: r.state.status().into(),
+            conversation_id: r
+                .context
+                .get("conversationId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            user_id: r.user_id.clone(),
+            start_at: r.start_at.into(),
+            updated_at: r.updated_at.into(),
+            end_at: r.state.end_at().map(Timestamp),
+            reason: r.state.suspension().map(|s| s.reason.clone()),
+        }
+    }
+}
+
+/// `data` of the run lists.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunList {
+    pub runs: Vec<RunSummary>,
+    /// The `cursor` of the next page; `null` on the last one.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// What one step of a run did.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStepKind {
+    ModelCall,
+    ToolCall,
+    Approval,
+}
+
+/// One recorded step of a run: a model call, a tool call, or an approval.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStep {
+    /// Its name in the run (`model-1`, `tool-1-0`, `approval-1-0`).
+    pub id: String,
+    pub kind: RunStepKind,
+    /// `running`, `completed`, `suspended` (an approval waiting for its answer).
+    pub status: String,
+    /// How many times it was started (a tool call interrupted by a crash runs again).
+    pub attempt: u32,
+    pub started_at: Timestamp,
+    #[schema(required = true)]
+    pub ended_at: Option<Timestamp>,
+    /// A model call's token counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub usage: Option<Usage>,
+    /// A model call's text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub text: Option<String>,
+    /// A model call's tool calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// A tool call's (or an approval's) call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub call: Option<ToolCall>,
+    /// A finished tool call's result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub result: Option<ToolResult>,
+    /// An answered approval's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub approval: Option<ApprovalOutcome>,
+}
+
+/// How an approval was answered.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalOutcome {
+    pub approved: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub reason: Option<String>,
+    /// Nobody answered before the deadline.
+    pub expired: bool,
+    /// Who answered (the verified user), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub by: Option<String>,
+}
+
+impl From<&ApprovalAnswer> for ApprovalOutcome {
+    fn from(a: &ApprovalAnswer) -> Self {
+        Self {
+            approved: a.approved,
+            reason: a.reason.clone(),
+            expired: a.expired,
+            by: a.by.clone(),
+        }
+    }
+}
+
+/// A message of a run, as the model sees it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMessage {
+    /// `user`, `assistant`, `tool` (or `system`).
+    pub role: String,
+    pub content: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub tool_result: Option<ToolResult>,
+}
+
+impl From<&Message> for RunMessage {
+    fn from(m: &Message) -> Self {
+        Self {
+            role: serde_json::to_value(m.role)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            content: m.content.clone(),
+            tool_calls: m.tool_calls.iter().map(Into::into).collect(),
+            tool_result: m.tool_result.as_ref().map(Into::into),
+        }
+    }
+}
+
+/// GET /agents/{id}/runs/{runId}: a run as it stands.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunState {
+    #[serde(flatten)]
+    pub summary: RunSummary,
+    /// The request's messages, then each model answer and tool result so far.
+    pub messages: Vec<RunMessage>,
+    /// Each model call, tool call and approval, in order.
+    pub steps: Vec<RunStep>,
+    /// The tool calls waiting for a person's approval.
+    pub pending_approvals: Vec<ApprovalRequest>,
+    /// The text so far (the final text once completed).
+    pub text: String,
+    /// The token counts so far.
+    pub usage: Usage,
+    /// Once completed: why the model stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub finish_reason: Option<FinishReason>,
+    /// Once failed: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub error: Option<String>,
+    /// While it runs: the process that holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub lease: Option<super::LeaseRecord>,
+}
+
+/// The journal of a run, read from its record: its calls in order.
+pub struct Journal<'a> {
+    entries: Vec<(&'a str, &'a StepRecord)>,
+}
+
+/// The order of journal keys: model call, then its tool calls and approvals by index.
+fn key_order(key: &str) -> (u32, u8, u32) {
+    let mut parts = key.split('-');
+    let kind = parts.next().unwrap_or_default();
+    let call = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let index = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let rank = match kind {
+        "model" => 0,
+        "approval" => 1,
+        _ => 2,
+    };
+    (call, rank, index)
+}
+
+impl<'a> Journal<'a> {
+    pub fn of(rec: &'a ExecutionRecord) -> Self {
+        let prefix = format!("{}/", agent::durable::RUN_STEP);
+        let mut entries: Vec<(&str, &StepRecord)> = rec
+            .progress
+            .steps
+            .iter()
+            .filter_map(|(id, r)| Some((id.strip_prefix(&prefix)?, r.as_ref())))
+            .collect();
+        entries.sort_by_key(|(key, _)| key_order(key));
+        Self { entries }
+    }
+
+    /// The model answers, in order.
+    fn model_calls(&self) -> impl Iterator<Item = ModelResponse> + '_ {
+        self.entries
+            .iter()
+            .filter(|(k, r)| k.starts_with("model-") && r.is_finished())
+            .filter_map(|(_, r)| serde_json::from_value(r.output.clone()?).ok())
+    }
+
+    /// The requests still waiting for an answer.
+    pub fn pending(&self) -> Vec<DomainRequest> {
+        self.entries
+            .iter()
+            .filter(|(k, r)| k.starts_with("approval-") && r.output.is_none())
+            .filter_map(|(_, r)| serde_json::from_value(r.input.clone()).ok())
+            .collect()
+    }
+
+    /// A pending or answered request by its id, and whether it is answered.
+    pub fn approval(&self, approval_id: &str) -> Option<(DomainRequest, bool)> {
+        self.entries
+            .iter()
+            .filter(|(k, _)| k.starts_with("approval-"))
+            .find_map(|(_, r)| {
+                let req: DomainRequest = serde_json::from_value(r.input.clone()).ok()?;
+                (req.approval_id == approval_id).then(|| (req, r.output.is_some()))
+            })
+    }
+
+    /// The text and usage so far.
+    pub fn totals(&self) -> (String, agent::Usage) {
+        let mut text = String::new();
+        let mut usage = agent::Usage::default();
+        for m in self.model_calls() {
+            text.push_str(&m.text);
+            usage += m.usage;
+        }
+        (text, usage)
+    }
+
+    fn steps(&self) -> Vec<RunStep> {
+        self.entries
+            .iter()
+            .map(|(key, r)| {
+                let model: Option<ModelResponse> = key
+                    .starts_with("model-")
+                    .then(|| serde_json::from_value(r.output.clone()?).ok())
+                    .flatten();
+                let kind = if key.starts_with("model-") {
+                    RunStepKind::ModelCall
+                } else if key.starts_with("approval-") {
+                    RunStepKind::Approval
+                } else {
+                    RunStepKind::ToolCall
+                };
+                let call = match kind {
+                    RunStepKind::ToolCall => r
+                        .input
+                        .get("call")
+                        .or(Some(&r.input))
+                        .and_then(|c| serde_json::from_value::<agent::ToolCall>(c.clone()).ok()),
+                    RunStepKind::Approval => serde_json::from_value::<DomainRequest>(r.input.clone())
+                        .ok()
+                        .map(|a| agent::ToolCall {
+                            tool_call_id: a.tool_call_id,
+                            tool_name: a.tool_name,
+                            args: a.args,
+                        }),
+                    RunStepKind::ModelCall => None,
+                };
+                let output = r.output.clone();
+                RunStep {
+                    id: (*key).to_owned(),
+                    status: r.status.as_str().to_owned(),
+                    attempt: r.attempt,
+                    started_at: r.started_at.into(),
+                    ended_at: r.ended_at.map(Timestamp),
+                    usage: model.as_ref().map(|m| m.usage.into()),
+                    text: model.as_ref().map(|m| m.text.clone()),
+                    tool_calls: model
+                        .as_ref()
+                        .map(|m| m.tool_calls.iter().map(Into::into).collect()),
+                    call: call.as_ref().map(Into::into),
+                    result: matches!(kind, RunStepKind::ToolCall)
+                        .then(|| serde_json::from_value::<agent::ToolResult>(output.clone()?).ok())
+                        .flatten()
+                        .map(|r| (&r).into()),
+                    approval: matches!(kind, RunStepKind::Approval)
+                        .then(|| serde_json::from_value::<ApprovalAnswer>(output?).ok())
+                        .flatten()
+                        .map(|a| (&a).into()),
+                    kind,
+                }
+            })
+            .collect()
+    }
+
+    /// The run's messages: the request's, then each answer and its tool results.
+    fn messages(&self, input: &[Message]) -> Vec<RunMessage> {
+        let mut out: Vec<RunMessage> = input.iter().map(Into::into).collect();
+        let results: Vec<agent::ToolResult> = self
+            .entries
+            .iter()
+            .filter(|(k, r)| k.starts_with("tool-") && r.status == StepStatus::Completed)
+            .filter_map(|(_, r)| serde_json::from_value(r.output.clone()?).ok())
+            .collect();
+        for m in self.model_calls() {
+            out.push((&Message::tool_calls(m.text.clone(), m.tool_calls.clone())).into());
+            for c in &m.tool_calls {
+                if let Some(r) = results.iter().find(|r| r.tool_call_id == c.tool_call_id) {
+                    out.push((&Message::tool_result(r.clone())).into());
+                }
+            }
+        }
+        out
+    }
+}
+
+impl RunState {
+    pub fn new(rec: &ExecutionRecord) -> Self {
+        let journal = Journal::of(rec);
+        let input: Option<RunInput> = serde_json::from_value(rec.input.clone()).ok();
+        let completed: Option<agent::TextResult> = rec
+            .state
+            .result()
+            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        let (text, usage) = match &completed {
+            Some(r) => (r.text.clone(), r.usage),
+            None => journal.totals(),
+        };
+        Self {
+            summary: rec.into(),
+            messages: journal.messages(input.as_ref().map_or(&[], |i| &i.messages)),
+            steps: journal.steps(),
+            pending_approvals: journal.pending().iter().map(Into::into).collect(),
+            text,
+            usage: usage.into(),
+            finish_reason: completed.as_ref().map(|r| r.finish_reason.into()),
+            error: rec.state.error().map(str::to_owned),
+            lease: rec
+                .lease
+                .as_ref()
+                .filter(|_| rec.state.status() == agentry_core::Status::Running)
+                .map(|l| super::LeaseRecord {
+                    node: l.node.clone(),
+                    epoch: l.epoch,
+                }),
+        }
+    }
+}
+
+/// POST /agents/{id}/runs/{runId}/approvals/{approvalId}: the answer was taken.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalResult {
+    pub run_id: String,
+    pub approval_id: String,
+    pub approved: bool,
+    /// The run's status now: `running` (it continues), or `suspended` when another of its
+    /// calls still waits for an answer.
+    pub status: WorkflowStatus,
+}
+
+/// `data` of a durable POST /agents/{id}/text: the generation's result, and the run.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTextResult {
+    #[serde(flatten)]
+    pub result: TextResult,
+    pub run_id: String,
+    /// `completed`, or `suspended` when a tool call waits for approval.
+    pub status: WorkflowStatus,
+    /// The tool calls waiting for a person's approval.
+    pub pending_approvals: Vec<ApprovalRequest>,
+}

@@ -1,0 +1,644 @@
+//! Durable agent runs: the generation loop as an execution of the engine, each model call and
+//! each tool call recorded as it ends, so that a crash, a takeover or a resume replays what is
+//! recorded and does again only the call that was in flight.
+//!
+//! Each agent has a run workflow (`agent:<agent id>`, [`run_workflow_id`]) of one step, `run`,
+//! whose journal ([`crate::engine::Journal`]) holds the run's calls:
+//!
+//! - `run/model-<k>`: the k-th model call's answer (`input`: for the first, the messages it was
+//!   sent, memory included, so that a replay sends the next ones from the same history);
+//! - `run/tool-<k>-<i>`: the i-th tool call of that answer: started (with its attempt) in the
+//!   write that records the answer, finished (its result) in a write of its own;
+//! - `run/approval-<k>-<i>`: a tool call that waits for a person's approval (its
+//!   [`ApprovalRequest`]), then its [`ApprovalAnswer`].
+//!
+//! Leases, fencing, takeover, the SIGTERM hand-off and the event log are the engine's, unchanged.
+//! A tool call that needs approval suspends the run (reason `Tool approval required: <tool>`,
+//! with a deadline when the tool's rule has one); nothing runs the tool until the answer for
+//! that very call is stored; an answer resumes the run (the engine's resume: of two racing
+//! answers one wins), a denial or the deadline becomes the tool's result and the model goes on.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use futures::future::join_all;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::definition::Agent;
+use super::message::{FinishReason, Message, ToolCall, ToolResult, Usage};
+use super::model::{GenerationSettings, ModelRequest, ModelResponse};
+use super::runtime::{
+    AgentError, AgentEvent, AgentHub, Caller, DEFAULT_MAX_STEPS, GenerateOptions, Generation,
+    TextResult, generation_span, observed_call, operation, tool_specs,
+};
+use super::tool::Tool;
+use crate::engine::Journal;
+use crate::event::EventKind;
+use crate::id::{UserId, WorkflowId};
+use crate::store::{StepRecord, StepStatus};
+use crate::workflow::{StepContext, StepError, Workflow, step};
+
+/// The prefix of the run workflows' ids.
+pub const RUN_WORKFLOW_PREFIX: &str = "agent:";
+/// The one step of a run workflow.
+pub const RUN_STEP: &str = "run";
+
+/// The id of the workflow that runs `agent_id`'s durable runs.
+pub fn run_workflow_id(agent_id: &str) -> WorkflowId {
+    WorkflowId::from(format!("{RUN_WORKFLOW_PREFIX}{agent_id}"))
+}
+
+/// The agent whose runs the workflow `workflow_id` holds (none for a workflow of a host).
+pub fn agent_of_run(workflow_id: &str) -> Option<&str> {
+    workflow_id.strip_prefix(RUN_WORKFLOW_PREFIX)
+}
+
+/// A tool call that waits for a person's approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// Names the request within its run (`ap-<model call>-<tool call>`).
+    pub approval_id: String,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub args: Value,
+    /// After it, the request counts as denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// The answer to a tool approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalAnswer {
+    pub approval_id: String,
+    pub approved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Nobody answered before the deadline (a denial).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
+    /// The verified user who answered, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// What the reason of an expired approval says.
+pub const EXPIRED_REASON: &str = "nobody answered before the approval deadline";
+
+/// What a durable run is started with: the execution's input (the same id with the same input
+/// rejoins the run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInput {
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    pub context_limit: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+    pub settings: GenerationSettings,
+    pub caller: Caller,
+    /// The model's text is streamed to the run's live subscribers as it comes.
+    #[serde(default)]
+    pub stream: bool,
+}
+
+impl RunInput {
+    /// The input of a run of `messages` with `opts`.
+    pub fn new(messages: Vec<Message>, opts: &GenerateOptions, stream: bool) -> Self {
+        Self {
+            messages,
+            user_id: opts.user_id.clone().map(UserId::into_string),
+            conversation_id: opts.conversation_id.clone(),
+            context_limit: opts.context_limit,
+            max_steps: opts.max_steps,
+            settings: opts.settings.clone(),
+            caller: opts.caller.clone(),
+            stream,
+        }
+    }
+
+    /// The options it stands for, with the execution's context map.
+    pub fn options(&self, context: &Map<String, Value>) -> GenerateOptions {
+        GenerateOptions {
+            user_id: self.user_id.clone().map(UserId::from),
+            conversation_id: self.conversation_id.clone(),
+            context_limit: self.context_limit,
+            max_steps: self.max_steps,
+            settings: self.settings.clone(),
+            context: context.clone(),
+            caller: self.caller.clone(),
+        }
+    }
+}
+
+/// What the resume of a run carries: answers to its pending approvals (`approvals`, each
+/// `{approvalId, approved, reason?, by?}`).
+pub fn resume_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "approvals": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 100,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "approvalId": {"type": "string", "maxLength": 128},
+                        "approved": {"type": "boolean"},
+                        "reason": {"type": "string", "maxLength": 2000},
+                        "by": {"type": "string", "maxLength": 256}
+                    },
+                    "required": ["approvalId", "approved"]
+                }
+            }
+        },
+        "required": ["approvals"]
+    })
+}
+
+/// The resume data that answers approvals.
+pub fn resume_data(answers: &[ApprovalAnswer]) -> Value {
+    json!({ "approvals": answers })
+}
+
+/// How one tool call of a round ended, or why it has not.
+enum CallOutcome {
+    Done(ToolResult),
+    Pending(ApprovalRequest),
+}
+
+fn journal_key(kind: &str, call: u32, index: Option<usize>) -> String {
+    match index {
+        Some(i) => format!("{kind}-{call}-{i}"),
+        None => format!("{kind}-{call}"),
+    }
+}
+
+fn failed(e: AgentError) -> StepError {
+    match e {
+        AgentError::Cancelled => StepError::Cancelled,
+        other => StepError::Failed(other.to_string()),
+    }
+}
+
+fn stored<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn read<T: for<'de> Deserialize<'de>>(value: Option<&Value>, what: &str) -> Result<T, StepError> {
+    let value = value.ok_or_else(|| StepError::failed(format!("the run's {what} is missing")))?;
+    serde_json::from_value(value.clone())
+        .map_err(|e| StepError::failed(format!("the run's {what} is unreadable: {e}")))
+}
+
+/// A finished journal record.
+fn finished_record(ctx: &StepContext, input: Value, output: Value, attempt: u32) -> StepRecord {
+    let now = ctx.now();
+    StepRecord::started(input, attempt, now).finished(output, true, now)
+}
+
+/// What the model is told of a denied call.
+fn denial(tool: Option<&Arc<dyn Tool>>, call: &ToolCall, answer: &ApprovalAnswer) -> ToolResult {
+    let reason = answer
+        .reason
+        .clone()
+        .filter(|r| !r.trim().is_empty())
+        .unwrap_or_else(|| "no reason given".to_owned());
+    let prefix = tool
+        .and_then(|t| t.approval())
+        .and_then(|a| a.denial.clone())
+        .unwrap_or_else(|| format!("Tool call {} not approved", call.tool_name));
+    ToolResult {
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        args: call.args.clone(),
+        result: json!({"error": format!("{prefix}: {reason}"), "denied": true, "reason": reason}),
+        is_error: true,
+    }
+}
+
+/// One run of the `run` step: what it replays and what it does.
+struct RunStep<'a> {
+    hub: &'a AgentHub,
+    ctx: &'a StepContext,
+    journal: &'a Journal,
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl AgentHub {
+    /// The workflow that holds `agent`'s durable runs (register it with the engine).
+    pub fn run_workflow(&self, agent: &Agent) -> Workflow {
+        let hub = self.clone();
+        let agent_id = agent.id.clone();
+        Workflow::new(run_workflow_id(&agent.id).into_string(), agent.name.clone())
+            .purpose(format!("Durable runs of the agent {}", agent.id))
+            .resume_schema(resume_schema())
+            .and_then(step(RUN_STEP, move |ctx| {
+                let hub = hub.clone();
+                let agent_id = agent_id.clone();
+                async move { hub.run_durable(&agent_id, ctx).await }
+            }))
+            .build()
+            .expect("a registered agent's id makes a valid run workflow")
+    }
+
+    /// The `run` step: the generation loop, replaying the journal's calls and recording new
+    /// ones; its output is the [`TextResult`].
+    async fn run_durable(&self, agent_id: &str, ctx: StepContext) -> Result<Value, StepError> {
+        let agent = self.required(agent_id).map_err(failed)?;
+        let input: RunInput = read(Some(ctx.workflow_input.as_ref()), "input")?;
+        let opts = input.options(&ctx.context);
+        let journal = ctx
+            .journal()
+            .cloned()
+            .ok_or_else(|| StepError::failed("a durable run needs the engine's journal"))?;
+        // The model's text goes to the run's live subscribers as it streams.
+        let (tx, forward) = if input.stream {
+            let (tx, mut rx) = mpsc::channel::<AgentEvent>(64);
+            let j = journal.clone();
+            let forward = tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    if let AgentEvent::TextDelta(delta) = ev {
+                        j.announce(EventKind::AgentTextDelta { delta });
+                    }
+                }
+            });
+            (Some(tx), Some(forward))
+        } else {
+            (None, None)
+        };
+        let name = if input.stream {
+            "streamText"
+        } else {
+            "generateText"
+        };
+        let g = Generation::new(&agent, &input.messages, &opts, tx.as_ref(), &ctx.cancel);
+        let op = operation(&agent, &opts, name);
+        let run = RunStep {
+            hub: self,
+            ctx: &ctx,
+            journal: &journal,
+            tools: self.tools_of(&agent, 0),
+        };
+        let outcome = {
+            use tracing::Instrument;
+            run.generate(&g, &op)
+                .instrument(generation_span(&agent, name))
+                .await
+        };
+        drop(g);
+        drop(tx);
+        if let Some(forward) = forward {
+            let _ = forward.await;
+        }
+        if let Some(f) = &agent.hooks.on_end {
+            match &outcome {
+                Ok(r) => f(&op, Ok(&r.text)),
+                Err(StepError::Failed(e)) => f(&op, Err(e)),
+                Err(_) => {}
+            }
+        }
+        outcome.map(|r| stored(&r))
+    }
+}
+
+impl RunStep<'_> {
+    async fn generate(
+        &self,
+        g: &Generation<'_>,
+        op: &super::definition::OperationContext,
+    ) -> Result<TextResult, StepError> {
+        let model = self.hub.model_of(g.agent);
+        let specs = tool_specs(&self.tools);
+        let first = self.ctx.entry(&journal_key("model", 1, None));
+        let mut messages: Vec<Message> = match first {
+            Some(r) if r.is_finished() => read(Some(&r.input), "history")?,
+            _ => self
+                .hub
+                .prepare(g.agent, g.input, g.opts)
+                .await
+                .map_err(failed)?,
+        };
+        let max_steps = g.opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1);
+        let mut result = TextResult {
+            text: String::new(),
+            usage: Usage::default(),
+            finish_reason: FinishReason::Stop,
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
+        };
+        for call in 1..=max_steps {
+            let history = (call == 1).then(|| stored(&messages));
+            let req = ModelRequest {
+                messages: messages.clone(),
+                tools: specs.clone(),
+                settings: g.opts.settings.clone(),
+                output_schema: None,
+            };
+            let resp = self
+                .model_call(g, model.as_ref(), &req, call, history)
+                .await?;
+            result.usage += resp.usage;
+            result.text.push_str(&resp.text);
+            result.finish_reason = resp.finish_reason;
+            if resp.tool_calls.is_empty() {
+                break;
+            }
+            if g.is_cancelled() {
+                return Err(StepError::Cancelled);
+            }
+            let outcomes = join_all(
+                resp.tool_calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| self.tool_call(g, op, call, i, c)),
+            )
+            .await;
+            let mut results = Vec::new();
+            let mut pending = Vec::new();
+            for outcome in outcomes {
+                match outcome? {
+                    CallOutcome::Done(r) => results.push(r),
+                    CallOutcome::Pending(p) => pending.push(p),
+                }
+            }
+            if !pending.is_empty() {
+                return Err(self.wait_for(pending));
+            }
+            messages.push(Message::tool_calls(resp.text.clone(), resp.tool_calls.clone()));
+            for r in &results {
+                messages.push(Message::tool_result(r.clone()));
+            }
+            result.tool_calls.extend(resp.tool_calls);
+            result.tool_results.extend(results);
+        }
+        self.hub
+            .remember(g.agent, g.input, &result.text, g.opts)
+            .await
+            .map_err(failed)?;
+        tracing::info!(agent_id = %g.agent.id, run_id = %self.ctx.execution_id, finish_reason = ?result.finish_reason, total_tokens = result.usage.total_tokens, "durable agent run finished");
+        Ok(result)
+    }
+
+    /// The model call number `call`: its recorded answer, or a new one, recorded with the
+    /// start of the tool calls it asks for (and the approvals they wait for). The last call's
+    /// record is written with the run's end.
+    async fn model_call(
+        &self,
+        g: &Generation<'_>,
+        model: &dyn super::model::Model,
+        req: &ModelRequest,
+        call: u32,
+        history: Option<Value>,
+    ) -> Result<ModelResponse, StepError> {
+        let key = journal_key("model", call, None);
+        if let Some(r) = self.ctx.entry(&key).filter(|r| r.is_finished()) {
+            return read(r.output.as_ref(), "model answer");
+        }
+        let resp = self
+            .hub
+            .model_step(model, req, g, false)
+            .await
+            .map_err(failed)?;
+        let mut entries = vec![(
+            key,
+            finished_record(
+                self.ctx,
+                history.unwrap_or(Value::Null),
+                stored(&resp),
+                1,
+            ),
+        )];
+        let mut events = vec![EventKind::AgentModelCall {
+            call,
+            text: resp.text.clone(),
+            tool_calls: resp.tool_calls.clone(),
+            usage: resp.usage,
+            finish_reason: resp.finish_reason,
+        }];
+        if resp.tool_calls.is_empty() {
+            self.journal.defer(entries, events);
+            return Ok(resp);
+        }
+        for (i, c) in resp.tool_calls.iter().enumerate() {
+            match self.approval_rule(c) {
+                Some(within) => {
+                    let request = ApprovalRequest {
+                        approval_id: journal_key("ap", call, Some(i)),
+                        tool_call_id: c.tool_call_id.clone(),
+                        tool_name: c.tool_name.clone(),
+                        args: c.args.clone(),
+                        deadline: within.and_then(|d| {
+                            chrono::Duration::from_std(d).ok().map(|d| self.ctx.now() + d)
+                        }),
+                    };
+                    let mut pending = StepRecord::started(stored(&request), 1, self.ctx.now());
+                    pending.status = StepStatus::Suspended;
+                    entries.push((journal_key("approval", call, Some(i)), pending));
+                    events.push(EventKind::AgentApprovalRequest { request });
+                }
+                None => entries.push((
+                    journal_key("tool", call, Some(i)),
+                    self.tool_start(c, 1),
+                )),
+            }
+        }
+        self.journal.write(entries, events).await?;
+        Ok(resp)
+    }
+
+    /// Whether `c` waits for approval, and the rule's deadline.
+    fn approval_rule(&self, c: &ToolCall) -> Option<Option<std::time::Duration>> {
+        let tool = self.tools.iter().find(|t| t.name() == c.tool_name)?;
+        let rule = tool.approval()?;
+        rule.applies(&c.args).then_some(rule.deadline)
+    }
+
+    /// The record of a tool call that starts its `attempt`.
+    fn tool_start(&self, c: &ToolCall, attempt: u32) -> StepRecord {
+        let input = json!({"call": c, "stepAttempt": self.ctx.attempt});
+        StepRecord::started(input, attempt, self.ctx.now())
+    }
+
+    /// The i-th tool call of model call `call`: its recorded result; or, for a call that waits
+    /// for approval, its answer (recorded first) or its pending request; else it runs.
+    async fn tool_call(
+        &self,
+        g: &Generation<'_>,
+        op: &super::definition::OperationContext,
+        call: u32,
+        i: usize,
+        c: &ToolCall,
+    ) -> Result<CallOutcome, StepError> {
+        let key = journal_key("tool", call, Some(i));
+        let recorded = self.ctx.entry(&key);
+        if let Some(r) = recorded.filter(|r| r.status == StepStatus::Completed) {
+            return Ok(CallOutcome::Done(read(r.output.as_ref(), "tool result")?));
+        }
+        let tool = self.tools.iter().find(|t| t.name() == c.tool_name);
+        let approval_key = journal_key("approval", call, Some(i));
+        let attempt = match self.ctx.entry(&approval_key) {
+            Some(r) => {
+                let request: ApprovalRequest = read(Some(&r.input), "approval request")?;
+                let (answer, new) = match &r.output {
+                    Some(answer) => (read::<ApprovalAnswer>(Some(answer), "approval answer")?, false),
+                    None => match self.answer_to(&request) {
+                        Some(answer) => (answer, true),
+                        None => return Ok(CallOutcome::Pending(request)),
+                    },
+                };
+                let mut entries = Vec::new();
+                let mut events = Vec::new();
+                if new {
+                    let answered = StepRecord {
+                        status: StepStatus::Completed,
+                        output: Some(stored(&answer)),
+                        ended_at: Some(self.ctx.now()),
+                        ..StepRecord::clone(r)
+                    };
+                    entries.push((approval_key, answered));
+                    events.push(EventKind::AgentApprovalAnswer {
+                        answer: answer.clone(),
+                    });
+                }
+                if !answer.approved {
+                    let result = denial(tool, c, &answer);
+                    entries.push((key, finished_record(self.ctx, stored(c), stored(&result), 1)));
+                    events.push(EventKind::AgentToolResult {
+                        result: result.clone(),
+                        attempt: 1,
+                    });
+                    self.journal.write(entries, events).await?;
+                    return Ok(CallOutcome::Done(result));
+                }
+                let attempt = self.next_attempt(recorded, new);
+                if let Some(attempt) = attempt {
+                    entries.push((key.clone(), self.tool_start(c, attempt)));
+                }
+                if !entries.is_empty() {
+                    self.journal.write(entries, events).await?;
+                }
+                attempt.or(recorded.map(|r| r.attempt)).unwrap_or(1)
+            }
+            None => match self.next_attempt(recorded, recorded.is_none()) {
+                Some(attempt) => {
+                    self.journal
+                        .write(vec![(key.clone(), self.tool_start(c, attempt))], Vec::new())
+                        .await?;
+                    attempt
+                }
+                None => recorded.map_or(1, |r| r.attempt),
+            },
+        };
+        let mut tool_ctx = g.tool_context();
+        tool_ctx.run_id = Some(self.ctx.execution_id.clone());
+        tool_ctx.attempt = attempt;
+        let approved = self.ctx.entry(&journal_key("approval", call, Some(i))).is_some();
+        let telemetry = self.hub.telemetry();
+        let result = observed_call(
+            g,
+            op,
+            &self.tools,
+            (c, approved),
+            tool_ctx,
+            telemetry.as_ref(),
+        )
+        .await;
+        if self.ctx.cancel.is_cancelled() {
+            return Err(StepError::Cancelled);
+        }
+        let record = finished_record(self.ctx, stored(c), stored(&result), attempt);
+        let event = EventKind::AgentToolResult {
+            result: result.clone(),
+            attempt,
+        };
+        self.journal.write(vec![(key, record)], vec![event]).await?;
+        Ok(CallOutcome::Done(result))
+    }
+
+    /// The attempt a tool call starts now, when its start must be recorded first: a call never
+    /// started (`fresh`), or one an earlier run of this step started and did not finish (it was
+    /// interrupted: its next attempt). `None` when this run of the step recorded its start.
+    fn next_attempt(&self, recorded: Option<&StepRecord>, fresh: bool) -> Option<u32> {
+        match recorded {
+            None => fresh.then_some(1),
+            Some(r) => {
+                let started_by = r.input.get("stepAttempt").and_then(Value::as_u64);
+                (started_by != Some(u64::from(self.ctx.attempt))).then_some(r.attempt + 1)
+            }
+        }
+    }
+
+    /// The answer this run of the step brings for `request`: the resume's, when it answers
+    /// this request, or the deadline's, when the timer that fired was this request's.
+    fn answer_to(&self, request: &ApprovalRequest) -> Option<ApprovalAnswer> {
+        let answered = self
+            .ctx
+            .resume_data
+            .as_ref()
+            .and_then(|d| d.get("approvals"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|a| a.get("approvalId").and_then(Value::as_str) == Some(&request.approval_id));
+        if let Some(a) = answered {
+            return Some(ApprovalAnswer {
+                approval_id: request.approval_id.clone(),
+                // Anything but an explicit `true` is a denial (fails closed).
+                approved: a.get("approved").and_then(Value::as_bool) == Some(true),
+                reason: a.get("reason").and_then(Value::as_str).map(str::to_owned),
+                expired: false,
+                by: a.get("by").and_then(Value::as_str).map(str::to_owned),
+            });
+        }
+        let suspended_until = self
+            .ctx
+            .suspend_data
+            .as_ref()
+            .and_then(|d| d.get("deadline"))
+            .and_then(|d| serde_json::from_value::<DateTime<Utc>>(d.clone()).ok());
+        let expired = self.ctx.timed_out
+            && request
+                .deadline
+                .zip(suspended_until)
+                .is_some_and(|(mine, fired)| mine <= fired);
+        expired.then(|| ApprovalAnswer {
+            approval_id: request.approval_id.clone(),
+            approved: false,
+            reason: Some(EXPIRED_REASON.to_owned()),
+            expired: true,
+            by: None,
+        })
+    }
+
+    /// The suspension of a run whose calls wait for approval: the earliest deadline is its
+    /// timer; its data lists the requests.
+    fn wait_for(&self, pending: Vec<ApprovalRequest>) -> StepError {
+        let mut tools: Vec<&str> = pending.iter().map(|p| p.tool_name.as_str()).collect();
+        tools.dedup();
+        let reason = format!("Tool approval required: {}", tools.join(", "));
+        let deadline = pending.iter().filter_map(|p| p.deadline).min();
+        let mut data = BTreeMap::new();
+        data.insert("approvals", stored(&pending));
+        if let Some(d) = deadline {
+            data.insert("deadline", stored(&d));
+        }
+        let data = Some(stored(&data));
+        match deadline {
+            Some(d) => StepError::Suspend {
+                reason,
+                data,
+                deadline: Some(d),
+            },
+            None => self.ctx.suspend(reason, data),
+        }
+    }
+}

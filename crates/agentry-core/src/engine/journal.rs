@@ -1,0 +1,141 @@
+//! A step's own checkpoints: a step that does many things (a durable agent run: model calls and
+//! tool calls) records each as it ends, so that a re-run of the step (after a crash, a takeover
+//! or a resume) replays what is recorded instead of doing it again.
+//!
+//! Each entry is a record under the step (`<step>/<key>`) written with its events in one
+//! fenced write of the execution (like a checkpoint: a compare-and-set on the version, refused
+//! when the lease is lost or the execution was cancelled). Entries a step [`Journal::defer`]s
+//! are written with the step's own checkpoint instead (no write of their own), so a step's last
+//! entry costs nothing extra.
+
+use super::*;
+
+/// What a step writes of its own progress while it runs. Cheap to clone.
+#[derive(Clone)]
+pub struct Journal {
+    engine: Engine,
+    execution_id: Arc<str>,
+    workflow_id: Arc<str>,
+    step_id: Arc<str>,
+    lease: Option<Lease>,
+    /// The record as last written (each write starts from it: no read), handed to the run when
+    /// the step ends. Held across a write: the step's writes never race each other.
+    latest: Arc<tokio::sync::Mutex<Option<ExecutionRecord>>>,
+    /// Entries and events to write with the step's checkpoint.
+    deferred: Arc<Mutex<Deferred>>,
+}
+
+/// What a step left for its checkpoint to write.
+#[derive(Default)]
+pub(super) struct Deferred {
+    pub(super) entries: Vec<(String, StepRecord)>,
+    pub(super) events: Vec<EventKind>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("execution_id", &self.execution_id)
+            .field("step_id", &self.step_id)
+            .finish()
+    }
+}
+
+impl Journal {
+    pub(super) fn new(
+        engine: &Engine,
+        rec: &ExecutionRecord,
+        step_id: &str,
+        lease: Option<&Lease>,
+    ) -> Self {
+        Self {
+            engine: engine.clone(),
+            execution_id: rec.id.as_str().into(),
+            workflow_id: rec.workflow_id.as_str().into(),
+            step_id: step_id.into(),
+            lease: lease.cloned(),
+            latest: Arc::new(tokio::sync::Mutex::new(Some(rec.clone()))),
+            deferred: Arc::default(),
+        }
+    }
+
+    /// The record id of the entry `key` of this step.
+    pub fn entry_id(&self, key: &str) -> String {
+        entry_id(&self.step_id, key)
+    }
+
+    /// Writes the entries (by key) and reports `events`, in one fenced write; an entry with the
+    /// key of an earlier one replaces it. A lost lease or a cancelled execution is
+    /// [`StepError::Cancelled`]: the step must stop (its run ends the way a checkpoint's would).
+    pub async fn write(
+        &self,
+        entries: Vec<(String, StepRecord)>,
+        events: Vec<EventKind>,
+    ) -> Result<(), StepError> {
+        let mut latest = self.latest.lock().await;
+        let entries: Vec<(String, Arc<StepRecord>)> = entries
+            .into_iter()
+            .map(|(key, r)| (self.entry_id(&key), Arc::new(r)))
+            .collect();
+        let written = self
+            .engine
+            .update_held(
+                self.lease.as_ref(),
+                latest.take(),
+                &self.execution_id,
+                |r, evs| {
+                    if r.state.status() != Status::Running {
+                        return Err(EngineError::Cancelled(r.id.clone()));
+                    }
+                    let mut next = r.clone();
+                    next.progress.steps_mut().extend(entries.iter().cloned());
+                    evs.extend(events.iter().cloned());
+                    Ok(next)
+                },
+            )
+            .await;
+        match written {
+            Ok(rec) => {
+                *latest = Some(rec);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::info!(execution_id = %self.execution_id, step_id = %self.step_id, error = %e, "a step's journal write was refused: the step stops");
+                Err(StepError::Cancelled)
+            }
+        }
+    }
+
+    /// Leaves entries and events for the step's checkpoint to write (when the step ends with an
+    /// output; a step that fails or suspends after this loses them, and a re-run does their
+    /// work again).
+    pub fn defer(&self, entries: Vec<(String, StepRecord)>, events: Vec<EventKind>) {
+        let mut deferred = lock(&self.deferred);
+        deferred.entries.extend(
+            entries
+                .into_iter()
+                .map(|(key, r)| (self.entry_id(&key), r)),
+        );
+        deferred.events.extend(events);
+    }
+
+    /// Sends an event to the execution's live subscribers in this process now, unstored (a
+    /// piece of text as a model streams it).
+    pub fn announce(&self, kind: EventKind) {
+        self.engine
+            .emit_for(&self.execution_id, &self.workflow_id, kind);
+    }
+
+    /// The record as the step's writes left it (none when they wrote nothing), and what they
+    /// deferred.
+    pub(super) async fn finish(&self) -> (Option<ExecutionRecord>, Deferred) {
+        let latest = self.latest.lock().await.take();
+        let deferred = std::mem::take(&mut *lock(&self.deferred));
+        (latest, deferred)
+    }
+}
+
+/// The record id of the entry `key` of step `step_id`.
+pub fn entry_id(step_id: &str, key: &str) -> String {
+    format!("{step_id}/{key}")
+}
