@@ -14,7 +14,9 @@
 use std::fmt::{Display, Write as _};
 use std::marker::PhantomData;
 
-use agentry_core::agent::{GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message, Role};
+use agentry_core::agent::{
+    ApprovalAnswer, GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message, Role,
+};
 use serde::de::value::{MapAccessDeserializer, MapDeserializer};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -1049,4 +1051,40 @@ pub fn read_body(body: &Value, kind: BodyKind) -> Result<Generation, AppError> {
         options: options.into(),
         schema,
     })
+}
+
+/// The answers to tool approvals a chat client sends back (the AI SDK's
+/// `addToolApprovalResponse`, then `sendMessage`): the tool parts of its last message, an
+/// assistant message, in state `approval-responded`, and that message's id (a durable run's
+/// messages are named by their run's id). `None` when the body carries no such answer.
+pub fn chat_approvals(body: &Value) -> Option<(String, Vec<ApprovalAnswer>)> {
+    let messages = body
+        .get("messages")
+        .or_else(|| body.get("input"))?
+        .as_array()?;
+    let last = messages.last()?;
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return None;
+    }
+    let id = last.get("id").and_then(Value::as_str)?.to_owned();
+    let answers: Vec<ApprovalAnswer> = last
+        .get("parts")?
+        .as_array()?
+        .iter()
+        .filter(|p| p.get("state").and_then(Value::as_str) == Some("approval-responded"))
+        .filter_map(|p| {
+            let approval = p.get("approval")?;
+            Some(ApprovalAnswer {
+                approval_id: approval.get("id")?.as_str()?.to_owned(),
+                approved: approval.get("approved")?.as_bool()?,
+                reason: approval
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                expired: false,
+                by: None,
+            })
+        })
+        .collect();
+    (!answers.is_empty()).then_some((id, answers))
 }

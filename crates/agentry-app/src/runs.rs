@@ -567,3 +567,61 @@ impl RunEvents {
         self.push(out, seq);
     }
 }
+
+/// What a `/text` answers: a generation held in memory, or a durable run.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum TextAnswer {
+    Memory(TextResult),
+    Run(RunTextResult),
+}
+
+/// What a `/chat` streams: a new generation, or the run that the client's approval answers
+/// continue; and the id of the assistant message it writes (a durable run's id).
+pub struct ChatStream {
+    pub message_id: String,
+    pub events: AgentStream,
+}
+
+impl App {
+    /// `/text`: a generation held in memory (`cancel` stops it: the client went away), or a
+    /// durable run (which the client's going away does not stop).
+    pub async fn text(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        generation: Generation,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<TextAnswer, AppError> {
+        if self.is_durable(id, &generation) {
+            return Ok(TextAnswer::Run(self.run_text(caller, id, generation).await?));
+        }
+        let r = self.generate_text(id, generation, cancel).await?;
+        Ok(TextAnswer::Memory(TextResult::from(&r)))
+    }
+
+    /// `/chat`: the approval answers of the client's last message continue their run (a run
+    /// of this agent the caller may act on); without any, a new generation.
+    pub async fn chat(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        generation: Generation,
+        approvals: Option<(String, Vec<ApprovalAnswer>)>,
+    ) -> Result<ChatStream, AppError> {
+        if let Some((run_id, answers)) = approvals {
+            let run_id = ExecutionId::from(run_id);
+            let (_, events) = self.answer_approvals(caller, id, &run_id, answers).await?;
+            return Ok(ChatStream {
+                message_id: run_id.into_string(),
+                events: AgentStream::Run(events),
+            });
+        }
+        let events = self.stream(caller, id, generation).await?;
+        let message_id = match events.run_id() {
+            Some(run) => run.to_owned(),
+            None => format!("msg-{}", uuid::Uuid::now_v7().simple()),
+        };
+        Ok(ChatStream { message_id, events })
+    }
+}

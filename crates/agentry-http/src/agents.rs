@@ -19,9 +19,8 @@ use crate::auth::Requester;
 use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::ui_stream::{self, UiMessageStream};
-use crate::wire::agents::{
-    AgentDetail, AgentEvent as WireEvent, AgentSummary, ObjectEvent, TextResult,
-};
+use crate::wire::agents::{AgentDetail, AgentEvent as WireEvent, AgentSummary, ObjectEvent};
+use agentry_app::runs::{AgentStream, TextAnswer};
 
 /// GET /agents
 #[utoipa::path(
@@ -90,11 +89,16 @@ fn cancel_on_drop() -> (CancellationToken, DropGuard) {
     operation_id = "generateText",
     summary = "Generate text",
     description = "Runs the agent (instructions, memory, model, tools until the model stops or \
-        `maxSteps`) and answers with the text. Closing the connection cancels the generation.",
+        `maxSteps`) and answers with the text. Closing the connection cancels the generation, \
+        unless it is a durable run (`options.durable`, `options.runId`, or an agent declared \
+        durable or with a tool that needs approval): that one is recorded call by call, goes \
+        on without the client, and answers once it completes or waits for a tool's approval \
+        (`status: suspended`, `pendingApprovals`).",
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     request_body = AgentRequest,
     responses(
-        (status = 200, description = "The generated text.", body = Success<TextResult>),
+        (status = 200, description = "The generated text (for a durable run also its `runId`, its \
+            `status`, and the tool calls waiting for approval).", body = Success<TextAnswer>),
     ),
 )]
 #[post("/agents/{id}/text")]
@@ -107,8 +111,9 @@ pub async fn generate_text(
     let id = id.into_inner().into();
     let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Text)?;
     let (cancel, _guard) = cancel_on_drop();
-    let r = app.app.generate_text(&id, generation, cancel).await?;
-    Ok(envelope::ok(TextResult::from(&r)))
+    Ok(envelope::ok(
+        app.app.text(&caller.0, &id, generation, cancel).await?,
+    ))
 }
 
 /// POST /agents/{id}/object
@@ -179,8 +184,70 @@ pub async fn stream_text(
 ) -> Result<impl Responder, ApiError> {
     let id = id.into_inner().into();
     let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Text)?;
-    let rx = app.app.stream_text(&id, generation)?;
-    Ok(sse_of(receiver_stream(rx).map(|ev| WireEvent::from(&ev))))
+    let events = app.app.stream(&caller.0, &id, generation).await?;
+    Ok(raw_stream(events))
+}
+
+/// An agent stream as Server-Sent Events of the raw full-stream events: each that stands for a
+/// stored event of a durable run with its number as the SSE `id:` (what `Last-Event-ID` sends
+/// back to the run's stream route), and the run's id in the header `X-Run-Id`.
+pub(crate) fn raw_stream(events: AgentStream) -> impl Responder {
+    let run_id = events.run_id().map(str::to_owned);
+    let body = agent_events(events).map(|(seq, ev)| {
+        let json =
+            serde_json::to_string(&WireEvent::from(&ev)).expect("a stream event serializes");
+        let data = sse::Data::new(json);
+        Ok::<_, Infallible>(sse::Event::Data(match seq {
+            Some(seq) => data.id(seq.to_string()),
+            None => data,
+        }))
+    });
+    let mut response = sse::Sse::from_stream(body)
+        .with_keep_alive(Duration::from_secs(15))
+        .customize();
+    if let Some(run_id) = run_id {
+        response = response.insert_header((RUN_ID_HEADER, run_id));
+    }
+    response
+}
+
+/// The header that names a durable run's id on its streams.
+pub const RUN_ID_HEADER: &str = "x-run-id";
+
+/// An agent stream's events, each with its number in the run's log when it has one.
+fn agent_events(events: AgentStream) -> impl Stream<Item = (Option<i64>, AgentEvent)> {
+    futures::stream::unfold(events, |mut events| async move {
+        events.next().await.map(|ev| (ev, events))
+    })
+}
+
+/// An agent stream as the AI SDK's UI message stream (`useChat`): the message `message_id`
+/// (a durable run's id), its chunks, then `[DONE]`.
+pub(crate) fn ui_stream(message_id: String, events: AgentStream) -> HttpResponse {
+    let run_id = events.run_id().map(str::to_owned);
+    let mut ui = UiMessageStream::new(message_id);
+    let head = futures::stream::iter(ui.start());
+    let body_events =
+        agent_events(events).flat_map(move |(_, ev)| futures::stream::iter(ui.on(&ev)));
+    let lines = head
+        .chain(body_events)
+        .map(|chunk| {
+            let json = serde_json::to_string(&chunk).expect("a chunk serializes");
+            Ok::<_, Infallible>(web::Bytes::from(format!("data: {json}\n\n")))
+        })
+        .chain(futures::stream::once(async {
+            Ok(web::Bytes::from_static(b"data: [DONE]\n\n"))
+        }));
+    let mut response = HttpResponse::Ok();
+    response
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .insert_header(ui_stream::HEADER);
+    if let Some(run_id) = run_id {
+        response.insert_header((RUN_ID_HEADER, run_id));
+    }
+    response.streaming(lines)
 }
 
 /// POST /agents/{id}/chat: the UI message stream protocol.
@@ -210,25 +277,12 @@ pub async fn chat_stream(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner().into();
     let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Chat)?;
-    let rx = app.app.stream_text(&id, generation)?;
-    let mut ui = UiMessageStream::new(format!("msg-{}", uuid_like()));
-    let head = futures::stream::iter(ui.start());
-    let body_events = receiver_stream(rx).flat_map(move |ev| futures::stream::iter(ui.on(&ev)));
-    let lines = head
-        .chain(body_events)
-        .map(|chunk| {
-            let json = serde_json::to_string(&chunk).expect("a chunk serializes");
-            Ok::<_, Infallible>(web::Bytes::from(format!("data: {json}\n\n")))
-        })
-        .chain(futures::stream::once(async {
-            Ok(web::Bytes::from_static(b"data: [DONE]\n\n"))
-        }));
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("cache-control", "no-cache"))
-        .insert_header(("x-accel-buffering", "no"))
-        .insert_header(ui_stream::HEADER)
-        .streaming(lines))
+    let approvals = agentry_app::input::chat_approvals(&body);
+    let chat = app
+        .app
+        .chat(&caller.0, &id, generation, approvals)
+        .await?;
+    Ok(ui_stream(chat.message_id, chat.events))
 }
 
 /// POST /agents/{id}/stream-object: partial objects as they grow, then the validated object.
@@ -259,16 +313,6 @@ pub async fn stream_object_route(
     let rx = app.app.stream_object(&id, generation)?;
     let events = receiver_stream(rx).flat_map(|ev| futures::stream::iter(ObjectEvent::of(&ev)));
     Ok(sse_of(events))
-}
-
-fn uuid_like() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{t:x}{:x}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Registers the agent routes (each `.service` also adds its path to the OpenAPI document).

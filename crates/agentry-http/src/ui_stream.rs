@@ -97,6 +97,20 @@ impl UiMessageStream {
                     input: c.args.clone(),
                 });
             }
+            AgentEvent::ToolApprovalRequest(r) => {
+                self.ensure_step(&mut out);
+                self.close_text(&mut out);
+                out.push(Chunk::ToolApprovalRequest {
+                    approval_id: r.approval_id.clone(),
+                    tool_call_id: r.tool_call_id.clone(),
+                });
+            }
+            AgentEvent::ToolResult(r) if r.result.get("denied") == Some(&Value::Bool(true)) => {
+                out.push(Chunk::ToolOutputDenied {
+                    tool_call_id: r.tool_call_id.clone(),
+                });
+                self.close_step(&mut out);
+            }
             AgentEvent::ToolResult(r) => {
                 if r.is_error {
                     let text = r

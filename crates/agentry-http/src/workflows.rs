@@ -168,7 +168,7 @@ fn event_stream(
 
 /// The last event a re-attaching client saw: the `Last-Event-ID` header, or the `lastEventId`
 /// query parameter (for clients that cannot set headers); none means from the start.
-fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
+pub(crate) fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
     let header = req
         .headers()
         .get("last-event-id")

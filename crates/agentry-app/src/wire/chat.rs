@@ -38,6 +38,16 @@ pub enum UiMessageChunk {
     /// The tool's result.
     #[serde(rename_all = "camelCase")]
     ToolOutputAvailable { tool_call_id: String, output: Value },
+    /// A tool call waits for a person's approval (a durable run): `addToolApprovalResponse`
+    /// answers it, then `sendMessage` sends the answer back (or POST the approval route).
+    #[serde(rename_all = "camelCase")]
+    ToolApprovalRequest {
+        approval_id: String,
+        tool_call_id: String,
+    },
+    /// The person denied the tool call: it did not run.
+    #[serde(rename_all = "camelCase")]
+    ToolOutputDenied { tool_call_id: String },
     /// The tool failed.
     #[serde(rename_all = "camelCase")]
     ToolOutputError {
