@@ -229,6 +229,8 @@ impl<'a> Generation<'a> {
             context: self.opts.context.clone(),
             cancel: self.cancel.clone(),
             depth: self.depth,
+            run_id: None,
+            attempt: 1,
         }
     }
 }
