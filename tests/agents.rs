@@ -53,7 +53,7 @@ async fn lists_the_example_agents(backend: Backend) {
         .iter()
         .map(|a| a["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["assistant", "writer", "supervisor"]);
+    assert_eq!(ids, ["assistant", "writer", "supervisor", "operator"]);
     let assistant = &agents[0];
     assert_eq!(assistant["name"], "Assistant");
     assert_eq!(

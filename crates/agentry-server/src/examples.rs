@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use agentry_core::agent::{Agent, AgentHub, FnTool, InstructionContext, MemoryConfig, Tool};
+use agentry_core::agent::{
+    Agent, AgentHub, Approval, FnTool, InstructionContext, MemoryConfig, Tool,
+};
 use agentry_core::workflow::{StepContext, Workflow, step};
 use agentry_core::{Engine, EngineError, StepError};
 use serde_json::{Value, json};
@@ -416,6 +419,70 @@ pub fn get_weather() -> Arc<dyn Tool> {
     ))
 }
 
+/// `lookup_order`: `{orderId}` gives `{orderId, customerId: "c-<orderId>", total: 250,
+/// currency: "EUR", status: "delivered"}`.
+pub fn lookup_order() -> Arc<dyn Tool> {
+    Arc::new(FnTool::new(
+        "lookup_order",
+        "Looks up an order: its customer, total, currency and status.",
+        json!({
+            "type": "object",
+            "properties": {"orderId": {"type": "string", "description": "The order's id"}},
+            "required": ["orderId"]
+        }),
+        |args, _ctx| async move {
+            let id = args["orderId"].as_str().unwrap_or_default().to_owned();
+            Ok(json!({
+                "orderId": id,
+                "customerId": format!("c-{id}"),
+                "total": 250,
+                "currency": "EUR",
+                "status": "delivered"
+            }))
+        },
+    ))
+}
+
+/// How many times `issue_refund` ran in this process.
+static REFUNDS: AtomicU64 = AtomicU64::new(0);
+
+/// How many refunds `issue_refund` has issued in this process (tests see whether a call ran).
+pub fn refunds_issued() -> u64 {
+    REFUNDS.load(Ordering::SeqCst)
+}
+
+/// `issue_refund`: `{orderId, amount, reason}` gives `{orderId, refunded: amount, refundId:
+/// "rf-<orderId>"}`. A refund over 100 (or of an amount that is not a number) waits for a
+/// person's approval, at most a day; a denial is told to the model as `Refund not approved`.
+pub fn issue_refund() -> Arc<dyn Tool> {
+    Arc::new(
+        FnTool::new(
+            "issue_refund",
+            "Refunds an amount of an order to its customer.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "orderId": {"type": "string", "description": "The order's id"},
+                    "amount": {"type": "number", "exclusiveMinimum": 0, "description": "The amount to refund"},
+                    "reason": {"type": "string", "description": "Why the order is refunded"}
+                },
+                "required": ["orderId", "amount", "reason"]
+            }),
+            |args, _ctx| async move {
+                REFUNDS.fetch_add(1, Ordering::SeqCst);
+                let id = args["orderId"].as_str().unwrap_or_default().to_owned();
+                let amount = num("amount", args["amount"].as_f64().unwrap_or(0.0))?;
+                Ok(json!({"orderId": id, "refunded": amount, "refundId": format!("rf-{id}")}))
+            },
+        )
+        .needs_approval(
+            Approval::when(|args| args["amount"].as_f64().is_none_or(|a| a > 100.0))
+                .within(Duration::from_secs(24 * 3600))
+                .denial("Refund not approved"),
+        ),
+    )
+}
+
 /// `text` as is when short, else its first 60 characters and `…` (an error message never echoes
 /// a whole oversized input).
 fn abbreviated(text: &str) -> String {
@@ -458,7 +525,7 @@ fn with_context(base: &'static str) -> impl Fn(&InstructionContext<'_>) -> Strin
     }
 }
 
-/// Registers the example agents: `assistant`, `writer`, `supervisor`.
+/// Registers the example agents: `assistant`, `writer`, `supervisor`, `operator`.
 pub fn register_agents(hub: &AgentHub) -> Result<(), agentry_core::agent::AgentError> {
     hub.register(
         Agent::new("assistant", "Assistant")
@@ -486,6 +553,17 @@ pub fn register_agents(hub: &AgentHub) -> Result<(), agentry_core::agent::AgentE
             .sub_agent("assistant")
             .sub_agent("writer")
             .memory(MemoryConfig::default()),
+    )?;
+    hub.register(
+        Agent::new("operator", "Operator")
+            .description("Looks up orders and issues refunds; refunds over 100 need a person's approval.")
+            .dynamic_instructions(with_context(
+                "You handle refunds. Look the order up with lookup_order first, then refund it with issue_refund; a refund over 100 waits for a person's approval.",
+            ))
+            .tool(lookup_order())
+            .tool(issue_refund())
+            .memory(MemoryConfig::default())
+            .durable(),
     )?;
     Ok(())
 }
@@ -596,6 +674,25 @@ mod tests {
             done.state.result().unwrap(),
             &json!({"status": "rejected", "employeeId": "e1", "amount": 1500, "approvedBy": "m1"})
         );
+    }
+
+    #[test]
+    fn the_operator_is_durable_and_refunds_over_100_need_approval() {
+        let hub = AgentHub::new(Arc::new(agentry_core::agent::OfflineModel), None);
+        register_agents(&hub).unwrap();
+        let operator = hub.agent(&"operator".into()).unwrap();
+        assert_eq!(operator.name, "Operator");
+        assert!(operator.durable);
+        assert!(operator.memory.is_some());
+        assert_eq!(hub.tool_names(&operator), ["lookup_order", "issue_refund"]);
+        let refund = issue_refund();
+        let rule = refund.approval().expect("issue_refund needs approval");
+        assert!(rule.applies(&json!({"orderId": "o-1", "amount": 250, "reason": "broken"})));
+        assert!(!rule.applies(&json!({"orderId": "o-1", "amount": 40, "reason": "broken"})));
+        assert!(rule.applies(&json!({"orderId": "o-1", "amount": "40", "reason": "broken"})));
+        assert_eq!(rule.deadline, Some(Duration::from_secs(24 * 3600)));
+        assert_eq!(rule.denial.as_deref(), Some("Refund not approved"));
+        assert!(lookup_order().approval().is_none());
     }
 
     #[test]

@@ -5,6 +5,11 @@
 //! - Tools: `weather in <City>` calls `get_weather`, `calculate <expr>` calls `calculate`,
 //!   `ask <agent> to <task>` calls `delegate_task`, when the agent has that tool; once the results
 //!   are in, it answers with a sentence that contains them.
+//! - Refunds: `refund order <orderId> <amount> <reason>`, when the agent has both
+//!   `lookup_order` and `issue_refund`, calls `lookup_order` with `{orderId}`, then, with its
+//!   result in, `issue_refund` with `{orderId, amount, reason}`; then it answers `Refunded
+//!   <amount> for order <orderId>.`, or, when the refund was denied approval, `The refund of
+//!   <amount> for order <orderId> was not approved: <reason>.`
 //! - Objects: an instance of the requested schema (required properties filled with type-correct
 //!   values, `enum`, `minimum`/`maximum` honoured), streamed as growing JSON in at most 64 pieces.
 //!   A schema over the generation limits of [`crate::schema::check_generation_limits`] is an
@@ -17,7 +22,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::message::{FinishReason, Message, Role, ToolCall, Usage};
+use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
 use super::model::{ChunkStream, Model, ModelChunk, ModelError, ModelRequest, ModelResponse};
 use crate::schema::{MAX_SCHEMA_DEPTH, check_generation_limits, count_keyword};
 
@@ -72,7 +77,86 @@ fn delegation_of(text: &str) -> Option<(String, String)> {
         .then(|| (agent.to_owned(), task.to_owned()))
 }
 
-fn describe_result(name: &str, result: &Value, is_error: bool) -> String {
+/// A refund asked for by `refund order <orderId> <amount> <reason>`.
+#[derive(Debug, Clone, PartialEq)]
+struct Refund {
+    order_id: String,
+    amount: f64,
+    reason: String,
+}
+
+impl Refund {
+    fn lookup_args(&self) -> Value {
+        json!({"orderId": self.order_id})
+    }
+
+    fn refund_args(&self) -> Value {
+        json!({"orderId": self.order_id, "amount": amount_json(self.amount), "reason": self.reason})
+    }
+}
+
+/// `refund order <orderId> <amount> <reason words>`: one word, a number over 0 (digits with at
+/// most one decimal point), and the rest, not empty.
+fn refund_of(text: &str) -> Option<Refund> {
+    let rest = after(text, "refund order ")?;
+    let mut words = rest.split_whitespace();
+    let order_id = words.next()?;
+    let amount = words.next()?;
+    let is_decimal = amount.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && amount.chars().any(|c| c.is_ascii_digit())
+        && amount.matches('.').count() <= 1;
+    let amount: f64 = amount.parse().ok().filter(|_| is_decimal)?;
+    let reason = words.collect::<Vec<_>>().join(" ");
+    let reason = reason.trim_end_matches(['?', '!', '.']).trim();
+    (amount.is_finite() && amount > 0.0 && !reason.is_empty()).then(|| Refund {
+        order_id: order_id.to_owned(),
+        amount,
+        reason: reason.to_owned(),
+    })
+}
+
+/// An amount as JSON, integral values without a fraction (`250`, not `250.0`).
+fn amount_json(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+/// An amount as its JSON number is written (`250`, `40.5`); a string as it is.
+fn amount_text(v: &Value) -> String {
+    match (v.as_f64(), v.as_str()) {
+        (Some(x), _) => amount_json(x).to_string(),
+        (None, Some(s)) => s.to_owned(),
+        (None, None) => v.to_string(),
+    }
+}
+
+/// The sentence for an `issue_refund` result: a refund, or its denial; none for another error.
+fn describe_refund(r: &ToolResult) -> Option<String> {
+    let amount = amount_text(&r.args["amount"]);
+    let order = r.args["orderId"].as_str().unwrap_or("that order");
+    if !r.is_error {
+        return Some(format!("Refunded {amount} for order {order}."));
+    }
+    let denied = r.result.get("denied").and_then(Value::as_bool) == Some(true);
+    let reason = r.result.get("reason").and_then(Value::as_str)?;
+    denied.then(|| {
+        format!(
+            "The refund of {amount} for order {order} was not approved: {}.",
+            reason.trim_end_matches('.')
+        )
+    })
+}
+
+fn describe_result(r: &ToolResult) -> String {
+    if r.tool_name == "issue_refund"
+        && let Some(sentence) = describe_refund(r)
+    {
+        return sentence;
+    }
+    let (name, result, is_error) = (r.tool_name.as_str(), &r.result, r.is_error);
     if is_error {
         let msg = result
             .get("error")
@@ -270,33 +354,56 @@ impl OfflineModel {
             Some(i) => &req.messages[i + 1..],
             None => &[],
         };
-        let results: Vec<_> = since_user
+        let results: Vec<&ToolResult> = since_user
             .iter()
             .filter_map(|m| m.tool_result.as_ref())
             .collect();
+        let n = req.messages.iter().filter(|m| m.role == Role::Tool).count();
+        let call = |name: &str, args: Value| ToolCall {
+            tool_call_id: format!("call_{}", n + 1),
+            tool_name: name.to_owned(),
+            args,
+        };
+        let refund = if has_tool("lookup_order") && has_tool("issue_refund") {
+            refund_of(&user_text)
+        } else {
+            None
+        };
+        let looked_up = !results.is_empty()
+            && results
+                .iter()
+                .all(|r| r.tool_name == "lookup_order" && !r.is_error);
 
         let (mut text, tool_calls) = if let Some(schema) = &req.output_schema {
             let object = instance_of(schema, "value").map_err(|e| {
                 ModelError::new(format!("cannot generate an object for this schema: {e}"))
             })?;
             (object.to_string(), Vec::new())
+        } else if let Some(refund) = &refund
+            && looked_up
+        {
+            (
+                String::new(),
+                vec![call("issue_refund", refund.refund_args())],
+            )
         } else if !results.is_empty() {
+            // A refund's answer is about the refund only, not the order looked up before it.
+            let refunded =
+                refund.is_some() && results.iter().any(|r| r.tool_name == "issue_refund");
             let parts: Vec<String> = results
                 .iter()
-                .map(|r| describe_result(&r.tool_name, &r.result, r.is_error))
+                .filter(|r| !refunded || r.tool_name == "issue_refund")
+                .copied()
+                .map(describe_result)
                 .collect();
             (parts.join(" "), Vec::new())
         } else {
-            let n = req.messages.iter().filter(|m| m.role == Role::Tool).count();
-            let call = |name: &str, args: Value| ToolCall {
-                tool_call_id: format!("call_{}", n + 1),
-                tool_name: name.to_owned(),
-                args,
-            };
             let pick = if has_tool("delegate_task")
                 && let Some((agent, task)) = delegation_of(&user_text)
             {
                 Some(call("delegate_task", json!({"agent": agent, "task": task})))
+            } else if let Some(refund) = &refund {
+                Some(call("lookup_order", refund.lookup_args()))
             } else if has_tool("get_weather")
                 && let Some(city) = city_of(&user_text)
             {
@@ -514,6 +621,153 @@ mod tests {
             "{}",
             a.text
         );
+    }
+
+    const REFUND_TOOLS: [&str; 2] = ["lookup_order", "issue_refund"];
+
+    /// `r` with the model's call and its result appended, as the runtime would.
+    fn with_result(r: &mut ModelRequest, call: ToolCall, result: Value, is_error: bool) {
+        r.messages.push(Message::tool_calls("", vec![call.clone()]));
+        r.messages.push(Message::tool_result(ToolResult {
+            tool_call_id: call.tool_call_id,
+            tool_name: call.tool_name,
+            args: call.args,
+            result,
+            is_error,
+        }));
+    }
+
+    /// A refund request with the order looked up and `issue_refund` called: the request and
+    /// that call.
+    fn refund_called(text: &str) -> (ModelRequest, ToolCall) {
+        let mut r = req(text, &REFUND_TOOLS);
+        let lookup = answer(&r).tool_calls.remove(0);
+        let order = lookup.args["orderId"].clone();
+        with_result(
+            &mut r,
+            lookup,
+            json!({"orderId": order, "total": 250, "status": "delivered"}),
+            false,
+        );
+        let refund = answer(&r).tool_calls.remove(0);
+        (r, refund)
+    }
+
+    #[test]
+    fn refunds_look_up_the_order_then_refund_then_answer() {
+        let mut r = req("Refund order o-1 40 arrived broken.", &REFUND_TOOLS);
+        let a = answer(&r);
+        assert_eq!(a.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(a.text, "");
+        let lookup = &a.tool_calls[0];
+        assert_eq!(lookup.tool_call_id, "call_1");
+        assert_eq!(lookup.tool_name, "lookup_order");
+        assert_eq!(lookup.args, json!({"orderId": "o-1"}));
+
+        with_result(
+            &mut r,
+            lookup.clone(),
+            json!({"orderId": "o-1", "total": 250, "status": "delivered"}),
+            false,
+        );
+        let a = answer(&r);
+        assert_eq!(a.finish_reason, FinishReason::ToolCalls);
+        let refund = &a.tool_calls[0];
+        assert_eq!(refund.tool_call_id, "call_2");
+        assert_eq!(refund.tool_name, "issue_refund");
+        assert_eq!(
+            refund.args,
+            json!({"orderId": "o-1", "amount": 40, "reason": "arrived broken"})
+        );
+
+        with_result(
+            &mut r,
+            refund.clone(),
+            json!({"orderId": "o-1", "refunded": 40, "refundId": "rf-o-1"}),
+            false,
+        );
+        let a = answer(&r);
+        assert!(a.tool_calls.is_empty());
+        assert_eq!(a.finish_reason, FinishReason::Stop);
+        assert_eq!(a.text, "Refunded 40 for order o-1.");
+    }
+
+    #[test]
+    fn a_denied_refund_is_answered_with_the_reason() {
+        let (mut r, refund) = refund_called("refund order o-7 250 never arrived");
+        assert_eq!(refund.args["amount"], json!(250));
+        with_result(
+            &mut r,
+            refund,
+            json!({"denied": true, "reason": "over the limit", "error": "Refund not approved: over the limit"}),
+            true,
+        );
+        let a = answer(&r);
+        assert!(a.tool_calls.is_empty());
+        assert_eq!(
+            a.text,
+            "The refund of 250 for order o-7 was not approved: over the limit."
+        );
+    }
+
+    #[test]
+    fn other_refund_failures_are_described_generically() {
+        let (mut r, refund) = refund_called("refund order o-7 250 never arrived");
+        with_result(
+            &mut r,
+            refund,
+            json!({"error": "the payment service is down"}),
+            true,
+        );
+        assert_eq!(
+            answer(&r).text,
+            "The issue_refund tool failed: the payment service is down."
+        );
+        let mut r = req("refund order o-8 5 late", &REFUND_TOOLS);
+        let lookup = answer(&r).tool_calls.remove(0);
+        with_result(&mut r, lookup, json!({"error": "no such order"}), true);
+        let a = answer(&r);
+        assert!(a.tool_calls.is_empty());
+        assert_eq!(a.text, "The lookup_order tool failed: no such order.");
+    }
+
+    #[test]
+    fn refund_amounts_are_written_as_json_numbers() {
+        let (_, refund) = refund_called("refund order o-1 250 damaged");
+        assert_eq!(refund.args["amount"].to_string(), "250");
+        let (_, refund) = refund_called("refund order o-1 40.5 damaged in transit");
+        assert_eq!(refund.args["amount"].to_string(), "40.5");
+        assert_eq!(refund.args["reason"], "damaged in transit");
+        let (_, refund) = refund_called("refund order o-1 250.0 damaged");
+        assert_eq!(refund.args["amount"].to_string(), "250");
+        assert_eq!(amount_text(&json!(250.0)), "250");
+        assert_eq!(amount_text(&json!(40.5)), "40.5");
+        let (mut r, refund) = refund_called("refund order o-2 40.5 damaged");
+        with_result(&mut r, refund, json!({"refunded": 40.5}), false);
+        assert_eq!(answer(&r).text, "Refunded 40.5 for order o-2.");
+    }
+
+    #[test]
+    fn refunds_need_both_tools_and_a_whole_request() {
+        let text = "refund order o-1 250 damaged";
+        assert_eq!(answer(&req(text, &[])).text, format!("You said: {text}"));
+        assert_eq!(
+            answer(&req(text, &["lookup_order"])).text,
+            format!("You said: {text}")
+        );
+        for text in [
+            "refund order o-1 250",
+            "refund order o-1 0 damaged",
+            "refund order o-1 -5 damaged",
+            "refund order o-1 abc damaged",
+            "refund order o-1 1e3 damaged",
+            "refund order o-1 inf damaged",
+            "refund order o-1",
+        ] {
+            let a = answer(&req(text, &REFUND_TOOLS));
+            assert!(a.tool_calls.is_empty(), "{text}");
+            assert_eq!(a.text, format!("You said: {text}"));
+        }
     }
 
     #[test]

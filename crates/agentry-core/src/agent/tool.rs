@@ -103,8 +103,9 @@ impl Approval {
     pub fn applies(&self, args: &Value) -> bool {
         match &self.when {
             None => true,
-            Some(f) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(args)))
-                .unwrap_or(true),
+            Some(f) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(args))).unwrap_or(true)
+            }
         }
     }
 }
