@@ -506,10 +506,8 @@ impl RunEvents {
             EventKind::AgentApprovalRequest { request } => {
                 vec![AgentEvent::ToolApprovalRequest(request)]
             }
-            EventKind::WorkflowSuspended { .. } => {
-                let (usage, text) = (self.usage, self.text.clone());
-                vec![self.finish(FinishReason::ToolCalls, usage, text)]
-            }
+            // A suspension may be followed by the rest of the run (a replay of a run that went
+            // on): whether the stream ends there, the end of the log says (`WorkflowResult`).
             EventKind::WorkflowComplete { result } => {
                 match serde_json::from_value::<agent::TextResult>(result) {
                     Ok(r) => vec![self.finish(r.finish_reason, r.usage, r.text)],

@@ -145,20 +145,8 @@ const fn sensitive(route: Route, answers: &'static [Code]) -> BuiltinRoute {
 /// Every built-in route.
 pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
     use Code::*;
-    // A generation: an unknown agent, then what generating may answer once the body is
-    // accepted (the streams answer these as their last event instead).
-    const GENERATION: [Code; 9] = [
-        AgentNotFound,
-        ClientClosedRequest,
-        GenerationFailed,
-        ModelRefused,
-        ModelUnauthorized,
-        ModelUnavailable,
-        ModelRateLimited,
-        ModelTimedOut,
-        // Conversation memory.
-        DatabaseUnavailable,
-    ];
+    // An object generation: an unknown agent, then what generating may answer once the body
+    // is accepted (the streams answer these as their last event instead).
     const OBJECT: [Code; 10] = [
         AgentNotFound,
         ClientClosedRequest,
@@ -169,6 +157,40 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         ModelUnavailable,
         ModelRateLimited,
         ModelTimedOut,
+        DatabaseUnavailable,
+    ];
+    // A generation that may be a durable run: its start (a `runId` refused or taken, a server
+    // that drains) and its read.
+    const DURABLE_GENERATION: [Code; 14] = [
+        InvalidExecutionId,
+        AgentNotFound,
+        ExecutionExists,
+        ClientClosedRequest,
+        GenerationFailed,
+        ModelRefused,
+        ModelUnauthorized,
+        ModelUnavailable,
+        ModelRateLimited,
+        ModelTimedOut,
+        Internal,
+        ExecutionContinuesElsewhere,
+        ServerShuttingDown,
+        DatabaseUnavailable,
+    ];
+    const DURABLE_STREAM: [Code; 6] = [
+        InvalidExecutionId,
+        AgentNotFound,
+        ExecutionExists,
+        Internal,
+        ServerShuttingDown,
+        DatabaseUnavailable,
+    ];
+    // Reading a run: strict mode's ownership rule, then the store.
+    const READ_RUN: [Code; 5] = [
+        Forbidden,
+        AgentNotFound,
+        RunNotFound,
+        Internal,
         DatabaseUnavailable,
     ];
     // Reading an execution (of a workflow): strict mode's ownership rule, then the store.
@@ -183,12 +205,70 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         // Agents.
         public(routes::LIST_AGENTS, &[]),
         public(routes::GET_AGENT, &[AgentNotFound]),
-        protected(routes::GENERATE_TEXT, &GENERATION).with_json_body(),
-        protected(routes::STREAM_TEXT, &[AgentNotFound]).with_json_body(),
+        protected(routes::GENERATE_TEXT, &DURABLE_GENERATION).with_json_body(),
+        protected(routes::STREAM_TEXT, &DURABLE_STREAM).with_json_body(),
         protected(routes::GENERATE_OBJECT, &OBJECT).with_json_body(),
         protected(routes::STREAM_OBJECT, &[AgentNotFound]).with_json_body(),
         // Not in the default protected set (spec section 5, rule 3).
-        sensitive(routes::CHAT, &[AgentNotFound]).with_json_body(),
+        // A chat message that answers tool approvals continues their run (like the approval
+        // route).
+        sensitive(
+            routes::CHAT,
+            &[
+                InvalidExecutionId,
+                Forbidden,
+                AgentNotFound,
+                RunNotFound,
+                ApprovalNotFound,
+                ExecutionExists,
+                ApprovalNotPending,
+                Internal,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        // Durable agent runs (extensions.md): read like executions, cancelled like them, an
+        // approval answered like a resume.
+        sensitive(
+            routes::LIST_AGENT_RUNS,
+            &[AgentNotFound, Internal, DatabaseUnavailable],
+        ),
+        sensitive(routes::LIST_ALL_RUNS, &[Internal, DatabaseUnavailable]),
+        sensitive(routes::GET_RUN, &READ_RUN),
+        sensitive(routes::ATTACH_RUN, &READ_RUN),
+        sensitive(
+            routes::RESUME_CHAT,
+            &[AgentNotFound, Internal, DatabaseUnavailable],
+        ),
+        protected(
+            routes::CANCEL_RUN,
+            &[
+                NotCancellable,
+                Forbidden,
+                AgentNotFound,
+                RunNotFound,
+                Conflict,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        sensitive(
+            routes::ANSWER_APPROVAL,
+            &[
+                Forbidden,
+                AgentNotFound,
+                RunNotFound,
+                ApprovalNotFound,
+                ApprovalNotPending,
+                Conflict,
+                Internal,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
         // Workflows.
         public(routes::LIST_WORKFLOWS, &[]),
         public(routes::GET_WORKFLOW, &[WorkflowNotFound]),

@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod origin;
 pub mod page;
 pub mod request_log;
+pub mod runs;
 pub mod server_info;
 pub mod trace;
 pub mod ui_stream;
@@ -167,6 +168,7 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
 /// documented).
 pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
     cfg.configure(agents::routes)
+        .configure(runs::routes)
         .configure(workflows::routes)
         .configure(executions::routes)
         .configure(server_info::routes)

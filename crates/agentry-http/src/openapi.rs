@@ -64,6 +64,7 @@ pub const DOC_PATH: &str = "/doc";
     ),
     tags(
         (name = "agents", description = "Registered agents: list them, generate text and objects, synchronously or streamed."),
+        (name = "runs", description = "Durable agent runs: each model call and tool call recorded, re-attachable streams, tool calls that wait for a person's approval, the AI SDK's chat resume URL."),
         (name = "workflows", description = "Registered workflows: run them, stream their events, suspend, resume and inspect executions."),
         (name = "executions", description = "Executions across workflows: every workflow's list, one execution by its id, counts by status."),
         (name = "server", description = "What the server is (version, database, authentication) and whom a token stands for."),

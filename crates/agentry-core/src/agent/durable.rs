@@ -231,6 +231,8 @@ struct RunStep<'a> {
     ctx: &'a StepContext,
     journal: &'a Journal,
     tools: Vec<Arc<dyn Tool>>,
+    /// The entries this run of the step wrote (the context holds those of earlier runs).
+    written: std::sync::Mutex<BTreeMap<String, StepRecord>>,
 }
 
 impl AgentHub {
@@ -287,6 +289,7 @@ impl AgentHub {
             ctx: &ctx,
             journal: &journal,
             tools: self.tools_of(&agent, 0),
+            written: Default::default(),
         };
         let outcome = {
             use tracing::Instrument;
@@ -311,6 +314,29 @@ impl AgentHub {
 }
 
 impl RunStep<'_> {
+    /// The journal's entry `key`: written by this run of the step, or by an earlier one.
+    fn entry(&self, key: &str) -> Option<StepRecord> {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written
+            .get(key)
+            .cloned()
+            .or_else(|| self.ctx.entry(key).cloned())
+    }
+
+    /// Writes entries with their events (see [`Journal::write`]), and remembers them.
+    async fn write(
+        &self,
+        entries: Vec<(String, StepRecord)>,
+        events: Vec<EventKind>,
+    ) -> Result<(), StepError> {
+        self.journal.write(entries.clone(), events).await?;
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(entries);
+        Ok(())
+    }
+
     async fn generate(
         &self,
         g: &Generation<'_>,
@@ -318,7 +344,7 @@ impl RunStep<'_> {
     ) -> Result<TextResult, StepError> {
         let model = self.hub.model_of(g.agent);
         let specs = tool_specs(&self.tools);
-        let first = self.ctx.entry(&journal_key("model", 1, None));
+        let first = self.entry(&journal_key("model", 1, None));
         let mut messages: Vec<Message> = match first {
             Some(r) if r.is_finished() => read(Some(&r.input), "history")?,
             _ => self
@@ -400,7 +426,7 @@ impl RunStep<'_> {
         history: Option<Value>,
     ) -> Result<ModelResponse, StepError> {
         let key = journal_key("model", call, None);
-        if let Some(r) = self.ctx.entry(&key).filter(|r| r.is_finished()) {
+        if let Some(r) = self.entry(&key).filter(|r| r.is_finished()) {
             return read(r.output.as_ref(), "model answer");
         }
         let resp = self
@@ -451,7 +477,7 @@ impl RunStep<'_> {
                 )),
             }
         }
-        self.journal.write(entries, events).await?;
+        self.write(entries, events).await?;
         Ok(resp)
     }
 
@@ -479,13 +505,15 @@ impl RunStep<'_> {
         c: &ToolCall,
     ) -> Result<CallOutcome, StepError> {
         let key = journal_key("tool", call, Some(i));
-        let recorded = self.ctx.entry(&key);
-        if let Some(r) = recorded.filter(|r| r.status == StepStatus::Completed) {
+        let recorded = self.entry(&key);
+        if let Some(r) = recorded.as_ref().filter(|r| r.status == StepStatus::Completed) {
             return Ok(CallOutcome::Done(read(r.output.as_ref(), "tool result")?));
         }
+        let recorded = recorded.as_ref();
         let tool = self.tools.iter().find(|t| t.name() == c.tool_name);
         let approval_key = journal_key("approval", call, Some(i));
-        let attempt = match self.ctx.entry(&approval_key) {
+        let approval = self.entry(&approval_key);
+        let attempt = match &approval {
             Some(r) => {
                 let request: ApprovalRequest = read(Some(&r.input), "approval request")?;
                 let (answer, new) = match &r.output {
@@ -502,7 +530,7 @@ impl RunStep<'_> {
                         status: StepStatus::Completed,
                         output: Some(stored(&answer)),
                         ended_at: Some(self.ctx.now()),
-                        ..StepRecord::clone(r)
+                        ..r.clone()
                     };
                     entries.push((approval_key, answered));
                     events.push(EventKind::AgentApprovalAnswer {
@@ -516,7 +544,7 @@ impl RunStep<'_> {
                         result: result.clone(),
                         attempt: 1,
                     });
-                    self.journal.write(entries, events).await?;
+                    self.write(entries, events).await?;
                     return Ok(CallOutcome::Done(result));
                 }
                 let attempt = self.next_attempt(recorded, new);
@@ -524,14 +552,13 @@ impl RunStep<'_> {
                     entries.push((key.clone(), self.tool_start(c, attempt)));
                 }
                 if !entries.is_empty() {
-                    self.journal.write(entries, events).await?;
+                    self.write(entries, events).await?;
                 }
                 attempt.or(recorded.map(|r| r.attempt)).unwrap_or(1)
             }
             None => match self.next_attempt(recorded, recorded.is_none()) {
                 Some(attempt) => {
-                    self.journal
-                        .write(vec![(key.clone(), self.tool_start(c, attempt))], Vec::new())
+                    self.write(vec![(key.clone(), self.tool_start(c, attempt))], Vec::new())
                         .await?;
                     attempt
                 }
@@ -541,7 +568,7 @@ impl RunStep<'_> {
         let mut tool_ctx = g.tool_context();
         tool_ctx.run_id = Some(self.ctx.execution_id.clone());
         tool_ctx.attempt = attempt;
-        let approved = self.ctx.entry(&journal_key("approval", call, Some(i))).is_some();
+        let approved = approval.is_some();
         let telemetry = self.hub.telemetry();
         let result = observed_call(
             g,
@@ -560,7 +587,7 @@ impl RunStep<'_> {
             result: result.clone(),
             attempt,
         };
-        self.journal.write(vec![(key, record)], vec![event]).await?;
+        self.write(vec![(key, record)], vec![event]).await?;
         Ok(CallOutcome::Done(result))
     }
 
