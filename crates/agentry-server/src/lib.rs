@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod calc;
 pub mod examples;
+mod test_agents;
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
@@ -193,6 +194,7 @@ fn build(
         examples::register_agents(&agents).context("registering the example agents")?;
         examples::register_workflows(&engine).context("registering the example workflows")?;
     }
+    test_agents::register_from_env(&agents).context("registering the test agents")?;
     Ok((engine, agents))
 }
 

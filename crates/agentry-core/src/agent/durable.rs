@@ -429,6 +429,10 @@ impl RunStep<'_> {
         if let Some(r) = self.entry(&key).filter(|r| r.is_finished()) {
             return read(r.output.as_ref(), "model answer");
         }
+        // A shutdown hands the run over between calls (the next process makes this one).
+        if self.journal.draining() {
+            return Err(StepError::Cancelled);
+        }
         let resp = self
             .hub
             .model_step(model, req, g, false)
@@ -565,6 +569,9 @@ impl RunStep<'_> {
                 None => recorded.map_or(1, |r| r.attempt),
             },
         };
+        if self.journal.draining() {
+            return Err(StepError::Cancelled);
+        }
         let mut tool_ctx = g.tool_context();
         tool_ctx.run_id = Some(self.ctx.execution_id.clone());
         tool_ctx.attempt = attempt;

@@ -119,6 +119,12 @@ impl Journal {
         deferred.events.extend(events);
     }
 
+    /// Whether this process is shutting down: a step that records its progress stops at its
+    /// next entry ([`StepError::Cancelled`]), so that its execution is handed over there.
+    pub fn draining(&self) -> bool {
+        self.engine.is_draining()
+    }
+
     /// Sends an event to the execution's live subscribers in this process now, unstored (a
     /// piece of text as a model streams it).
     pub fn announce(&self, kind: EventKind) {

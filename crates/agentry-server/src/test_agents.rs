@@ -1,0 +1,186 @@
+//! The agent the durability tests drive (registered only when `AGENTRY_TEST_AGENTS` names a
+//! directory; hidden, like `AGENTRY_CRASH_AT`): `tester`, a durable agent whose scripted model
+//! calls one tool per model call, in the order the last user message lists them, and whose
+//! tools write what they do to `<dir>/tools.log`, so that a test counts how often each ran
+//! across processes killed and restarted.
+//!
+//! The message `steps a:1500 ok:b c` makes the model call `slow_step {label: "a", ms: 1500}`,
+//! then `needs_ok {label: "b"}` (a tool that always waits for a person's approval, within
+//! `AGENTRY_TEST_APPROVAL_MS` milliseconds, default one hour), then `slow_step {label: "c", ms:
+//! 0}`, then answer `done: <each result's label and outcome>`. `slow_step` appends `start
+//! <label> <attempt>` before it sleeps and `end <label> <attempt>` after; `needs_ok` appends
+//! `ran <label> <attempt>`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_core::agent::{
+    Agent, AgentError, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk,
+    ModelError, ModelRequest, ModelResponse, Role, ToolCall, Usage,
+};
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// Registers `tester` when `AGENTRY_TEST_AGENTS` is set.
+pub fn register_from_env(hub: &AgentHub) -> Result<(), AgentError> {
+    let Some(dir) = std::env::var_os("AGENTRY_TEST_AGENTS") else {
+        return Ok(());
+    };
+    let approval_ms = std::env::var("AGENTRY_TEST_APPROVAL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_600_000);
+    hub.register(tester(PathBuf::from(dir), Duration::from_millis(approval_ms)))
+}
+
+fn append(dir: &std::path::Path, line: &str) {
+    let path = dir.join("tools.log");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{line}");
+        let _ = f.sync_all();
+    }
+}
+
+fn tester(dir: PathBuf, approval: Duration) -> Agent {
+    let slow_dir = dir.clone();
+    let slow = FnTool::new(
+        "slow_step",
+        "Sleeps `ms` milliseconds, writing its start and end.",
+        json!({"type": "object", "properties": {"label": {"type": "string"}, "ms": {"type": "integer", "minimum": 0}}, "required": ["label"]}),
+        move |args, ctx| {
+            let dir = slow_dir.clone();
+            async move {
+                let label = args["label"].as_str().unwrap_or("?").to_owned();
+                append(&dir, &format!("start {label} {}", ctx.attempt));
+                let ms = args["ms"].as_u64().unwrap_or(0);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                    _ = ctx.cancel.cancelled() => return Err("cancelled".to_owned()),
+                }
+                append(&dir, &format!("end {label} {}", ctx.attempt));
+                Ok(json!({"label": label, "attempt": ctx.attempt}))
+            }
+        },
+    );
+    let ok_dir = dir;
+    let needs_ok = FnTool::new(
+        "needs_ok",
+        "Runs only once a person approved it.",
+        json!({"type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"]}),
+        move |args, ctx| {
+            let dir = ok_dir.clone();
+            async move {
+                let label = args["label"].as_str().unwrap_or("?").to_owned();
+                append(&dir, &format!("ran {label} {}", ctx.attempt));
+                Ok(json!({"label": label, "attempt": ctx.attempt}))
+            }
+        },
+    )
+    .needs_approval(Approval::always().within(approval));
+    Agent::new("tester", "Tester")
+        .description("Durability tests' agent: a scripted model calling slow and guarded tools.")
+        .model(Arc::new(Scripted))
+        .tool(Arc::new(slow))
+        .tool(Arc::new(needs_ok))
+        .durable()
+}
+
+/// A model that calls the tools the last user message lists (`steps a:100 ok:b`), one per
+/// model call, then answers with what they returned.
+struct Scripted;
+
+impl Scripted {
+    fn answer(req: &ModelRequest) -> ModelResponse {
+        let last_user = req.messages.iter().rposition(|m| m.role == Role::User);
+        let text = last_user
+            .map(|i| req.messages[i].content.clone())
+            .unwrap_or_default();
+        let done: Vec<&Value> = last_user
+            .map(|i| &req.messages[i + 1..])
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| m.tool_result.as_ref())
+            .map(|r| &r.result)
+            .collect();
+        let steps: Vec<&str> = text
+            .strip_prefix("steps")
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let usage = Usage {
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            total_tokens: 2,
+            ..Usage::default()
+        };
+        match steps.get(done.len()) {
+            Some(step) => {
+                let (name, args) = match step.split_once(':') {
+                    Some(("ok", label)) => ("needs_ok", json!({"label": label})),
+                    Some((label, ms)) => (
+                        "slow_step",
+                        json!({"label": label, "ms": ms.parse::<u64>().unwrap_or(0)}),
+                    ),
+                    None => ("slow_step", json!({"label": step, "ms": 0})),
+                };
+                ModelResponse {
+                    text: String::new(),
+                    tool_calls: vec![ToolCall {
+                        tool_call_id: format!("call_{}", done.len() + 1),
+                        tool_name: name.to_owned(),
+                        args,
+                    }],
+                    finish_reason: FinishReason::ToolCalls,
+                    usage,
+                }
+            }
+            None => {
+                let outcomes: Vec<String> = done
+                    .iter()
+                    .map(|r| match r.get("label") {
+                        Some(l) => format!("{} ok", l.as_str().unwrap_or("?")),
+                        None => format!("refused ({})", r["error"].as_str().unwrap_or("?")),
+                    })
+                    .collect();
+                ModelResponse {
+                    text: format!("done: {}", outcomes.join(", ")),
+                    tool_calls: Vec::new(),
+                    finish_reason: FinishReason::Stop,
+                    usage,
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Model for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        Ok(Self::answer(request))
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<ChunkStream, ModelError> {
+        let resp = Self::answer(request);
+        let mut chunks: Vec<Result<ModelChunk, ModelError>> = Vec::new();
+        if !resp.text.is_empty() {
+            chunks.push(Ok(ModelChunk::TextDelta(resp.text)));
+        }
+        chunks.extend(resp.tool_calls.into_iter().map(|c| Ok(ModelChunk::ToolCall(c))));
+        chunks.push(Ok(ModelChunk::Finish {
+            finish_reason: resp.finish_reason,
+            usage: resp.usage,
+        }));
+        Ok(futures::stream::iter(chunks).boxed())
+    }
+}

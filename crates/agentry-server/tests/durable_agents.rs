@@ -1,0 +1,684 @@
+//! Durable agent runs through the real binary: kill -9 in the middle of a slow tool, a dropped
+//! stream re-attached with `Last-Event-ID` (on the same process, and on another PostgreSQL
+//! replica), the SIGTERM hand-off, tool approvals (approved, denied, expired by their deadline,
+//! raced), and strict mode's ownership of runs and approvals.
+//!
+//! The `tester` agent (`AGENTRY_TEST_AGENTS`, see `src/test_agents.rs`) calls the tools its
+//! message lists and writes what each does to a log file, so a test counts how often each tool
+//! ran across processes.
+
+mod common;
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long any wait here may take before the test fails (never a timing claim by itself).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// One `agentry serve` process with the examples and the test agent, its stderr in a file.
+struct Replica {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(database_url: &str, node: &str, tools: &Path, extra_env: &[(&str, &str)]) -> Replica {
+        let log = std::env::temp_dir().join(format!("agentry-runs-{}.log", uuid::Uuid::new_v4()));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
+        cmd.args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ])
+        .env_remove("AGENTRY_JWT_SECRET")
+        .env_remove("AGENTRY_NO_EXAMPLES")
+        .env_remove("AGENTRY_AUTH_STRICT")
+        .env("AGENTRY_NODE_ID", node)
+        .env("AGENTRY_TEST_AGENTS", tools)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn agentry");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let addr = common::printed(&mut stdout, "agentry listening on http://");
+        Replica { child, addr, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// A fresh directory for the test agent's tool log.
+fn tools_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentry-tools-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("tools dir");
+    dir
+}
+
+/// The tool log's lines.
+fn tool_log(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("tools.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn count(lines: &[String], line: &str) -> usize {
+    lines.iter().filter(|l| *l == line).count()
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < PATIENCE, "{what}: never happened");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The run's state, `None` while it does not exist.
+async fn run_state(r: &Replica, agent: &str, run: &str) -> Option<Value> {
+    let resp = client()
+        .get(r.url(&format!("/agents/{agent}/runs/{run}")))
+        .send()
+        .await
+        .expect("run state");
+    if resp.status() == 404 {
+        return None;
+    }
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["success"], true, "{body}");
+    Some(body["data"].clone())
+}
+
+/// Polls the run's state until `done` holds.
+async fn wait_for_run(
+    r: &Replica,
+    agent: &str,
+    run: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let s = run_state(r, agent, run).await.unwrap_or(Value::Null);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{what}: never happened; last {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// POSTs a durable `/text` of `agent` in a task (its client may be cut off by a kill).
+fn start_text(
+    r: &Replica,
+    agent: &str,
+    run: &str,
+    input: &str,
+) -> tokio::task::JoinHandle<Option<(u16, Value)>> {
+    let url = r.url(&format!("/agents/{agent}/text"));
+    let body = json!({"input": input, "options": {"runId": run}});
+    tokio::spawn(async move {
+        let resp = client().post(url).json(&body).send().await.ok()?;
+        let status = resp.status().as_u16();
+        Some((status, resp.json().await.ok()?))
+    })
+}
+
+fn sqlite_url() -> (String, PathBuf) {
+    let path = std::env::temp_dir().join(format!("agentry-runs-{}.db", uuid::Uuid::new_v4()));
+    (format!("sqlite://{}", path.display()), path)
+}
+
+/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: on a fresh SQLite
+/// file and on a fresh PostgreSQL database.
+macro_rules! on_both_databases {
+    ($body:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let (url, path) = sqlite_url();
+            $body(&url).await;
+            let _ = std::fs::remove_file(&path);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let db = agentry_testdb::PgDatabase::create("agentry_runs")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            $body(&db.url).await;
+            db.drop_now().await;
+        }
+    };
+}
+
+/// kill -9 while the run's second tool sleeps; restarted, the run completes: the interrupted
+/// tool ran again (its attempt 2), every tool that had completed ran once, and no model call
+/// or tool before it was made again.
+async fn kill_9_mid_tool_then_restart(database_url: &str) {
+    let dir = tools_dir();
+    let env = [("AGENTRY_LEASE_TTL", "2s")];
+    let mut first = Replica::start(database_url, "k9", &dir, &env);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let waiting = start_text(&first, "tester", &run, "steps a:0 b:3000 c:0");
+    wait_until("tool b started", || {
+        tool_log(&dir).contains(&"start b 1".to_owned())
+    })
+    .await;
+    first.signal("-KILL");
+    let _ = first.child.wait();
+    let _ = waiting.await;
+    // The same node again: it continues its runs at once.
+    let again = Replica::start(database_url, "k9", &dir, &env);
+    let done = wait_for_run(&again, "tester", &run, "the run completes", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["text"], "done: a ok, b ok, c ok", "{done}");
+    let log = tool_log(&dir);
+    assert_eq!(count(&log, "start a 1"), 1, "{log:?}");
+    assert_eq!(count(&log, "end a 1"), 1, "{log:?}");
+    assert_eq!(count(&log, "start b 1"), 1, "{log:?}");
+    assert_eq!(count(&log, "end b 1"), 0, "{log:?}");
+    assert_eq!(count(&log, "end b 2"), 1, "{log:?}");
+    assert_eq!(count(&log, "end c 1"), 1, "{log:?}");
+    assert_eq!(log.len(), 7, "{log:?}");
+    let steps = done["steps"].as_array().expect("steps");
+    let b = steps
+        .iter()
+        .find(|s| s["id"] == "tool-2-0")
+        .expect("tool b's step");
+    assert_eq!(b["attempt"], 2, "{b}");
+    assert_eq!(b["result"]["result"]["attempt"], 2, "{b}");
+    let models: Vec<&Value> = steps.iter().filter(|s| s["kind"] == "model-call").collect();
+    assert_eq!(models.len(), 4, "{steps:?}");
+    assert!(models.iter().all(|m| m["attempt"] == 1), "{steps:?}");
+    drop(again);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+on_both_databases!(
+    kill_9_mid_tool_then_restart,
+    kill_9_mid_tool_then_restart_on_sqlite,
+    kill_9_mid_tool_then_restart_on_postgres
+);
+
+/// One SSE event as a client sees it: its `id:` and its data.
+type Sse = (Option<i64>, Value);
+
+/// Reads SSE events until `stop` says so (or the stream ends); dropping the answer closes the
+/// connection.
+async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
+    use futures::StreamExt;
+    let mut events = Vec::new();
+    let mut buffer = String::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(v).ok();
+                }
+            }
+            if let Some(data) = data {
+                events.push((id, data));
+                if stop(&events) {
+                    return events;
+                }
+            }
+        }
+    }
+    events
+}
+
+/// A stream of `tester` dropped after its first tool result, re-attached with `Last-Event-ID`
+/// on `again`: what was missed comes once, numbered on, and the whole makes the run's story
+/// (each tool call and result once, the final text once).
+async fn reattach_after_a_drop(first: &Replica, again: &Replica) {
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let resp = client()
+        .post(first.url("/agents/tester/stream"))
+        .json(&json!({"input": "steps a:200 b:400 c:200", "options": {"runId": run}}))
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-run-id"], run.as_str());
+    let seen = read_sse(resp, |evs| {
+        evs.iter().any(|(_, e)| e["type"] == "tool-result")
+    })
+    .await;
+    let last = seen.iter().filter_map(|(id, _)| *id).max().expect("an id");
+    let resp = client()
+        .get(again.url(&format!("/agents/tester/runs/{run}/stream")))
+        .header("Last-Event-ID", last.to_string())
+        .send()
+        .await
+        .expect("re-attach");
+    assert_eq!(resp.status(), 200);
+    let rest = read_sse(resp, |_| false).await;
+    let ids: Vec<i64> = seen
+        .iter()
+        .chain(rest.iter())
+        .filter_map(|(id, _)| *id)
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "ids in order, none twice: {ids:?}");
+    assert!(rest.iter().filter_map(|(id, _)| *id).all(|id| id > last));
+    let all: Vec<&Value> = seen.iter().chain(rest.iter()).map(|(_, e)| e).collect();
+    let of = |t: &str| all.iter().filter(|e| e["type"] == t).count();
+    assert_eq!(of("tool-call"), 3, "{all:?}");
+    assert_eq!(of("tool-result"), 3, "{all:?}");
+    assert_eq!(of("finish"), 1, "{all:?}");
+    let finish = all.last().expect("events");
+    assert_eq!(finish["type"], "finish", "{all:?}");
+    assert_eq!(finish["text"], "done: a ok, b ok, c ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reattach_after_a_dropped_stream_on_sqlite() {
+    let (url, path) = sqlite_url();
+    let dir = tools_dir();
+    let r = Replica::start(&url, "re", &dir, &[]);
+    reattach_after_a_drop(&r, &r).await;
+    drop(r);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reattach_on_another_replica_on_postgres() {
+    let db = agentry_testdb::PgDatabase::create("agentry_runs")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tools_dir();
+    let a = Replica::start(&db.url, "ra", &dir, &[]);
+    let b = Replica::start(&db.url, "rb", &dir, &[]);
+    reattach_after_a_drop(&a, &b).await;
+    drop((a, b));
+    db.drop_now().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM while a tool runs: the tool finishes within the grace, the stopping process hands the
+/// run over before its next call, and the other replica finishes it; each tool ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_a_run_over_on_postgres() {
+    let db = agentry_testdb::PgDatabase::create("agentry_runs")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tools_dir();
+    let env = [
+        ("AGENTRY_LEASE_TTL", "3s"),
+        ("AGENTRY_SHUTDOWN_GRACE", "5s"),
+    ];
+    let mut leaving = Replica::start(&db.url, "ta", &dir, &env);
+    let staying = Replica::start(&db.url, "tb", &dir, &env);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let waiting = start_text(&leaving, "tester", &run, "steps a:1500 b:0");
+    wait_until("tool a started", || {
+        tool_log(&dir).contains(&"start a 1".to_owned())
+    })
+    .await;
+    leaving.signal("-TERM");
+    let (status, body) = waiting.await.expect("task").expect("an answer");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "execution_continues_elsewhere", "{body}");
+    let exit = leaving.child.wait().expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    let done = wait_for_run(&staying, "tester", &run, "the other replica finishes it", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["text"], "done: a ok, b ok", "{done}");
+    let log = tool_log(&dir);
+    assert_eq!(
+        log,
+        ["start a 1", "end a 1", "start b 1", "end b 1"],
+        "{}",
+        leaving.log()
+    );
+    drop((leaving, staying));
+    db.drop_now().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// POSTs an answer to an approval: the status and the body.
+async fn answer(r: &Replica, agent: &str, run: &str, approval: &str, body: Value) -> (u16, Value) {
+    let resp = client()
+        .post(r.url(&format!("/agents/{agent}/runs/{run}/approvals/{approval}")))
+        .json(&body)
+        .send()
+        .await
+        .expect("approval");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The `operator` refund over 100: it waits for approval (suspended, with the request in its
+/// state and the answer of `/text`); approved, the refund runs once and the model says so;
+/// denied, it never runs and the model gives the reason; answered again, 409; an approval the
+/// run never asked for, 404.
+async fn operator_refunds_wait_for_approval(database_url: &str) {
+    let dir = tools_dir();
+    let r = Replica::start(database_url, "op", &dir, &[]);
+    for (approved, reason) in [(true, None), (false, Some("the box was fine"))] {
+        let run = format!("refund-{}", uuid::Uuid::new_v4().simple());
+        let resp = client()
+            .post(r.url("/agents/operator/text"))
+            .json(&json!({"input": "refund order o-1 250 damaged box", "options": {"runId": run}}))
+            .send()
+            .await
+            .expect("text");
+        let body: Value = resp.json().await.expect("json");
+        assert_eq!(body["data"]["status"], "suspended", "{body}");
+        assert_eq!(body["data"]["runId"], run.as_str());
+        let pending = &body["data"]["pendingApprovals"][0];
+        assert_eq!(pending["toolName"], "issue_refund", "{body}");
+        assert_eq!(pending["args"]["amount"], 250);
+        assert!(pending["deadline"].is_string(), "{pending}");
+        let approval = pending["approvalId"].as_str().expect("an approval id");
+
+        let state = run_state(&r, "operator", &run).await.expect("the run");
+        assert_eq!(state["status"], "suspended");
+        assert_eq!(state["reason"], "Tool approval required: issue_refund");
+        assert_eq!(state["pendingApprovals"][0]["approvalId"], approval);
+        let (status, wrong) = answer(&r, "operator", &run, "ap-9-9", json!({"approved": true})).await;
+        assert_eq!(status, 404, "{wrong}");
+        assert_eq!(wrong["code"], "approval_not_found");
+
+        let mut decision = json!({"approved": approved});
+        if let Some(reason) = reason {
+            decision["reason"] = json!(reason);
+        }
+        let (status, took) = answer(&r, "operator", &run, approval, decision.clone()).await;
+        assert_eq!(status, 200, "{took}");
+        assert_eq!(took["data"]["approved"], approved);
+        let done = wait_for_run(&r, "operator", &run, "the run ends", |s| {
+            s["status"] == "completed"
+        })
+        .await;
+        let refunds: Vec<&Value> = done["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .filter(|s| s["call"]["toolName"] == "issue_refund" && s["kind"] == "tool-call")
+            .collect();
+        assert_eq!(refunds.len(), 1, "{done}");
+        if approved {
+            assert_eq!(done["text"], "Refunded 250 for order o-1.", "{done}");
+            assert_eq!(refunds[0]["result"]["result"]["refundId"], "rf-o-1");
+            assert_eq!(refunds[0]["attempt"], 1);
+        } else {
+            assert_eq!(
+                done["text"],
+                "The refund of 250 for order o-1 was not approved: the box was fine.",
+                "{done}"
+            );
+            assert_eq!(refunds[0]["result"]["result"]["denied"], true);
+        }
+        let (status, again) = answer(&r, "operator", &run, approval, decision).await;
+        assert_eq!(status, 409, "{again}");
+        assert_eq!(again["code"], "approval_not_pending");
+    }
+    // Under 100: no approval, one call, completed at once.
+    let resp = client()
+        .post(r.url("/agents/operator/text"))
+        .json(&json!({"input": "refund order o-2 40 late"}))
+        .send()
+        .await
+        .expect("text");
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["data"]["status"], "completed", "{body}");
+    assert_eq!(body["data"]["text"], "Refunded 40 for order o-2.");
+    drop(r);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+on_both_databases!(
+    operator_refunds_wait_for_approval,
+    operator_refunds_wait_for_approval_on_sqlite,
+    operator_refunds_wait_for_approval_on_postgres
+);
+
+/// A deadline that passes is a denial: the guarded tool never runs, the model is told, and the
+/// run completes by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_approval_expires_at_its_deadline() {
+    let (url, path) = sqlite_url();
+    let dir = tools_dir();
+    let r = Replica::start(&url, "ex", &dir, &[("AGENTRY_TEST_APPROVAL_MS", "800")]);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let resp = client()
+        .post(r.url("/agents/tester/text"))
+        .json(&json!({"input": "steps ok:x", "options": {"runId": run}}))
+        .send()
+        .await
+        .expect("text");
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["data"]["status"], "suspended", "{body}");
+    let done = wait_for_run(&r, "tester", &run, "the deadline passes", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    let text = done["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("refused") && text.contains("not approved"),
+        "{done}"
+    );
+    let approval = done["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["kind"] == "approval")
+        .cloned()
+        .expect("the approval step");
+    assert_eq!(approval["approval"]["expired"], true, "{approval}");
+    assert!(tool_log(&dir).is_empty(), "{:?}", tool_log(&dir));
+    let (status, late) = answer(&r, "tester", &run, "ap-1-0", json!({"approved": true})).await;
+    assert_eq!(status, 409, "{late}");
+    drop(r);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Twenty answers to one approval at once, over two PostgreSQL replicas: exactly one is taken,
+/// the tool runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_approvals_have_one_winner_on_postgres() {
+    let db = agentry_testdb::PgDatabase::create("agentry_runs")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tools_dir();
+    let a = Replica::start(&db.url, "pa", &dir, &[]);
+    let b = Replica::start(&db.url, "pb", &dir, &[]);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let resp = client()
+        .post(a.url("/agents/tester/text"))
+        .json(&json!({"input": "steps ok:x", "options": {"runId": run}}))
+        .send()
+        .await
+        .expect("text");
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["data"]["status"], "suspended", "{body}");
+    let answers = futures::future::join_all((0..20).map(|i| {
+        let r = if i % 2 == 0 { &a } else { &b };
+        answer(r, "tester", &run, "ap-1-0", json!({"approved": true}))
+    }))
+    .await;
+    let statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{answers:?}");
+    assert!(statuses.iter().all(|s| matches!(s, 200 | 409)), "{answers:?}");
+    wait_for_run(&a, "tester", &run, "the run completes", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(tool_log(&dir), ["ran x 1"]);
+    drop((a, b));
+    db.drop_now().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const SECRET: &str = "durable-runs-tests-secret-32-bytes";
+
+fn token(sub: &str, roles: &[&str]) -> String {
+    agentry_auth::create_token(
+        &json!({"sub": sub, "roles": roles}),
+        SECRET.as_bytes(),
+        &agentry_auth::TokenOptions::default(),
+    )
+    .expect("a token")
+}
+
+/// Strict mode: a run and its approvals are its owner's (and an admin's); another user neither
+/// sees it in a list, nor reads it, nor answers its approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_owns_runs_and_approvals() {
+    let (url, path) = sqlite_url();
+    let dir = tools_dir();
+    let r = Replica::start(
+        &url,
+        "st",
+        &dir,
+        &[("AGENTRY_JWT_SECRET", SECRET), ("AGENTRY_AUTH_STRICT", "1")],
+    );
+    let (alice, bob, admin) = (
+        token("alice", &[]),
+        token("bob", &[]),
+        token("root", &["admin"]),
+    );
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let resp = client()
+        .post(r.url("/agents/operator/text"))
+        .bearer_auth(&alice)
+        .json(&json!({"input": "refund order o-1 250 damaged box", "options": {"runId": run}}))
+        .send()
+        .await
+        .expect("text");
+    assert_eq!(resp.status(), 200);
+    let get = |who: &str, path: String| {
+        client()
+            .get(r.url(&path))
+            .bearer_auth(who.to_owned())
+            .send()
+    };
+    let state_path = format!("/agents/operator/runs/{run}");
+    assert_eq!(get(&alice, state_path.clone()).await.unwrap().status(), 200);
+    assert_eq!(get(&admin, state_path.clone()).await.unwrap().status(), 200);
+    let denied = get(&bob, state_path.clone()).await.unwrap();
+    assert_eq!(denied.status(), 403);
+    let anonymous = client().get(r.url(&state_path)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    for (who, seen) in [(&alice, 1), (&bob, 0), (&admin, 1)] {
+        let list: Value = get(who, "/agent-runs?agentId=operator".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let runs = list["data"]["runs"].as_array().expect("runs");
+        assert_eq!(
+            runs.iter().filter(|x| x["runId"] == run.as_str()).count(),
+            seen,
+            "{list}"
+        );
+    }
+    let attach = get(&bob, format!("/agents/operator/runs/{run}/stream"))
+        .await
+        .unwrap();
+    assert_eq!(attach.status(), 403);
+    let by_bob = client()
+        .post(r.url(&format!("/agents/operator/runs/{run}/approvals/ap-2-0")))
+        .bearer_auth(&bob)
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_bob.status(), 403);
+    let by_alice = client()
+        .post(r.url(&format!("/agents/operator/runs/{run}/approvals/ap-2-0")))
+        .bearer_auth(&alice)
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_alice.status(), 200);
+    let done = {
+        let started = Instant::now();
+        loop {
+            let s: Value = get(&alice, state_path.clone())
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if s["data"]["status"] == "completed" {
+                break s["data"].clone();
+            }
+            assert!(started.elapsed() < PATIENCE, "{s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let approval = done["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "approval")
+        .cloned()
+        .unwrap();
+    assert_eq!(approval["approval"]["by"], "alice", "{approval}");
+    drop(r);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
