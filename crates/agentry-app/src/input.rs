@@ -1044,7 +1044,17 @@ pub fn read_body(body: &Value, kind: BodyKind) -> Result<Generation, AppError> {
             (b.input, b.options, None)
         }
     };
-    let options = options.unwrap_or_default();
+    let mut options = options.unwrap_or_default();
+    // A chat transport names its chat `id` (the AI SDK's `useChat`): without a
+    // `conversationId`, it is the conversation (so memory and the chat resume URL find it).
+    if kind == BodyKind::Chat
+        && options.conversation_id.is_none()
+        && let Some(id) = body.get("id").and_then(Value::as_str)
+        && !id.is_empty()
+    {
+        agentry_core::id::refuse_nul("id", id).map_err(AppError::bad_request)?;
+        options.conversation_id = Some(Text(id.to_owned()));
+    }
     Ok(Generation {
         input: input.into_messages(),
         durability: Durability::of(&options),

@@ -578,6 +578,8 @@ pub enum TextAnswer {
 /// continue; and the id of the assistant message it writes (a durable run's id).
 pub struct ChatStream {
     pub message_id: String,
+    /// It continues a message the client has (approval answers resumed its run).
+    pub continues: bool,
     pub events: AgentStream,
 }
 
@@ -612,6 +614,7 @@ impl App {
             let (_, events) = self.answer_approvals(caller, id, &run_id, answers).await?;
             return Ok(ChatStream {
                 message_id: run_id.into_string(),
+                continues: true,
                 events: AgentStream::Run(events),
             });
         }
@@ -620,6 +623,10 @@ impl App {
             Some(run) => run.to_owned(),
             None => format!("msg-{}", uuid::Uuid::now_v7().simple()),
         };
-        Ok(ChatStream { message_id, events })
+        Ok(ChatStream {
+            message_id,
+            continues: false,
+            events,
+        })
     }
 }

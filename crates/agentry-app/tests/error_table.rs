@@ -135,6 +135,7 @@ fn agent_errors() -> Vec<AgentError> {
         AgentError::Memory(s()),
         AgentError::MemoryUnavailable(s()),
         AgentError::Cancelled,
+        AgentError::Run(s()),
     ];
     for kind in [
         ModelErrorKind::RateLimited,
@@ -156,7 +157,8 @@ fn agent_errors() -> Vec<AgentError> {
             | AgentError::InvalidObject(_)
             | AgentError::Memory(_)
             | AgentError::MemoryUnavailable(_)
-            | AgentError::Cancelled => {}
+            | AgentError::Cancelled
+            | AgentError::Run(_) => {}
         }
     }
     all

@@ -223,10 +223,10 @@ fn agent_events(events: AgentStream) -> impl Stream<Item = (Option<i64>, AgentEv
 
 /// An agent stream as the AI SDK's UI message stream (`useChat`): the message `message_id`
 /// (a durable run's id), its chunks, then `[DONE]`.
-pub(crate) fn ui_stream(message_id: String, events: AgentStream) -> HttpResponse {
+pub(crate) fn ui_stream(message_id: String, events: AgentStream, continues: bool) -> HttpResponse {
     let run_id = events.run_id().map(str::to_owned);
     let mut ui = UiMessageStream::new(message_id);
-    let head = futures::stream::iter(ui.start());
+    let head = futures::stream::iter(if continues { ui.resume() } else { ui.start() });
     let body_events =
         agent_events(events).flat_map(move |(_, ev)| futures::stream::iter(ui.on(&ev)));
     let lines = head
@@ -282,7 +282,7 @@ pub async fn chat_stream(
         .app
         .chat(&caller.0, &id, generation, approvals)
         .await?;
-    Ok(ui_stream(chat.message_id, chat.events))
+    Ok(ui_stream(chat.message_id, chat.events, chat.continues))
 }
 
 /// POST /agents/{id}/stream-object: partial objects as they grow, then the validated object.

@@ -198,7 +198,7 @@ pub async fn attach_run(
     let events = app.app.attach_run(&caller.0, &id, &run_id, after).await?;
     let events = AgentStream::Run(events);
     Ok(if ui {
-        Either::Left(ui_stream(run_id.into_string(), events))
+        Either::Left(ui_stream(run_id.into_string(), events, false))
     } else {
         Either::Right(raw_stream(events))
     })
@@ -235,7 +235,7 @@ pub async fn resume_chat(
         match app.app.active_chat_run(&caller.0, &id, &conversation).await? {
             Some(events) => {
                 let run_id = events.run_id().to_owned();
-                ui_stream(run_id, AgentStream::Run(events))
+                ui_stream(run_id, AgentStream::Run(events), false)
             }
             None => HttpResponse::NoContent().finish(),
         },

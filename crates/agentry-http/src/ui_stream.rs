@@ -31,6 +31,16 @@ impl UiMessageStream {
         }
     }
 
+    /// The chunks that continue a message the client has (a run its approval answers resumed):
+    /// `start` with its id, and the next step opens with the next model call's output (the
+    /// tool outputs of the answered calls come first, outside a step, as the `ai` package's
+    /// own streams send them).
+    pub fn resume(&mut self) -> Vec<Chunk> {
+        vec![Chunk::Start {
+            message_id: self.message_id.clone(),
+        }]
+    }
+
     /// The chunks that open the message.
     pub fn start(&mut self) -> Vec<Chunk> {
         self.step_open = true;
@@ -140,6 +150,7 @@ impl UiMessageStream {
             } => {
                 self.close_step(&mut out);
                 out.push(Chunk::Finish {
+                    finish_reason: (*finish_reason).into(),
                     message_metadata: FinishMetadata {
                         finish_reason: (*finish_reason).into(),
                         usage: (*usage).into(),

@@ -56,9 +56,13 @@ pub enum UiMessageChunk {
     },
     /// A model call ends.
     FinishStep,
-    /// The message ends: why, and the usage.
+    /// The message ends: why (`finishReason`, which the `ai` package's `onFinish` reads; also
+    /// in the metadata), and the usage.
     #[serde(rename_all = "camelCase")]
-    Finish { message_metadata: FinishMetadata },
+    Finish {
+        finish_reason: FinishReason,
+        message_metadata: FinishMetadata,
+    },
     /// The generation failed.
     #[serde(rename_all = "camelCase")]
     Error { error_text: String },
