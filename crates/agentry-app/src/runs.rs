@@ -584,6 +584,19 @@ pub struct ChatStream {
 }
 
 impl App {
+    /// The routes that answer a suspended run's pending approvals (built from the route table).
+    pub fn approval_links(&self, id: &AgentId, run: &RunTextResult) -> Vec<crate::wire::ResumeLink> {
+        run.pending_approvals
+            .iter()
+            .map(|a| crate::wire::ResumeLink {
+                method: crate::routes::ANSWER_APPROVAL.method,
+                path: crate::routes::ANSWER_APPROVAL.link(&[id, &run.run_id, &a.approval_id]),
+                body: serde_json::json!({"approved": true, "reason": "<optional, shown to the model on a denial>"}),
+                resume_schema: None,
+            })
+            .collect()
+    }
+
     /// `/text`: a generation held in memory (`cancel` stops it: the client went away), or a
     /// durable run (which the client's going away does not stop).
     pub async fn text(

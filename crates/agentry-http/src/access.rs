@@ -216,7 +216,6 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             routes::CHAT,
             &[
                 InvalidExecutionId,
-                Forbidden,
                 AgentNotFound,
                 RunNotFound,
                 ApprovalNotFound,
@@ -245,7 +244,6 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             routes::CANCEL_RUN,
             &[
                 NotCancellable,
-                Forbidden,
                 AgentNotFound,
                 RunNotFound,
                 Conflict,
@@ -257,7 +255,6 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         sensitive(
             routes::ANSWER_APPROVAL,
             &[
-                Forbidden,
                 AgentNotFound,
                 RunNotFound,
                 ApprovalNotFound,
@@ -599,6 +596,7 @@ mod tests {
             "POST /workflows/{id}/stream",
             // extensions.md: cancel, protected by default.
             "POST /workflows/{id}/executions/{execution_id}/cancel",
+            "POST /agents/{id}/runs/{run_id}/cancel",
             // Whom a token stands for: protected, so that a client can check its token.
             "GET /api/me",
             // MCP: it runs agents and workflows.
@@ -639,6 +637,13 @@ mod tests {
             "GET /api/logs",
             "GET /ws/logs",
             "GET /ws/executions/{execution_id}",
+            // Durable agent runs (extensions.md): like executions, the chat resume URL like /chat.
+            "GET /agent-runs",
+            "GET /agents/{id}/runs",
+            "GET /agents/{id}/runs/{run_id}",
+            "GET /agents/{id}/runs/{run_id}/stream",
+            "GET /agents/{id}/chat/{conversation_id}/stream",
+            "POST /agents/{id}/runs/{run_id}/approvals/{approval_id}",
         ]
         .into_iter()
         .map(str::to_owned)
