@@ -10,7 +10,8 @@ limits first (a bare actix-web handler serving GET /agents's bytes from memory, 
 wrk like the server; the database's raw commit rate: empty transactions and one-row inserts on a
 pool opened as the server opens its own), then a fresh database and the real server, and each
 case for SECONDS at CONNECTIONS connections with wrk (and a one-connection latency run):
-GET /agents, POST /agents/writer/text (offline model), word-count execute, order-fulfillment
+GET /agents, POST /agents/writer/text (offline model), POST /agents/assistant/text with one tool
+call held in memory and durable, word-count execute, order-fulfillment
 execute; with agentry-bench: the expense-approval cycle, the assistant's stream (time to first and
 last event), 1,000 workflow streams open at once. The server's RSS (idle, under load, after) and
 CPU time per request come from /proc. With --million, scripts/million-executions.py measures
@@ -113,6 +114,11 @@ WRK_CASES = [
     ("GET /agents", "GET", "/agents", ""),
     ("POST /agents/writer/text (offline)", "POST", "/agents/writer/text",
      json.dumps({"input": "Write one line about the sea."})),
+    # Durable agent runs (issue "durable agent runs"): one tool call, held in memory and durable.
+    ("POST /agents/assistant/text, one tool (in memory)", "POST", "/agents/assistant/text",
+     json.dumps({"input": "What is the weather in Paris?"})),
+    ("POST /agents/assistant/text, one tool, durable", "POST", "/agents/assistant/text",
+     json.dumps({"input": "What is the weather in Paris?", "options": {"durable": True}})),
     ("word-count execute", "POST", "/workflows/word-count/execute",
      json.dumps({"input": {"text": "the quick brown fox jumps over the lazy dog"}})),
     ("order-fulfillment execute", "POST", "/workflows/order-fulfillment/execute",
@@ -177,7 +183,7 @@ def soak(minutes, args):
     tmp = tempfile.mkdtemp(prefix="agentry-soak-")
     server = Server(f"sqlite://{tmp}/soak.db")
     rss = [rss_kb(server.pid)]
-    body = WRK_CASES[2][3]
+    body = next(c[3] for c in WRK_CASES if c[0] == "word-count execute")
     for _ in range(minutes):
         # Half a minute of durable executions, half a minute of reads: both paths, for a minute.
         wrk(server.base + "/workflows/word-count/execute", 30, args.connections, "POST", body)

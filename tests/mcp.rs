@@ -803,3 +803,73 @@ async fn mcp_tool_failures_carry_the_codes_of_the_http_answers() {
     assert_eq!(resumed["structuredContent"]["executionId"], "mcp-exp-1");
     s.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Durable agent runs: an MCP client meets a tool approval.
+
+/// `ask_operator` of a refund over 100 answers with the run waiting for approval, its pending
+/// request and the route that answers it (no MCP elicitation: the approval is a person's, through
+/// the route, the console or a chat); a direct call of `issue_refund` over 100 is refused
+/// (`approval_required`), one under it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_meets_a_tool_approval_with_its_route() {
+    let auth = AuthSettings {
+        jwt_secret: Some(SECRET.into()),
+        ..Default::default()
+    };
+    let s = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
+    let alice = token_of("alice");
+    let session = open_session(&s, Some(&alice)).await;
+    let asked = call_tool(
+        &s,
+        &alice,
+        &session,
+        "ask_operator",
+        json!({"input": "refund order o-1 250 damaged box"}),
+    )
+    .await;
+    assert_eq!(asked["isError"], false, "{asked}");
+    let run = &asked["structuredContent"];
+    assert_eq!(run["status"], "suspended", "{asked}");
+    let run_id = run["runId"].as_str().expect("a run id");
+    let route = &run["approvalRoutes"][0];
+    assert_eq!(route["method"], "POST");
+    assert_eq!(
+        route["path"],
+        format!("/agents/operator/runs/{run_id}/approvals/ap-2-0")
+    );
+    let text = asked["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("waits for a person's approval"), "{text}");
+    // The route answers it; the run completes.
+    let resp = s
+        .client
+        .post(s.url(route["path"].as_str().unwrap()))
+        .bearer_auth(&alice)
+        .json(&json!({"approved": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+
+    let refused = call_tool(
+        &s,
+        &alice,
+        &session,
+        "issue_refund",
+        json!({"orderId": "o-1", "amount": 250, "reason": "direct"}),
+    )
+    .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["structuredContent"]["code"], "approval_required");
+    let small = call_tool(
+        &s,
+        &alice,
+        &session,
+        "issue_refund",
+        json!({"orderId": "o-2", "amount": 40, "reason": "late"}),
+    )
+    .await;
+    assert_eq!(small["isError"], false, "{small}");
+    assert_eq!(small["structuredContent"]["refunded"], 40, "{small}");
+    s.stop().await;
+}

@@ -415,7 +415,7 @@ async fn the_calculator_crash_is_refused_and_the_server_lives_on() {
     }
     // The server lives on, tools included.
     let (status, body) = s.get_json("/agents").await;
-    assert_eq!(ok_data(status, body).as_array().map(Vec::len), Some(3));
+    assert_eq!(ok_data(status, body).as_array().map(Vec::len), Some(4));
     let data = text_as(&s, "assistant", None, &json!({"input": "calculate 2 + 3"})).await;
     assert_eq!(data["toolResults"][0]["result"]["expression"], "2 + 3");
     assert_eq!(
@@ -1169,7 +1169,7 @@ async fn a_slow_body_gets_408_while_others_are_served() {
 
     // Meanwhile another client is served.
     let (st, b) = s.get_json("/agents").await;
-    assert_eq!(ok_data(st, b).as_array().map(Vec::len), Some(3));
+    assert_eq!(ok_data(st, b).as_array().map(Vec::len), Some(4));
     let data = s
         .post_data(
             "/workflows/word-count/execute",
