@@ -30,6 +30,10 @@ use crate::workflows::ListRequest;
 const RUN_FAILED: &str = "Failed to run the agent";
 const READ_FAILED: &str = "Failed to read the run";
 
+/// How long an answer to a pending approval waits for its run to suspend (the run announces a
+/// request before it writes its suspension, after its other calls of the same model answer).
+const SUSPENSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How many of an agent's newest live runs the chat resume URL looks through for the
 /// conversation's.
 const ACTIVE_SCAN: u32 = 100;
@@ -278,7 +282,19 @@ impl App {
         run_id: &ExecutionId,
         answers: Vec<ApprovalAnswer>,
     ) -> Result<(ApprovalResult, RunEvents), AppError> {
-        let rec = self.owned_run(caller, id, run_id).await?;
+        let mut rec = self.owned_run(caller, id, run_id).await?;
+        // A request is announced before the run's suspension is written (its other calls may
+        // still be finishing): an answer that comes in between waits for it, a while.
+        let waited = std::time::Instant::now();
+        while rec.state.status() == Status::Running
+            && answers
+                .iter()
+                .all(|a| matches!(Journal::of(&rec).approval(&a.approval_id), Some((_, false))))
+            && waited.elapsed() < SUSPENSION_WAIT
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            rec = self.owned_run(caller, id, run_id).await?;
+        }
         let journal = Journal::of(&rec);
         let pending = |approval_id: &str| {
             AppError::new(
