@@ -46,6 +46,7 @@ async fn the_console_is_served_from_the_binary() {
         "/console/executions/some-id",
         "/console/approvals",
         "/console/agents/assistant",
+        "/console/agents/operator/runs/some-run-id",
         "/console/logs",
     ] {
         let resp = plain.get(s.url(path)).send().await.expect(path);
@@ -88,8 +89,10 @@ async fn the_console_is_served_from_the_binary() {
 
 /// The console in Chromium, driven by Playwright (tests/console/*.py): approvals and their
 /// generated resume form, a bad resume, live timelines, cancel, a deadline that passes, the
-/// chat with a tool call, sign-in with a valid and an expired token, the log tail polled in
-/// strict mode, and no console error or failed request on any page.
+/// chat with a tool call, durable agent runs (tool approvals answered from the approvals page,
+/// a run's page and the chat, across a reload; an agent's runs paged), sign-in with a valid and
+/// an expired token, the log tail polled in strict mode, and no console error or failed request
+/// on any page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_in_a_real_browser() {
     assert!(

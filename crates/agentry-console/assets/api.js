@@ -125,19 +125,19 @@ export function query(params) {
 }
 
 /**
- * Executions read page by page with the API's cursor; `fetchPage(cursor, limit)` answers one
- * page of `GET /executions`. `more()` appends the next page (leaving out any already shown);
- * `refresh()` reads again as many as are shown (at least a page), from the newest; `reset()`
- * forgets them.
+ * A list read page by page with the API's cursor; `fetchPage(cursor, limit)` answers one page,
+ * whose items are its `field` (`executions`, `runs`), each named by its `key`. `more()` appends
+ * the next page (leaving out any already shown); `refresh()` reads again as many as are shown
+ * (at least a page), from the newest; `reset()` forgets them.
  */
-export function executionPages(fetchPage, pageSize) {
+export function cursorPages(fetchPage, pageSize, field, key) {
   const pages = {
     items: [],
     nextCursor: null,
     async more() {
       const page = await fetchPage(pages.nextCursor, pageSize);
-      const seen = new Set(pages.items.map((e) => e.executionId));
-      pages.items = pages.items.concat(page.executions.filter((e) => !seen.has(e.executionId)));
+      const seen = new Set(pages.items.map((e) => e[key]));
+      pages.items = pages.items.concat(page[field].filter((e) => !seen.has(e[key])));
       pages.nextCursor = page.nextCursor;
     },
     async refresh() {
@@ -146,7 +146,7 @@ export function executionPages(fetchPage, pageSize) {
       let cursor = null;
       do {
         const page = await fetchPage(cursor, Math.min(100, Math.max(pageSize, want - fresh.length)));
-        fresh.push(...page.executions);
+        fresh.push(...page[field]);
         cursor = page.nextCursor;
       } while (cursor && fresh.length < want);
       pages.items = fresh;
@@ -158,6 +158,16 @@ export function executionPages(fetchPage, pageSize) {
     },
   };
   return pages;
+}
+
+/** Executions (`GET /executions`) page by page: see `cursorPages`. */
+export function executionPages(fetchPage, pageSize) {
+  return cursorPages(fetchPage, pageSize, "executions", "executionId");
+}
+
+/** Durable agent runs (`GET /agent-runs`, `GET /agents/{id}/runs`) page by page. */
+export function runPages(fetchPage, pageSize) {
+  return cursorPages(fetchPage, pageSize, "runs", "runId");
 }
 
 // ---- Cached reads of things that do not change while the server runs ---------------------------

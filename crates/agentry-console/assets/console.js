@@ -15,6 +15,7 @@ import * as execution from "./views/execution.js";
 import * as executions from "./views/executions.js";
 import * as logs from "./views/logs.js";
 import * as overview from "./views/overview.js";
+import * as run from "./views/run.js";
 
 const ROUTES = [
   ["", overview],
@@ -23,6 +24,7 @@ const ROUTES = [
   ["/approvals", approvals],
   ["/agents", agents],
   ["/agents/:id", agent],
+  ["/agents/:id/runs/:runId", run],
   ["/logs", logs],
 ];
 

@@ -55,7 +55,8 @@ pub async fn home(req: HttpRequest) -> HttpResponse {
     summary = "A view or a file of the operator console",
     description = "`assets/<path>` is one of the console's files (HTML, CSS, JavaScript); any \
         other path is a view of the console (`executions`, `executions/<executionId>`, \
-        `approvals`, `agents/<id>`, `logs`), answered with its page.",
+        `approvals`, `agents/<id>`, `agents/<id>/runs/<runId>`, `logs`), answered with its \
+        page.",
     params(("tail" = String, Path, description = "A view, or `assets/` and a file's path.", example = "approvals")),
     responses(
         (status = 200, description = "The page or the file."),

@@ -1,10 +1,12 @@
-// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory) and a chat with it.
+// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory), a chat with it, and
+// its durable runs (`?status=` filters them).
 
 import { api, seg } from "../api.js";
 import { chat } from "../chat.js";
 import { facts, h, json, replace } from "../dom.js";
+import { runList } from "./agent-runs.js";
 
-export async function render({ main, params, signal, title }) {
+export async function render({ main, params, query, signal, title }) {
   const agent = await api(`/agents/${seg(params.id)}`, { signal });
   title(agent.name);
   const list = (items, empty) =>
@@ -35,5 +37,6 @@ export async function render({ main, params, signal, title }) {
       ["Telemetry", agent.isTelemetryEnabled ? "on" : "off"],
     ]),
     chat(agent, signal),
+    runList(agent, query, signal),
   );
 }
