@@ -46,10 +46,8 @@ pub const GET_RUN: Route = Route::new("GET", "/agents/{id}/runs/{run_id}");
 pub const ATTACH_RUN: Route = Route::new("GET", "/agents/{id}/runs/{run_id}/stream");
 pub const RESUME_CHAT: Route = Route::new("GET", "/agents/{id}/chat/{conversation_id}/stream");
 pub const CANCEL_RUN: Route = Route::new("POST", "/agents/{id}/runs/{run_id}/cancel");
-pub const ANSWER_APPROVAL: Route = Route::new(
-    "POST",
-    "/agents/{id}/runs/{run_id}/approvals/{approval_id}",
-);
+pub const ANSWER_APPROVAL: Route =
+    Route::new("POST", "/agents/{id}/runs/{run_id}/approvals/{approval_id}");
 
 pub const LIST_WORKFLOWS: Route = Route::new("GET", "/workflows");
 pub const GET_WORKFLOW: Route = Route::new("GET", "/workflows/{id}");

@@ -23,7 +23,7 @@ use crate::caller::Caller;
 use crate::error::{AppError, Code};
 use crate::input::Generation;
 use crate::wire::agents::TextResult;
-use crate::wire::runs::{ApprovalResult, Journal, RunList, RunState, RunSummary, RunTextResult};
+use crate::wire::runs::{ApprovalResult, Journal, RunList, RunState, RunSummary, TextAnswer};
 use crate::wire::{CancelResult, WorkflowStatus};
 use crate::workflows::ListRequest;
 
@@ -75,7 +75,10 @@ impl App {
                 "Invalid options: durable runs generate text (/text, /stream, /chat), not objects",
             ));
         }
-        self.register_run_workflows();
+        // An agent a host registered after the application was made.
+        if self.engine.workflow(&run_workflow_id(id)).is_none() {
+            self.register_run_workflows();
+        }
         let Generation {
             input,
             options,
@@ -111,7 +114,7 @@ impl App {
         caller: &Caller,
         id: &AgentId,
         generation: Generation,
-    ) -> Result<RunTextResult, AppError> {
+    ) -> Result<TextAnswer, AppError> {
         let handle = self.start_run(caller, id, generation, false).await?;
         let run_id = handle.execution_id.clone();
         let rec = handle
@@ -320,9 +323,10 @@ impl App {
                 Some(_) => {}
             }
         }
-        let first = answers.first().cloned().ok_or_else(|| {
-            AppError::bad_request("Invalid request: no approval answer given")
-        })?;
+        let first = answers
+            .first()
+            .cloned()
+            .ok_or_else(|| AppError::bad_request("Invalid request: no approval answer given"))?;
         let answers: Vec<ApprovalAnswer> = answers
             .into_iter()
             .map(|mut a| {
@@ -356,7 +360,7 @@ impl App {
 
 /// The answer of a durable `/text` from the run's record: completed (its result), suspended
 /// (the text so far and the pending approvals), or its failure.
-fn run_text_result(rec: &ExecutionRecord) -> Result<RunTextResult, AppError> {
+fn run_text_result(rec: &ExecutionRecord) -> Result<TextAnswer, AppError> {
     let journal = Journal::of(rec);
     let pending = journal.pending().iter().map(Into::into).collect();
     let result = match rec.state.status() {
@@ -395,11 +399,11 @@ fn run_text_result(rec: &ExecutionRecord) -> Result<RunTextResult, AppError> {
             .about(&rec.id));
         }
     };
-    Ok(RunTextResult {
+    Ok(TextAnswer {
         result,
-        run_id: rec.id.clone(),
-        status: rec.state.status().into(),
-        pending_approvals: pending,
+        run_id: Some(rec.id.clone()),
+        status: Some(rec.state.status().into()),
+        pending_approvals: Some(pending),
     })
 }
 
@@ -564,11 +568,9 @@ impl RunEvents {
                         vec![self.finish(FinishReason::ToolCalls, usage, text)]
                     }
                     Status::Completed => {
-                        match execution
-                            .state
-                            .result()
-                            .and_then(|v| serde_json::from_value::<agent::TextResult>(v.clone()).ok())
-                        {
+                        match execution.state.result().and_then(|v| {
+                            serde_json::from_value::<agent::TextResult>(v.clone()).ok()
+                        }) {
                             Some(r) => vec![self.finish(r.finish_reason, r.usage, r.text)],
                             None => Vec::new(),
                         }
@@ -582,14 +584,6 @@ impl RunEvents {
     }
 }
 
-/// What a `/text` answers: a generation held in memory, or a durable run.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-#[serde(untagged)]
-pub enum TextAnswer {
-    Memory(TextResult),
-    Run(RunTextResult),
-}
-
 /// What a `/chat` streams: a new generation, or the run that the client's approval answers
 /// continue; and the id of the assistant message it writes (a durable run's id).
 pub struct ChatStream {
@@ -601,12 +595,19 @@ pub struct ChatStream {
 
 impl App {
     /// The routes that answer a suspended run's pending approvals (built from the route table).
-    pub fn approval_links(&self, id: &AgentId, run: &RunTextResult) -> Vec<crate::wire::ResumeLink> {
-        run.pending_approvals
+    pub fn approval_links(
+        &self,
+        id: &AgentId,
+        answer: &TextAnswer,
+    ) -> Vec<crate::wire::ResumeLink> {
+        let run_id = answer.run_id.as_deref().unwrap_or_default();
+        answer
+            .pending_approvals
             .iter()
+            .flatten()
             .map(|a| crate::wire::ResumeLink {
                 method: crate::routes::ANSWER_APPROVAL.method,
-                path: crate::routes::ANSWER_APPROVAL.link(&[id, &run.run_id, &a.approval_id]),
+                path: crate::routes::ANSWER_APPROVAL.link(&[id, run_id, &a.approval_id]),
                 body: serde_json::json!({"approved": true, "reason": "<optional, shown to the model on a denial>"}),
                 resume_schema: None,
             })
@@ -623,10 +624,10 @@ impl App {
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<TextAnswer, AppError> {
         if self.is_durable(id, &generation) {
-            return Ok(TextAnswer::Run(self.run_text(caller, id, generation).await?));
+            return self.run_text(caller, id, generation).await;
         }
         let r = self.generate_text(id, generation, cancel).await?;
-        Ok(TextAnswer::Memory(TextResult::from(&r)))
+        Ok(TextAnswer::memory(TextResult::from(&r)))
     }
 
     /// `/chat`: the approval answers of the client's last message continue their run (a run

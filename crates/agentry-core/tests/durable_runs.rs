@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use agentry_core::agent::{
-    Agent, AgentHub, ApprovalAnswer, Approval, FnTool, GenerateOptions, Message, OfflineModel,
+    Agent, AgentHub, Approval, ApprovalAnswer, FnTool, GenerateOptions, Message, OfflineModel,
     RunInput, resume_data, run_workflow_id,
 };
 use agentry_core::clock::ManualClock;
@@ -79,7 +79,11 @@ fn world() -> World {
 }
 
 async fn start(w: &World, id: &str, text: &str) -> ExecutionRecord {
-    let input = RunInput::new(vec![Message::user(text)], &GenerateOptions::default(), false);
+    let input = RunInput::new(
+        vec![Message::user(text)],
+        &GenerateOptions::default(),
+        false,
+    );
     w.engine
         .execute(
             &run_workflow_id("operator"),
@@ -93,7 +97,12 @@ async fn start(w: &World, id: &str, text: &str) -> ExecutionRecord {
         .unwrap()
 }
 
-async fn answer(w: &World, id: &str, approved: bool, reason: Option<&str>) -> Result<ExecutionRecord, EngineError> {
+async fn answer(
+    w: &World,
+    id: &str,
+    approved: bool,
+    reason: Option<&str>,
+) -> Result<ExecutionRecord, EngineError> {
     let answer = ApprovalAnswer {
         approval_id: "ap-2-0".into(),
         approved,
@@ -139,7 +148,11 @@ async fn an_approved_call_runs_once_and_a_second_answer_finds_nothing() {
         rec.state.suspension().unwrap().reason,
         "Tool approval required: issue_refund"
     );
-    assert_eq!(w.refunds.load(Ordering::SeqCst), 0, "nothing runs before the answer");
+    assert_eq!(
+        w.refunds.load(Ordering::SeqCst),
+        0,
+        "nothing runs before the answer"
+    );
     let done = answer(&w, "r1", true, None).await.unwrap();
     assert_eq!(done.state.status(), Status::Completed);
     assert_eq!(text(&done), "Refunded 250 for order o-1.");
@@ -177,7 +190,11 @@ async fn the_deadline_is_a_denial_when_the_clock_reaches_it() {
     assert!(w.engine.fire_timer(&id).await.unwrap().is_none(), "not due");
     w.clock.advance(Duration::from_secs(2 * 60));
     let done = settles(&w.engine, &rec.id, Status::Completed).await;
-    assert!(text(&done).contains("was not approved: nobody answered"), "{}", text(&done));
+    assert!(
+        text(&done).contains("was not approved: nobody answered"),
+        "{}",
+        text(&done)
+    );
     assert_eq!(w.refunds.load(Ordering::SeqCst), 0);
     let approval: Value = done.progress.steps["run/approval-2-0"]
         .output

@@ -20,7 +20,8 @@ use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{AgentDetail, AgentEvent as WireEvent, AgentSummary, ObjectEvent};
-use agentry_app::runs::{AgentStream, TextAnswer};
+use agentry_app::runs::AgentStream;
+use agentry_app::wire::runs::TextAnswer;
 
 /// GET /agents
 #[utoipa::path(
@@ -194,8 +195,7 @@ pub async fn stream_text(
 pub(crate) fn raw_stream(events: AgentStream) -> impl Responder {
     let run_id = events.run_id().map(str::to_owned);
     let body = agent_events(events).map(|(seq, ev)| {
-        let json =
-            serde_json::to_string(&WireEvent::from(&ev)).expect("a stream event serializes");
+        let json = serde_json::to_string(&WireEvent::from(&ev)).expect("a stream event serializes");
         let data = sse::Data::new(json);
         Ok::<_, Infallible>(sse::Event::Data(match seq {
             Some(seq) => data.id(seq.to_string()),
@@ -278,10 +278,7 @@ pub async fn chat_stream(
     let id = id.into_inner().into();
     let generation = app.app.generation(&caller.0, &id, &body, BodyKind::Chat)?;
     let approvals = agentry_app::input::chat_approvals(&body);
-    let chat = app
-        .app
-        .chat(&caller.0, &id, generation, approvals)
-        .await?;
+    let chat = app.app.chat(&caller.0, &id, generation, approvals).await?;
     Ok(ui_stream(chat.message_id, chat.events, chat.continues))
 }
 

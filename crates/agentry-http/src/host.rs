@@ -446,6 +446,8 @@ impl Host {
             strict: self.strict,
             execution: self.policy,
         });
+        // The run workflows of agents the host registered after `Host::new`.
+        app.register_run_workflows();
         let mcp = agentry_mcp::service(
             app.clone(),
             self.config.body_limit,

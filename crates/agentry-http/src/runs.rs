@@ -2,11 +2,11 @@
 //! stream (raw events, or the AI SDK's UI message stream), the chat resume URL, cancel, and the
 //! answer to a tool approval. Each parses, calls one use case of `agentry-app` and renders.
 
+use actix_web::Either;
 use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
 use agentry_app::workflows::ListRequest;
 use agentry_core::agent::ApprovalAnswer;
 use agentry_core::{AgentId, ExecutionId};
-use actix_web::Either;
 
 use crate::AppState;
 use crate::agents::{raw_stream, ui_stream};
@@ -102,7 +102,9 @@ pub async fn list_agent_runs(
         ..Default::default()
     };
     let id = AgentId::from(id.into_inner());
-    Ok(envelope::ok(app.app.runs(&caller.0, Some(&id), request).await?))
+    Ok(envelope::ok(
+        app.app.runs(&caller.0, Some(&id), request).await?,
+    ))
 }
 
 /// GET /agent-runs
@@ -232,7 +234,11 @@ pub async fn resume_chat(
     let (id, conversation) = path.into_inner();
     let id = AgentId::from(id);
     Ok(
-        match app.app.active_chat_run(&caller.0, &id, &conversation).await? {
+        match app
+            .app
+            .active_chat_run(&caller.0, &id, &conversation)
+            .await?
+        {
             Some(events) => {
                 let run_id = events.run_id().to_owned();
                 ui_stream(run_id, AgentStream::Run(events), false)
@@ -302,7 +308,11 @@ pub async fn answer_approval(
 ) -> Result<HttpResponse, ApiError> {
     let (id, run_id, approval_id) = path.into_inner();
     let decision = body.into_inner();
-    if decision.reason.as_ref().is_some_and(|r| r.chars().count() > 2000) {
+    if decision
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > 2000)
+    {
         return Err(ApiError::bad_request(
             "Invalid reason: at most 2000 characters",
         ));

@@ -8,7 +8,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use agentry_app::runs::TextAnswer;
 use agentry_app::{App, AppError, Caller};
 use agentry_core::{AgentId, WorkflowId};
 use rmcp::ErrorData as McpError;
@@ -170,36 +169,34 @@ impl AgentryMcp {
             .ok_or_else(|| AppError::bad_request("input is required: the question, as a string"))?;
         let conversation_id = optional_string_arg(&args, "conversationId")?;
         let generation = self.app.question(caller, agent, input, conversation_id)?;
-        match self.app.text(caller, agent, generation, cancel).await? {
-            TextAnswer::Memory(result) => Ok(CallToolResult::success(vec![ContentBlock::text(
-                result.text,
-            )])),
-            // A durable run: its text, or, while a tool call waits for a person's approval,
-            // the pending requests and the route that answers each (structured, as the run's
-            // answer with `approvalRoutes`).
-            TextAnswer::Run(run) => {
-                let links = self.app.approval_links(agent, &run);
-                let text = if links.is_empty() {
-                    run.result.text.clone()
-                } else {
-                    let pending: Vec<String> = links
-                        .iter()
-                        .map(|l| format!("{} {} with {}", l.method, l.path, l.body))
-                        .collect();
-                    format!(
-                        "Run {} waits for a person's approval of a tool call; answer with {}.",
-                        run.run_id,
-                        pending.join("; ")
-                    )
-                };
-                let mut structured = serde_json::to_value(&run).expect("a run's answer serializes");
-                structured["approvalRoutes"] =
-                    serde_json::to_value(&links).expect("links serialize");
-                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-                result.structured_content = Some(structured);
-                Ok(result)
-            }
+        let answer = self.app.text(caller, agent, generation, cancel).await?;
+        if answer.run_id.is_none() {
+            return Ok(CallToolResult::success(vec![ContentBlock::text(
+                answer.result.text,
+            )]));
         }
+        // A durable run: its text, or, while a tool call waits for a person's approval, the
+        // pending requests and the route that answers each (structured: the run's answer with
+        // `approvalRoutes`).
+        let links = self.app.approval_links(agent, &answer);
+        let text = if links.is_empty() {
+            answer.result.text.clone()
+        } else {
+            let pending: Vec<String> = links
+                .iter()
+                .map(|l| format!("{} {} with {}", l.method, l.path, l.body))
+                .collect();
+            format!(
+                "Run {} waits for a person's approval of a tool call; answer with {}.",
+                answer.run_id.as_deref().unwrap_or_default(),
+                pending.join("; ")
+            )
+        };
+        let mut structured = serde_json::to_value(&answer).expect("a run's answer serializes");
+        structured["approvalRoutes"] = serde_json::to_value(&links).expect("links serialize");
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(structured);
+        Ok(result)
     }
 
     async fn execution(&self, args: Value, caller: &Caller) -> Result<CallToolResult, AppError> {

@@ -33,7 +33,10 @@ pub fn register_from_env(hub: &AgentHub) -> Result<(), AgentError> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3_600_000);
-    hub.register(tester(PathBuf::from(dir), Duration::from_millis(approval_ms)))
+    hub.register(tester(
+        PathBuf::from(dir),
+        Duration::from_millis(approval_ms),
+    ))
 }
 
 fn append(dir: &std::path::Path, line: &str) {
@@ -176,7 +179,11 @@ impl Model for Scripted {
         if !resp.text.is_empty() {
             chunks.push(Ok(ModelChunk::TextDelta(resp.text)));
         }
-        chunks.extend(resp.tool_calls.into_iter().map(|c| Ok(ModelChunk::ToolCall(c))));
+        chunks.extend(
+            resp.tool_calls
+                .into_iter()
+                .map(|c| Ok(ModelChunk::ToolCall(c))),
+        );
         chunks.push(Ok(ModelChunk::Finish {
             finish_reason: resp.finish_reason,
             usage: resp.usage,

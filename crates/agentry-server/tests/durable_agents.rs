@@ -377,9 +377,13 @@ async fn sigterm_hands_a_run_over_on_postgres() {
     assert_eq!(body["code"], "execution_continues_elsewhere", "{body}");
     let exit = leaving.child.wait().expect("wait");
     assert!(exit.success(), "{exit:?}");
-    let done = wait_for_run(&staying, "tester", &run, "the other replica finishes it", |s| {
-        s["status"] == "completed"
-    })
+    let done = wait_for_run(
+        &staying,
+        "tester",
+        &run,
+        "the other replica finishes it",
+        |s| s["status"] == "completed",
+    )
     .await;
     assert_eq!(done["text"], "done: a ok, b ok", "{done}");
     let log = tool_log(&dir);
@@ -434,7 +438,8 @@ async fn operator_refunds_wait_for_approval(database_url: &str) {
         assert_eq!(state["status"], "suspended");
         assert_eq!(state["reason"], "Tool approval required: issue_refund");
         assert_eq!(state["pendingApprovals"][0]["approvalId"], approval);
-        let (status, wrong) = answer(&r, "operator", &run, "ap-9-9", json!({"approved": true})).await;
+        let (status, wrong) =
+            answer(&r, "operator", &run, "ap-9-9", json!({"approved": true})).await;
         assert_eq!(status, 404, "{wrong}");
         assert_eq!(wrong["code"], "approval_not_found");
 
@@ -462,8 +467,7 @@ async fn operator_refunds_wait_for_approval(database_url: &str) {
             assert_eq!(refunds[0]["attempt"], 1);
         } else {
             assert_eq!(
-                done["text"],
-                "The refund of 250 for order o-1 was not approved: the box was fine.",
+                done["text"], "The refund of 250 for order o-1 was not approved: the box was fine.",
                 "{done}"
             );
             assert_eq!(refunds[0]["result"]["result"]["denied"], true);
@@ -472,6 +476,32 @@ async fn operator_refunds_wait_for_approval(database_url: &str) {
         assert_eq!(status, 409, "{again}");
         assert_eq!(again["code"], "approval_not_pending");
     }
+    // The same runId with the same input rejoins the run; with another input it is refused.
+    let run = format!("refund-{}", uuid::Uuid::new_v4().simple());
+    let post = |input: &'static str| {
+        client()
+            .post(r.url("/agents/operator/text"))
+            .json(&json!({"input": input, "options": {"runId": run.clone()}}))
+            .send()
+    };
+    let first: Value = post("refund order o-3 300 lost")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let again: Value = post("refund order o-3 300 lost")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["data"]["runId"], again["data"]["runId"], "{again}");
+    assert_eq!(again["data"]["status"], "suspended", "{again}");
+    let other = post("refund order o-4 300 lost").await.unwrap();
+    assert_eq!(other.status(), 409);
+    let other: Value = other.json().await.unwrap();
+    assert_eq!(other["code"], "execution_exists", "{other}");
     // Under 100: no approval, one call, completed at once.
     let resp = client()
         .post(r.url("/agents/operator/text"))
@@ -558,8 +588,15 @@ async fn racing_approvals_have_one_winner_on_postgres() {
     }))
     .await;
     let statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{answers:?}");
-    assert!(statuses.iter().all(|s| matches!(s, 200 | 409)), "{answers:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{answers:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 409)),
+        "{answers:?}"
+    );
     wait_for_run(&a, "tester", &run, "the run completes", |s| {
         s["status"] == "completed"
     })

@@ -22,7 +22,8 @@
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, StatusCount, StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, StatusCount, StepRecord,
+    StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use agentry_core::state::{ExecutionState, SuspendRequest};
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Family, InMemoryExecutionStore, Lease, ListQuery, Progress,
-    StatusCount, StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Family, InMemoryExecutionStore, Lease, ListQuery,
+    Progress, StatusCount, StepRecord, StoreError,
 };
 use agentry_core::{EventKind, WorkflowEvent};
 use agentry_store::Database;

@@ -293,13 +293,15 @@ impl<'a> Journal<'a> {
                         .get("call")
                         .or(Some(&r.input))
                         .and_then(|c| serde_json::from_value::<agent::ToolCall>(c.clone()).ok()),
-                    RunStepKind::Approval => serde_json::from_value::<DomainRequest>(r.input.clone())
-                        .ok()
-                        .map(|a| agent::ToolCall {
-                            tool_call_id: a.tool_call_id,
-                            tool_name: a.tool_name,
-                            args: a.args,
-                        }),
+                    RunStepKind::Approval => {
+                        serde_json::from_value::<DomainRequest>(r.input.clone())
+                            .ok()
+                            .map(|a| agent::ToolCall {
+                                tool_call_id: a.tool_call_id,
+                                tool_name: a.tool_name,
+                                args: a.args,
+                            })
+                    }
                     RunStepKind::ModelCall => None,
                 };
                 let output = r.output.clone();
@@ -395,15 +397,36 @@ pub struct ApprovalResult {
     pub status: WorkflowStatus,
 }
 
-/// `data` of a durable POST /agents/{id}/text: the generation's result, and the run.
+/// `data` of POST /agents/{id}/text: the generation's result, and for a durable run the run
+/// (`runId`, `status`: `completed`, or `suspended` while a tool call waits for approval, and
+/// the calls waiting).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunTextResult {
+pub struct TextAnswer {
     #[serde(flatten)]
     pub result: TextResult,
-    pub run_id: String,
-    /// `completed`, or `suspended` when a tool call waits for approval.
-    pub status: WorkflowStatus,
-    /// The tool calls waiting for a person's approval.
-    pub pending_approvals: Vec<ApprovalRequest>,
+    /// A durable run's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub run_id: Option<String>,
+    /// A durable run's status: `completed`, or `suspended` when a tool call waits for approval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub status: Option<WorkflowStatus>,
+    /// A durable run's tool calls waiting for a person's approval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub pending_approvals: Option<Vec<ApprovalRequest>>,
+}
+
+impl TextAnswer {
+    /// The answer of a generation held in memory.
+    pub fn memory(result: TextResult) -> Self {
+        Self {
+            result,
+            run_id: None,
+            status: None,
+            pending_approvals: None,
+        }
+    }
 }

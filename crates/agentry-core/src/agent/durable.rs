@@ -175,6 +175,16 @@ enum CallOutcome {
     Pending(ApprovalRequest),
 }
 
+/// What the approval of a call lets happen.
+enum Gate {
+    /// No answer yet.
+    Pending(ApprovalRequest),
+    /// Denied (or expired): the denial is the call's result.
+    Denied(ToolResult),
+    /// The call runs as this attempt (`approved`: a person approved it).
+    Run { attempt: u32, approved: bool },
+}
+
 fn journal_key(kind: &str, call: u32, index: Option<usize>) -> String {
     match index {
         Some(i) => format!("{kind}-{call}-{i}"),
@@ -399,7 +409,10 @@ impl RunStep<'_> {
             if !pending.is_empty() {
                 return Err(self.wait_for(pending));
             }
-            messages.push(Message::tool_calls(resp.text.clone(), resp.tool_calls.clone()));
+            messages.push(Message::tool_calls(
+                resp.text.clone(),
+                resp.tool_calls.clone(),
+            ));
             for r in &results {
                 messages.push(Message::tool_result(r.clone()));
             }
@@ -440,12 +453,7 @@ impl RunStep<'_> {
             .map_err(failed)?;
         let mut entries = vec![(
             key,
-            finished_record(
-                self.ctx,
-                history.unwrap_or(Value::Null),
-                stored(&resp),
-                1,
-            ),
+            finished_record(self.ctx, history.unwrap_or(Value::Null), stored(&resp), 1),
         )];
         let mut events = vec![EventKind::AgentModelCall {
             call,
@@ -467,7 +475,9 @@ impl RunStep<'_> {
                         tool_name: c.tool_name.clone(),
                         args: c.args.clone(),
                         deadline: within.and_then(|d| {
-                            chrono::Duration::from_std(d).ok().map(|d| self.ctx.now() + d)
+                            chrono::Duration::from_std(d)
+                                .ok()
+                                .map(|d| self.ctx.now() + d)
                         }),
                     };
                     let mut pending = StepRecord::started(stored(&request), 1, self.ctx.now());
@@ -475,10 +485,7 @@ impl RunStep<'_> {
                     entries.push((journal_key("approval", call, Some(i)), pending));
                     events.push(EventKind::AgentApprovalRequest { request });
                 }
-                None => entries.push((
-                    journal_key("tool", call, Some(i)),
-                    self.tool_start(c, 1),
-                )),
+                None => entries.push((journal_key("tool", call, Some(i)), self.tool_start(c, 1))),
             }
         }
         self.write(entries, events).await?;
@@ -510,72 +517,135 @@ impl RunStep<'_> {
     ) -> Result<CallOutcome, StepError> {
         let key = journal_key("tool", call, Some(i));
         let recorded = self.entry(&key);
-        if let Some(r) = recorded.as_ref().filter(|r| r.status == StepStatus::Completed) {
+        if let Some(r) = recorded
+            .as_ref()
+            .filter(|r| r.status == StepStatus::Completed)
+        {
             return Ok(CallOutcome::Done(read(r.output.as_ref(), "tool result")?));
         }
-        let recorded = recorded.as_ref();
-        let tool = self.tools.iter().find(|t| t.name() == c.tool_name);
-        let approval_key = journal_key("approval", call, Some(i));
-        let approval = self.entry(&approval_key);
-        let attempt = match &approval {
-            Some(r) => {
-                let request: ApprovalRequest = read(Some(&r.input), "approval request")?;
-                let (answer, new) = match &r.output {
-                    Some(answer) => (read::<ApprovalAnswer>(Some(answer), "approval answer")?, false),
-                    None => match self.answer_to(&request) {
-                        Some(answer) => (answer, true),
-                        None => return Ok(CallOutcome::Pending(request)),
-                    },
-                };
-                let mut entries = Vec::new();
-                let mut events = Vec::new();
-                if new {
-                    let answered = StepRecord {
-                        status: StepStatus::Completed,
-                        output: Some(stored(&answer)),
-                        ended_at: Some(self.ctx.now()),
-                        ..r.clone()
-                    };
-                    entries.push((approval_key, answered));
-                    events.push(EventKind::AgentApprovalAnswer {
-                        answer: answer.clone(),
-                    });
-                }
-                if !answer.approved {
-                    let result = denial(tool, c, &answer);
-                    entries.push((key, finished_record(self.ctx, stored(c), stored(&result), 1)));
-                    events.push(EventKind::AgentToolResult {
-                        result: result.clone(),
-                        attempt: 1,
-                    });
-                    self.write(entries, events).await?;
-                    return Ok(CallOutcome::Done(result));
-                }
-                let attempt = self.next_attempt(recorded, new);
-                if let Some(attempt) = attempt {
-                    entries.push((key.clone(), self.tool_start(c, attempt)));
-                }
-                if !entries.is_empty() {
-                    self.write(entries, events).await?;
-                }
-                attempt.or(recorded.map(|r| r.attempt)).unwrap_or(1)
+        let gate = match self.entry(&journal_key("approval", call, Some(i))) {
+            Some(approval) => {
+                self.approval_gate(c, (call, i), &approval, recorded.as_ref())
+                    .await?
             }
-            None => match self.next_attempt(recorded, recorded.is_none()) {
-                Some(attempt) => {
-                    self.write(vec![(key.clone(), self.tool_start(c, attempt))], Vec::new())
-                        .await?;
-                    attempt
-                }
-                None => recorded.map_or(1, |r| r.attempt),
+            None => Gate::Run {
+                attempt: self
+                    .start_attempt(c, &key, recorded.as_ref(), Vec::new())
+                    .await?,
+                approved: false,
             },
         };
+        match gate {
+            Gate::Pending(request) => Ok(CallOutcome::Pending(request)),
+            Gate::Denied(result) => Ok(CallOutcome::Done(result)),
+            Gate::Run { attempt, approved } => {
+                self.run_tool(g, op, c, key, (attempt, approved)).await
+            }
+        }
+    }
+
+    /// A call that needs approval: its recorded answer, or the one this run of the step brings
+    /// (recorded, with the tool's start when approved, before anything runs), or none yet.
+    async fn approval_gate(
+        &self,
+        c: &ToolCall,
+        (call, i): (u32, usize),
+        approval: &StepRecord,
+        recorded: Option<&StepRecord>,
+    ) -> Result<Gate, StepError> {
+        let request: ApprovalRequest = read(Some(&approval.input), "approval request")?;
+        let (answer, new) = match &approval.output {
+            Some(answer) => (
+                read::<ApprovalAnswer>(Some(answer), "approval answer")?,
+                false,
+            ),
+            None => match self.answer_to(&request) {
+                Some(answer) => (answer, true),
+                None => return Ok(Gate::Pending(request)),
+            },
+        };
+        let mut recorded_answer = Vec::new();
+        if new {
+            let answered = StepRecord {
+                status: StepStatus::Completed,
+                output: Some(stored(&answer)),
+                ended_at: Some(self.ctx.now()),
+                ..approval.clone()
+            };
+            recorded_answer.push((
+                journal_key("approval", call, Some(i)),
+                answered,
+                EventKind::AgentApprovalAnswer {
+                    answer: answer.clone(),
+                },
+            ));
+        }
+        let key = journal_key("tool", call, Some(i));
+        if !answer.approved {
+            let tool = self.tools.iter().find(|t| t.name() == c.tool_name);
+            let result = denial(tool, c, &answer);
+            let (mut entries, mut events): (Vec<_>, Vec<_>) = recorded_answer
+                .into_iter()
+                .map(|(k, r, e)| ((k, r), e))
+                .unzip();
+            entries.push((
+                key,
+                finished_record(self.ctx, stored(c), stored(&result), 1),
+            ));
+            events.push(EventKind::AgentToolResult {
+                result: result.clone(),
+                attempt: 1,
+            });
+            self.write(entries, events).await?;
+            return Ok(Gate::Denied(result));
+        }
+        let attempt = self
+            .start_attempt(c, &key, recorded, recorded_answer)
+            .await?;
+        Ok(Gate::Run {
+            attempt,
+            approved: true,
+        })
+    }
+
+    /// The attempt the tool call starts now: recorded first (with `with`, the records and
+    /// events that go with it) when it is a new start (never started, or an earlier run of
+    /// this step was interrupted in it); the recorded one when this run of the step recorded it.
+    async fn start_attempt(
+        &self,
+        c: &ToolCall,
+        key: &str,
+        recorded: Option<&StepRecord>,
+        with: Vec<(String, StepRecord, EventKind)>,
+    ) -> Result<u32, StepError> {
+        let (mut entries, events): (Vec<_>, Vec<_>) =
+            with.into_iter().map(|(k, r, e)| ((k, r), e)).unzip();
+        let attempt = self.next_attempt(recorded);
+        if let Some(attempt) = attempt {
+            entries.push((key.to_owned(), self.tool_start(c, attempt)));
+        }
+        if !entries.is_empty() {
+            self.write(entries, events).await?;
+        }
+        Ok(attempt.or(recorded.map(|r| r.attempt)).unwrap_or(1))
+    }
+
+    /// Runs the tool call (`approved`: a person approved it) as its `attempt`, and records its
+    /// result.
+    async fn run_tool(
+        &self,
+        g: &Generation<'_>,
+        op: &super::definition::OperationContext,
+        c: &ToolCall,
+        key: String,
+        (attempt, approved): (u32, bool),
+    ) -> Result<CallOutcome, StepError> {
         if self.journal.draining() {
             return Err(StepError::Cancelled);
         }
         let mut tool_ctx = g.tool_context();
         tool_ctx.run_id = Some(self.ctx.execution_id.clone());
         tool_ctx.attempt = attempt;
-        let approved = approval.is_some();
         let telemetry = self.hub.telemetry();
         let result = observed_call(
             g,
@@ -599,11 +669,11 @@ impl RunStep<'_> {
     }
 
     /// The attempt a tool call starts now, when its start must be recorded first: a call never
-    /// started (`fresh`), or one an earlier run of this step started and did not finish (it was
+    /// started, or one an earlier run of this step started and did not finish (it was
     /// interrupted: its next attempt). `None` when this run of the step recorded its start.
-    fn next_attempt(&self, recorded: Option<&StepRecord>, fresh: bool) -> Option<u32> {
+    fn next_attempt(&self, recorded: Option<&StepRecord>) -> Option<u32> {
         match recorded {
-            None => fresh.then_some(1),
+            None => Some(1),
             Some(r) => {
                 let started_by = r.input.get("stepAttempt").and_then(Value::as_u64);
                 (started_by != Some(u64::from(self.ctx.attempt))).then_some(r.attempt + 1)

@@ -340,11 +340,13 @@ async fn call_tool(
         f(op, &call.tool_name, &call.args);
     }
     let outcome = match tool {
-        Some(t) if !approved && t.approval().is_some_and(|a| a.applies(&call.args)) => Err(format!(
-            "tool {} needs a person's approval for these arguments, and only a durable run can \
+        Some(t) if !approved && t.approval().is_some_and(|a| a.applies(&call.args)) => {
+            Err(format!(
+                "tool {} needs a person's approval for these arguments, and only a durable run can \
              wait for one",
-            call.tool_name
-        )),
+                call.tool_name
+            ))
+        }
         Some(t) => t.call(call.args.clone(), ctx).await,
         None => Err(format!("unknown tool {}", call.tool_name)),
     };
@@ -942,7 +944,11 @@ fn newest_within(history: Vec<Message>, max_bytes: usize) -> Vec<Message> {
 }
 
 /// The operation context of one run; fires the agent's start hook.
-pub(super) fn operation(agent: &Agent, opts: &GenerateOptions, name: &'static str) -> OperationContext {
+pub(super) fn operation(
+    agent: &Agent,
+    opts: &GenerateOptions,
+    name: &'static str,
+) -> OperationContext {
     let op = OperationContext {
         agent_id: agent.id.clone(),
         operation: name,

@@ -111,11 +111,9 @@ impl Journal {
     /// work again).
     pub fn defer(&self, entries: Vec<(String, StepRecord)>, events: Vec<EventKind>) {
         let mut deferred = lock(&self.deferred);
-        deferred.entries.extend(
-            entries
-                .into_iter()
-                .map(|(key, r)| (self.entry_id(&key), r)),
-        );
+        deferred
+            .entries
+            .extend(entries.into_iter().map(|(key, r)| (self.entry_id(&key), r)));
         deferred.events.extend(events);
     }
 
@@ -132,8 +130,8 @@ impl Journal {
             .emit_for(&self.execution_id, &self.workflow_id, kind);
     }
 
-    /// The record as the step's writes left it (none when they wrote nothing), and what they
-    /// deferred.
+    /// The record as the step's writes left it (the one it started from when they wrote
+    /// nothing; none when a write failed), and what they deferred.
     pub(super) async fn finish(&self) -> (Option<ExecutionRecord>, Deferred) {
         let latest = self.latest.lock().await.take();
         let deferred = std::mem::take(&mut *lock(&self.deferred));

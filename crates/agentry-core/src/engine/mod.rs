@@ -38,8 +38,8 @@ mod tests;
 
 pub use crash::{CrashFn, CrashHook, CrashPoint};
 pub use events::WAKE_ALL;
-pub use journal::{Journal, entry_id};
 use journal::Deferred;
+pub use journal::{Journal, entry_id};
 use run::{Entry, LiveRun};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.

@@ -489,7 +489,15 @@ impl Engine {
             let children = Children::new(&run.id, run.lease);
             let journal = Journal::new(self, &rec, &at.step.id, run.lease);
             let (attempt, result) = self
-                .run_attempt(run, &rec, at, input, first, children.clone(), journal.clone())
+                .run_attempt(
+                    run,
+                    &rec,
+                    at,
+                    input,
+                    first,
+                    children.clone(),
+                    journal.clone(),
+                )
                 .await;
             // What the step's journal wrote is the record in hand; children already stored as
             // they finished are part of it.
