@@ -307,7 +307,6 @@ impl AgentHub {
                 .instrument(generation_span(&agent, name))
                 .await
         };
-        drop(g);
         drop(tx);
         if let Some(forward) = forward {
             let _ = forward.await;

@@ -495,8 +495,7 @@ impl Engine {
                     at,
                     input,
                     first,
-                    children.clone(),
-                    journal.clone(),
+                    (children.clone(), journal.clone()),
                 )
                 .await;
             // What the step's journal wrote is the record in hand; children already stored as
@@ -550,8 +549,7 @@ impl Engine {
         at: &StepAt<'_>,
         input: &Value,
         first: &mut FirstRun,
-        children: Children,
-        journal: Journal,
+        (children, journal): (Children, Journal),
     ) -> (u32, StepOutcome) {
         let step = at.step;
         let (attempt, started_at) = rec
