@@ -2,81 +2,17 @@
 //! SIGSTOP, stopped with SIGTERM, on one SQLite file or several replicas on one PostgreSQL
 //! database (each test its own, created and dropped here).
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::replica::Replica;
 use serde_json::{Value, json};
 
 /// How long any wait here may take before the test fails (never a timing claim by itself).
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// One `agentry serve` process, its stderr kept in a file.
-struct Replica {
-    child: Child,
-    addr: String,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn start(database_url: &str, node: &str, extra_env: &[(&str, &str)]) -> Replica {
-        let log = std::env::temp_dir().join(format!("agentry-dur-{}.log", uuid::Uuid::new_v4()));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
-        cmd.args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--database-url",
-            database_url,
-        ])
-        .env_remove("AGENTRY_JWT_SECRET")
-        .env_remove("AGENTRY_NO_EXAMPLES")
-        .env("AGENTRY_NODE_ID", node)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn agentry");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("agentry listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Replica { child, addr, log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()

@@ -9,75 +9,23 @@
 
 mod common;
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::replica::Replica;
 
 use serde_json::{Value, json};
 
 /// How long any wait here may take before the test fails (never a timing claim by itself).
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// One `agentry serve` process with the examples and the test agent, its stderr in a file.
-struct Replica {
-    child: Child,
-    addr: String,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn start(database_url: &str, node: &str, tools: &Path, extra_env: &[(&str, &str)]) -> Replica {
-        let log = std::env::temp_dir().join(format!("agentry-runs-{}.log", uuid::Uuid::new_v4()));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
-        cmd.args([
-            "serve",
-            "--bind",
-            "127.0.0.1:0",
-            "--database-url",
-            database_url,
-        ])
-        .env_remove("AGENTRY_JWT_SECRET")
-        .env_remove("AGENTRY_NO_EXAMPLES")
-        .env_remove("AGENTRY_AUTH_STRICT")
-        .env("AGENTRY_NODE_ID", node)
-        .env("AGENTRY_TEST_AGENTS", tools)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn agentry");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let addr = common::printed(&mut stdout, "agentry listening on http://");
-        Replica { child, addr, log }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.log);
-    }
+/// One `agentry serve` process with the examples and the test agent, its tools logging to
+/// `tools`.
+fn replica(database_url: &str, node: &str, tools: &Path, extra_env: &[(&str, &str)]) -> Replica {
+    let tools = tools.display().to_string();
+    let mut env = vec![("AGENTRY_TEST_AGENTS", tools.as_str())];
+    env.extend_from_slice(extra_env);
+    Replica::start(database_url, node, &env)
 }
 
 fn client() -> reqwest::Client {
@@ -201,7 +149,7 @@ macro_rules! on_both_databases {
 async fn kill_9_mid_tool_then_restart(database_url: &str) {
     let dir = tools_dir();
     let env = [("AGENTRY_LEASE_TTL", "2s")];
-    let mut first = Replica::start(database_url, "k9", &dir, &env);
+    let mut first = replica(database_url, "k9", &dir, &env);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let waiting = start_text(&first, "tester", &run, "steps a:0 b:3000 c:0");
     wait_until("tool b started", || {
@@ -212,7 +160,7 @@ async fn kill_9_mid_tool_then_restart(database_url: &str) {
     let _ = first.child.wait();
     let _ = waiting.await;
     // The same node again: it continues its runs at once.
-    let again = Replica::start(database_url, "k9", &dir, &env);
+    let again = replica(database_url, "k9", &dir, &env);
     let done = wait_for_run(&again, "tester", &run, "the run completes", |s| {
         s["status"] == "completed"
     })
@@ -330,7 +278,7 @@ async fn reattach_after_a_drop(first: &Replica, again: &Replica) {
 async fn reattach_after_a_dropped_stream_on_sqlite() {
     let (url, path) = sqlite_url();
     let dir = tools_dir();
-    let r = Replica::start(&url, "re", &dir, &[]);
+    let r = replica(&url, "re", &dir, &[]);
     reattach_after_a_drop(&r, &r).await;
     drop(r);
     let _ = std::fs::remove_file(&path);
@@ -343,8 +291,8 @@ async fn reattach_on_another_replica_on_postgres() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let dir = tools_dir();
-    let a = Replica::start(&db.url, "ra", &dir, &[]);
-    let b = Replica::start(&db.url, "rb", &dir, &[]);
+    let a = replica(&db.url, "ra", &dir, &[]);
+    let b = replica(&db.url, "rb", &dir, &[]);
     reattach_after_a_drop(&a, &b).await;
     drop((a, b));
     db.drop_now().await;
@@ -363,8 +311,8 @@ async fn sigterm_hands_a_run_over_on_postgres() {
         ("AGENTRY_LEASE_TTL", "3s"),
         ("AGENTRY_SHUTDOWN_GRACE", "5s"),
     ];
-    let mut leaving = Replica::start(&db.url, "ta", &dir, &env);
-    let staying = Replica::start(&db.url, "tb", &dir, &env);
+    let mut leaving = replica(&db.url, "ta", &dir, &env);
+    let staying = replica(&db.url, "tb", &dir, &env);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let waiting = start_text(&leaving, "tester", &run, "steps a:1500 b:0");
     wait_until("tool a started", || {
@@ -416,7 +364,7 @@ async fn answer(r: &Replica, agent: &str, run: &str, approval: &str, body: Value
 /// run never asked for, 404.
 async fn operator_refunds_wait_for_approval(database_url: &str) {
     let dir = tools_dir();
-    let r = Replica::start(database_url, "op", &dir, &[]);
+    let r = replica(database_url, "op", &dir, &[]);
     for (approved, reason) in [(true, None), (false, Some("the box was fine"))] {
         let run = format!("refund-{}", uuid::Uuid::new_v4().simple());
         let resp = client()
@@ -528,7 +476,7 @@ on_both_databases!(
 async fn an_unanswered_approval_expires_at_its_deadline() {
     let (url, path) = sqlite_url();
     let dir = tools_dir();
-    let r = Replica::start(&url, "ex", &dir, &[("AGENTRY_TEST_APPROVAL_MS", "800")]);
+    let r = replica(&url, "ex", &dir, &[("AGENTRY_TEST_APPROVAL_MS", "800")]);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let resp = client()
         .post(r.url("/agents/tester/text"))
@@ -571,8 +519,8 @@ async fn racing_approvals_have_one_winner_on_postgres() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let dir = tools_dir();
-    let a = Replica::start(&db.url, "pa", &dir, &[]);
-    let b = Replica::start(&db.url, "pb", &dir, &[]);
+    let a = replica(&db.url, "pa", &dir, &[]);
+    let b = replica(&db.url, "pb", &dir, &[]);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let resp = client()
         .post(a.url("/agents/tester/text"))
@@ -624,7 +572,7 @@ fn token(sub: &str, roles: &[&str]) -> String {
 async fn strict_mode_owns_runs_and_approvals() {
     let (url, path) = sqlite_url();
     let dir = tools_dir();
-    let r = Replica::start(
+    let r = replica(
         &url,
         "st",
         &dir,

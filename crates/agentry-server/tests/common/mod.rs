@@ -1,10 +1,12 @@
 //! What the binary's tests share: a child process killed when the test ends, a free port, a raw
 //! HTTP/1.1 request, the addresses a started `agentry` prints, a PostgreSQL server of a test's
-//! own (`private_pg`) and a small mounted file system (`small_fs`).
+//! own (`private_pg`), a small mounted file system (`small_fs`) and a server process of a
+//! durability test (`replica`).
 // Each test file uses some of these.
 #![allow(dead_code)]
 
 pub mod private_pg;
+pub mod replica;
 pub mod small_fs;
 
 use std::io::{BufRead, Read, Write};
