@@ -7,7 +7,8 @@
 //! The message `steps a:1500 ok:b c` makes the model call `slow_step {label: "a", ms: 1500}`,
 //! then `needs_ok {label: "b"}` (a tool that always waits for a person's approval, within
 //! `AGENTRY_TEST_APPROVAL_MS` milliseconds, default one hour), then `slow_step {label: "c", ms:
-//! 0}`, then answer `done: <each result's label and outcome>`. `slow_step` appends `start
+//! 0}`, then answer `done: <each result's label and outcome>`; `ok:b+ok:c` asks for both calls
+//! in one answer. `slow_step` appends `start
 //! <label> <attempt>` before it sleeps and `end <label> <attempt>` after; `needs_ok` appends
 //! `ran <label> <attempt>`.
 
@@ -105,13 +106,16 @@ impl Scripted {
         let text = last_user
             .map(|i| req.messages[i].content.clone())
             .unwrap_or_default();
-        let done: Vec<&Value> = last_user
+        let since: &[agentry_core::agent::Message] = last_user
             .map(|i| &req.messages[i + 1..])
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let done: Vec<&Value> = since
             .iter()
             .filter_map(|m| m.tool_result.as_ref())
             .map(|r| &r.result)
             .collect();
+        // Model answers with tool calls so far: the steps taken.
+        let rounds = since.iter().filter(|m| !m.tool_calls.is_empty()).count();
         let steps: Vec<&str> = text
             .strip_prefix("steps")
             .unwrap_or_default()
@@ -123,27 +127,32 @@ impl Scripted {
             total_tokens: 2,
             ..Usage::default()
         };
-        match steps.get(done.len()) {
-            Some(step) => {
-                let (name, args) = match step.split_once(':') {
-                    Some(("ok", label)) => ("needs_ok", json!({"label": label})),
-                    Some((label, ms)) => (
-                        "slow_step",
-                        json!({"label": label, "ms": ms.parse::<u64>().unwrap_or(0)}),
-                    ),
-                    None => ("slow_step", json!({"label": step, "ms": 0})),
-                };
-                ModelResponse {
-                    text: String::new(),
-                    tool_calls: vec![ToolCall {
-                        tool_call_id: format!("call_{}", done.len() + 1),
-                        tool_name: name.to_owned(),
-                        args,
-                    }],
-                    finish_reason: FinishReason::ToolCalls,
-                    usage,
-                }
-            }
+        match steps.get(rounds) {
+            // `a+ok:b`: several calls in one answer.
+            Some(step) => ModelResponse {
+                text: String::new(),
+                tool_calls: step
+                    .split('+')
+                    .enumerate()
+                    .map(|(i, call)| {
+                        let (name, args) = match call.split_once(':') {
+                            Some(("ok", label)) => ("needs_ok", json!({"label": label})),
+                            Some((label, ms)) => (
+                                "slow_step",
+                                json!({"label": label, "ms": ms.parse::<u64>().unwrap_or(0)}),
+                            ),
+                            None => ("slow_step", json!({"label": call, "ms": 0})),
+                        };
+                        ToolCall {
+                            tool_call_id: format!("call_{}_{}", rounds + 1, i + 1),
+                            tool_name: name.to_owned(),
+                            args,
+                        }
+                    })
+                    .collect(),
+                finish_reason: FinishReason::ToolCalls,
+                usage,
+            },
             None => {
                 let outcomes: Vec<String> = done
                     .iter()

@@ -667,3 +667,50 @@ async fn strict_mode_owns_runs_and_approvals() {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two calls of one model answer wait for approval: the run waits for both; answering one runs
+/// it and the run waits again for the other; answering that one completes the run. Each ran
+/// once, after its own approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_approvals_in_one_answer_are_answered_one_by_one() {
+    let (url, path) = sqlite_url();
+    let dir = tools_dir();
+    let r = replica(&url, "two", &dir, &[]);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let resp = client()
+        .post(r.url("/agents/tester/text"))
+        .json(&json!({"input": "steps ok:x+ok:y", "options": {"runId": run}}))
+        .send()
+        .await
+        .expect("text");
+    let body: Value = resp.json().await.expect("json");
+    let pending: Vec<&str> = body["data"]["pendingApprovals"]
+        .as_array()
+        .expect("pending approvals")
+        .iter()
+        .map(|a| a["approvalId"].as_str().unwrap())
+        .collect();
+    assert_eq!(pending, ["ap-1-0", "ap-1-1"], "{body}");
+    let (status, _) = answer(&r, "tester", &run, "ap-1-1", json!({"approved": true})).await;
+    assert_eq!(status, 200);
+    let waiting = wait_for_run(&r, "tester", &run, "the run waits for the other", |s| {
+        s["status"] == "suspended"
+            && s["pendingApprovals"]
+                .as_array()
+                .is_some_and(|p| p.len() == 1)
+    })
+    .await;
+    assert_eq!(waiting["pendingApprovals"][0]["approvalId"], "ap-1-0");
+    assert_eq!(tool_log(&dir), ["ran y 1"]);
+    let (status, _) = answer(&r, "tester", &run, "ap-1-0", json!({"approved": true})).await;
+    assert_eq!(status, 200);
+    let done = wait_for_run(&r, "tester", &run, "the run completes", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["text"], "done: x ok, y ok", "{done}");
+    assert_eq!(tool_log(&dir), ["ran y 1", "ran x 1"]);
+    drop(r);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
