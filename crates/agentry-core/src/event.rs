@@ -81,6 +81,11 @@ pub enum EventKind {
     WorkflowCancelled {
         cancellation: Cancellation,
     },
+    /// A step's own output while it runs (`StepContext::emit`): progress, partial results.
+    StepOutput {
+        step_id: String,
+        data: Value,
+    },
     /// A durable agent run's model call answered: its text, the tools it asks for, its usage.
     /// `call` counts the run's model calls from 1.
     AgentModelCall {
@@ -147,6 +152,7 @@ impl EventKind {
             EventKind::WorkflowCancelled { .. } => "workflow-cancelled",
             EventKind::WorkflowResult { .. } => "workflow-result",
             EventKind::WorkflowHandover { .. } => "workflow-handover",
+            EventKind::StepOutput { .. } => "step-output",
             EventKind::AgentModelCall { .. } => "agent-model-call",
             EventKind::AgentToolResult { .. } => "agent-tool-result",
             EventKind::AgentApprovalRequest { .. } => "agent-approval-request",

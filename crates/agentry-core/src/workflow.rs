@@ -216,7 +216,41 @@ impl StepContext {
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
+
+    /// Sends `data` to the execution's streams now, as a `step-output` event of this step
+    /// (progress, partial results): stored in its event log (one fenced write), so a client
+    /// that re-attaches sees it too. At most [`MAX_STEP_OUTPUT_BYTES`] of JSON per event, and
+    /// no more once the execution's log holds [`MAX_LOGGED_EVENTS`] events: over either, a
+    /// [`StepError::Failed`] naming the bound. A step whose lease is lost or whose execution
+    /// was cancelled gets [`StepError::Cancelled`].
+    pub async fn emit(&self, data: Value) -> Result<(), StepError> {
+        let size = serde_json::to_vec(&data).map_or(usize::MAX, |b| b.len());
+        if size > MAX_STEP_OUTPUT_BYTES {
+            return Err(StepError::failed(format!(
+                "step output of {size} bytes is over the limit of {MAX_STEP_OUTPUT_BYTES}"
+            )));
+        }
+        let journal = self
+            .journal
+            .as_ref()
+            .ok_or_else(|| StepError::failed("step output needs the engine's journal"))?;
+        if journal.logged_events().await >= MAX_LOGGED_EVENTS {
+            return Err(StepError::failed(format!(
+                "the execution's event log holds {MAX_LOGGED_EVENTS} events: no more step output"
+            )));
+        }
+        let event = crate::event::EventKind::StepOutput {
+            step_id: self.step_id.clone(),
+            data,
+        };
+        journal.write(Vec::new(), vec![event]).await
+    }
 }
+
+/// The most JSON one `step-output` event may carry (64 KiB).
+pub const MAX_STEP_OUTPUT_BYTES: usize = 64 * 1024;
+/// An execution whose log holds this many events takes no more step output.
+pub const MAX_LOGGED_EVENTS: i64 = 10_000;
 
 /// The seven step types of the spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

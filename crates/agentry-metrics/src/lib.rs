@@ -364,6 +364,7 @@ impl Telemetry for Metrics {
                 EventKind::StepStart { .. }
                 | EventKind::WorkflowResult { .. }
                 | EventKind::WorkflowHandover { .. }
+                | EventKind::StepOutput { .. }
                 | EventKind::AgentModelCall { .. }
                 | EventKind::AgentToolResult { .. }
                 | EventKind::AgentApprovalRequest { .. }

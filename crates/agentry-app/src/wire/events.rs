@@ -35,6 +35,8 @@ pub enum WorkflowEventKind {
     /// The last event of a run: the execution as it now stands.
     WorkflowResult(ExecutionOutcome),
     WorkflowHandover(WorkflowHandover),
+    /// A step's own output while it runs (`ctx.emit`).
+    StepOutput(StepOutput),
     /// A durable agent run's model call (seen as the execution it is, by its id).
     AgentModelCall(AgentRunRecord),
     /// A durable agent run's tool result.
@@ -45,6 +47,14 @@ pub enum WorkflowEventKind {
     AgentApprovalAnswer(AgentRunRecord),
     /// A piece of a durable agent run's text, live.
     AgentTextDelta(AgentRunRecord),
+}
+
+/// A step's output while it runs: progress or partial results, as the step sent them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StepOutput {
+    /// The step's id.
+    pub from: String,
+    pub data: Value,
 }
 
 /// What a durable agent run recorded, as stored (the agent routes show it as their streams'
@@ -224,6 +234,10 @@ impl From<&EventKind> for WorkflowEventKind {
             EventKind::WorkflowResult { execution } => {
                 Self::WorkflowResult(execution.as_ref().into())
             }
+            EventKind::StepOutput { step_id, data } => Self::StepOutput(StepOutput {
+                from: step_id.clone(),
+                data: data.clone(),
+            }),
             EventKind::AgentModelCall { .. } => Self::AgentModelCall(AgentRunRecord::of(kind)),
             EventKind::AgentToolResult { .. } => Self::AgentToolResult(AgentRunRecord::of(kind)),
             EventKind::AgentApprovalRequest { .. } => {

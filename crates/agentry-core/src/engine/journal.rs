@@ -117,6 +117,15 @@ impl Journal {
         deferred.events.extend(events);
     }
 
+    /// How many events the execution's log holds, as this step last wrote it.
+    pub async fn logged_events(&self) -> i64 {
+        self.latest
+            .lock()
+            .await
+            .as_ref()
+            .map_or(0, |r| r.last_event)
+    }
+
     /// Whether this process is shutting down: a step that records its progress stops at its
     /// next entry ([`StepError::Cancelled`]), so that its execution is handed over there.
     pub fn draining(&self) -> bool {

@@ -544,3 +544,67 @@ async fn a_retry_waits_its_backoff_on_the_engine_clock() {
     let done = run.await.unwrap().unwrap();
     assert_eq!(done.state.result(), Some(&json!({"attempt": 2})));
 }
+
+/// `ctx.emit` sends `step-output` events while the step runs: stored in the log (a re-attach
+/// replays them, in order, between the step's start and its end); one over the size limit fails
+/// the step, naming the limit.
+#[tokio::test]
+async fn step_output_is_stored_and_replayed() {
+    let engine = Engine::in_memory();
+    let wf = Workflow::new("progress", "Progress")
+        .and_then(step("work", |ctx: StepContext| async move {
+            ctx.emit(json!({"done": 1})).await?;
+            ctx.emit(json!({"done": 2})).await?;
+            if ctx.input["huge"].as_bool() == Some(true) {
+                let big = "x".repeat(crate::workflow::MAX_STEP_OUTPUT_BYTES);
+                ctx.emit(json!(big)).await?;
+            }
+            Ok(json!({"total": 2}))
+        }))
+        .build()
+        .unwrap();
+    engine.register(wf).unwrap();
+    let rec = engine
+        .execute(&wf_id("progress"), json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.state.status(), Status::Completed);
+    let events = engine.store().events_after(&rec.id, 0, 100).await.unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.type_name()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "workflow-start",
+            "step-start",
+            "step-output",
+            "step-output",
+            "step-complete",
+            "workflow-complete"
+        ]
+    );
+    match &events[3].kind {
+        EventKind::StepOutput { step_id, data } => {
+            assert_eq!(step_id, "work");
+            assert_eq!(data, &json!({"done": 2}));
+        }
+        other => panic!("{other:?}"),
+    }
+    let failed = engine
+        .execute(
+            &wf_id("progress"),
+            json!({"huge": true}),
+            ExecuteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.state.status(), Status::Error);
+    assert!(
+        failed
+            .state
+            .error()
+            .unwrap()
+            .contains("over the limit of 65536"),
+        "{:?}",
+        failed.state.error()
+    );
+}
