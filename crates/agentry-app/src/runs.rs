@@ -30,6 +30,9 @@ use crate::workflows::ListRequest;
 const RUN_FAILED: &str = "Failed to run the agent";
 const READ_FAILED: &str = "Failed to read the run";
 
+/// The longest reason an approval's answer may give (the resume schema's bound).
+pub const MAX_REASON_CHARS: usize = 2000;
+
 /// How long an answer to a pending approval waits for its run to suspend (the run announces a
 /// request before it writes its suspension, after its other calls of the same model answer).
 const SUSPENSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -285,6 +288,15 @@ impl App {
         run_id: &ExecutionId,
         answers: Vec<ApprovalAnswer>,
     ) -> Result<(ApprovalResult, RunEvents), AppError> {
+        if answers.iter().any(|a| {
+            a.reason
+                .as_ref()
+                .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+        }) {
+            return Err(AppError::bad_request(format!(
+                "Invalid reason: at most {MAX_REASON_CHARS} characters"
+            )));
+        }
         let mut rec = self.owned_run(caller, id, run_id).await?;
         // A request is announced before the run's suspension is written (its other calls may
         // still be finishing): an answer that comes in between waits for it, a while.
@@ -365,10 +377,10 @@ fn run_text_result(rec: &ExecutionRecord) -> Result<TextAnswer, AppError> {
     let pending = journal.pending().iter().map(Into::into).collect();
     let result = match rec.state.status() {
         Status::Completed => {
-            let r: agent::TextResult = rec
+            let r = rec
                 .state
                 .result()
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .and_then(agent::run_result)
                 .ok_or_else(|| AppError::internal("The run's result is unreadable"))?;
             TextResult::from(&r)
         }
@@ -498,6 +510,17 @@ impl RunEvents {
         }
     }
 
+    /// The end of a completed run: its `finish`, from its result.
+    fn completed(&mut self, result: &Value) -> AgentEvent {
+        match agent::run_result(result) {
+            Some(r) => self.finish(r.finish_reason, r.usage, r.text),
+            None => {
+                self.done = true;
+                AgentEvent::Error(AgentError::Run("the run's result is unreadable".into()))
+            }
+        }
+    }
+
     fn translate(&mut self, ev: WorkflowEvent) {
         let seq = ev.seq;
         let out = match ev.kind {
@@ -528,17 +551,7 @@ impl RunEvents {
             }
             // A suspension may be followed by the rest of the run (a replay of a run that went
             // on): whether the stream ends there, the end of the log says (`WorkflowResult`).
-            EventKind::WorkflowComplete { result } => {
-                match serde_json::from_value::<agent::TextResult>(result) {
-                    Ok(r) => vec![self.finish(r.finish_reason, r.usage, r.text)],
-                    Err(e) => {
-                        self.done = true;
-                        vec![AgentEvent::Error(AgentError::Run(format!(
-                            "the run's result is unreadable: {e}"
-                        )))]
-                    }
-                }
-            }
+            EventKind::WorkflowComplete { result } => vec![self.completed(&result)],
             EventKind::WorkflowError { error, .. } => {
                 self.done = true;
                 vec![AgentEvent::Error(AgentError::Run(error))]
@@ -567,14 +580,11 @@ impl RunEvents {
                         let (usage, text) = (self.usage, self.text.clone());
                         vec![self.finish(FinishReason::ToolCalls, usage, text)]
                     }
-                    Status::Completed => {
-                        match execution.state.result().and_then(|v| {
-                            serde_json::from_value::<agent::TextResult>(v.clone()).ok()
-                        }) {
-                            Some(r) => vec![self.finish(r.finish_reason, r.usage, r.text)],
-                            None => Vec::new(),
-                        }
-                    }
+                    Status::Completed => execution
+                        .state
+                        .result()
+                        .map(|r| vec![self.completed(r)])
+                        .unwrap_or_default(),
                     _ => Vec::new(),
                 }
             }

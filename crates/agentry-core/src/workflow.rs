@@ -117,15 +117,10 @@ pub struct StepContext {
 
 impl StepContext {
     /// The step's journal: records of its own progress, written as it goes (a durable agent
-    /// run records each model call and tool call), read back through [`StepContext::entry`]
-    /// when the step runs again.
+    /// run records each model call and tool call), read back through
+    /// [`crate::engine::Journal::entry`] when the step runs again.
     pub fn journal(&self) -> Option<&crate::engine::Journal> {
         self.journal.as_ref()
-    }
-
-    /// An entry this step's journal wrote in an earlier run of the step.
-    pub fn entry(&self, key: &str) -> Option<&StepRecord> {
-        self.step(&crate::engine::entry_id(&self.step_id, key))
     }
 
     /// The stored record of an earlier step (or child step).

@@ -308,15 +308,6 @@ pub async fn answer_approval(
 ) -> Result<HttpResponse, ApiError> {
     let (id, run_id, approval_id) = path.into_inner();
     let decision = body.into_inner();
-    if decision
-        .reason
-        .as_ref()
-        .is_some_and(|r| r.chars().count() > 2000)
-    {
-        return Err(ApiError::bad_request(
-            "Invalid reason: at most 2000 characters",
-        ));
-    }
     let answer = ApprovalAnswer {
         approval_id,
         approved: decision.approved,

@@ -115,7 +115,7 @@ impl UiMessageStream {
                     tool_call_id: r.tool_call_id.clone(),
                 });
             }
-            AgentEvent::ToolResult(r) if r.result.get("denied") == Some(&Value::Bool(true)) => {
+            AgentEvent::ToolResult(r) if agentry_core::agent::is_denial(r) => {
                 out.push(Chunk::ToolOutputDenied {
                     tool_call_id: r.tool_call_id.clone(),
                 });

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::replica::Replica;
+use common::replica::{Replica, Sse, read_sse};
 use serde_json::{Value, json};
 
 /// How long any wait here may take before the test fails (never a timing claim by itself).
@@ -508,40 +508,6 @@ async fn three_replicas_share_one_postgres_database() {
     );
     drop(replicas);
     db.drop_now().await;
-}
-
-/// One SSE event as a client sees it: its `id:` (a number in the execution's log) and data.
-type Sse = (Option<i64>, Value);
-
-/// Reads SSE events from `resp` until `stop` says so (or the stream ends); dropping what is
-/// returned closes the connection.
-async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
-    use futures::StreamExt;
-    let mut events = Vec::new();
-    let mut buffer = String::new();
-    let mut chunks = resp.bytes_stream();
-    while let Some(Ok(chunk)) = chunks.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut id = None;
-            let mut data = None;
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = v.trim().parse().ok();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = serde_json::from_str(v).ok();
-                }
-            }
-            if let Some(data) = data {
-                events.push((id, data));
-                if stop(&events) {
-                    return events;
-                }
-            }
-        }
-    }
-    events
 }
 
 /// GET the re-attach stream of `id` on `r`, after `last` (sent as `Last-Event-ID`).

@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::replica::Replica;
+use common::replica::{Replica, read_sse};
 
 use serde_json::{Value, json};
 
@@ -193,40 +193,6 @@ on_both_databases!(
     kill_9_mid_tool_then_restart_on_sqlite,
     kill_9_mid_tool_then_restart_on_postgres
 );
-
-/// One SSE event as a client sees it: its `id:` and its data.
-type Sse = (Option<i64>, Value);
-
-/// Reads SSE events until `stop` says so (or the stream ends); dropping the answer closes the
-/// connection.
-async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
-    use futures::StreamExt;
-    let mut events = Vec::new();
-    let mut buffer = String::new();
-    let mut chunks = resp.bytes_stream();
-    while let Some(Ok(chunk)) = chunks.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut id = None;
-            let mut data = None;
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = v.trim().parse().ok();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = serde_json::from_str(v).ok();
-                }
-            }
-            if let Some(data) = data {
-                events.push((id, data));
-                if stop(&events) {
-                    return events;
-                }
-            }
-        }
-    }
-    events
-}
 
 /// A stream of `tester` dropped after its first tool result, re-attached with `Last-Event-ID`
 /// on `again`: what was missed comes once, numbered on, and the whole makes the run's story

@@ -356,10 +356,7 @@ impl RunState {
     pub fn new(rec: &ExecutionRecord) -> Self {
         let journal = Journal::of(rec);
         let input: Option<RunInput> = serde_json::from_value(rec.input.clone()).ok();
-        let completed: Option<agent::TextResult> = rec
-            .state
-            .result()
-            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        let completed = rec.state.result().and_then(agent::run_result);
         let (text, usage) = match &completed {
             Some(r) => (r.text.clone(), r.usage),
             None => journal.totals(),

@@ -215,6 +215,17 @@ fn finished_record(ctx: &StepContext, input: Value, output: Value, attempt: u32)
     StepRecord::started(input, attempt, now).finished(output, true, now)
 }
 
+/// A completed run's result: the `run` step's output, which is the execution's result.
+pub fn run_result(result: &Value) -> Option<TextResult> {
+    serde_json::from_value(result.clone()).ok()
+}
+
+/// Whether a tool result is a denial: a call a person (or the deadline) did not approve, which
+/// did not run.
+pub fn is_denial(result: &ToolResult) -> bool {
+    result.is_error && result.result.get("denied") == Some(&Value::Bool(true))
+}
+
 /// What the model is told of a denied call.
 fn denial(tool: Option<&Arc<dyn Tool>>, call: &ToolCall, answer: &ApprovalAnswer) -> ToolResult {
     let reason = answer
@@ -241,8 +252,6 @@ struct RunStep<'a> {
     ctx: &'a StepContext,
     journal: &'a Journal,
     tools: Vec<Arc<dyn Tool>>,
-    /// The entries this run of the step wrote (the context holds those of earlier runs).
-    written: std::sync::Mutex<BTreeMap<String, StepRecord>>,
 }
 
 impl AgentHub {
@@ -299,7 +308,6 @@ impl AgentHub {
             ctx: &ctx,
             journal: &journal,
             tools: self.tools_of(&agent, 0),
-            written: Default::default(),
         };
         let outcome = {
             use tracing::Instrument;
@@ -323,29 +331,6 @@ impl AgentHub {
 }
 
 impl RunStep<'_> {
-    /// The journal's entry `key`: written by this run of the step, or by an earlier one.
-    fn entry(&self, key: &str) -> Option<StepRecord> {
-        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        written
-            .get(key)
-            .cloned()
-            .or_else(|| self.ctx.entry(key).cloned())
-    }
-
-    /// Writes entries with their events (see [`Journal::write`]), and remembers them.
-    async fn write(
-        &self,
-        entries: Vec<(String, StepRecord)>,
-        events: Vec<EventKind>,
-    ) -> Result<(), StepError> {
-        self.journal.write(entries.clone(), events).await?;
-        self.written
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(entries);
-        Ok(())
-    }
-
     async fn generate(
         &self,
         g: &Generation<'_>,
@@ -353,7 +338,7 @@ impl RunStep<'_> {
     ) -> Result<TextResult, StepError> {
         let model = self.hub.model_of(g.agent);
         let specs = tool_specs(&self.tools);
-        let first = self.entry(&journal_key("model", 1, None));
+        let first = self.journal.entry(&journal_key("model", 1, None)).await;
         let mut messages: Vec<Message> = match first {
             Some(r) if r.is_finished() => read(Some(&r.input), "history")?,
             _ => self
@@ -438,7 +423,7 @@ impl RunStep<'_> {
         history: Option<Value>,
     ) -> Result<ModelResponse, StepError> {
         let key = journal_key("model", call, None);
-        if let Some(r) = self.entry(&key).filter(|r| r.is_finished()) {
+        if let Some(r) = self.journal.entry(&key).await.filter(|r| r.is_finished()) {
             return read(r.output.as_ref(), "model answer");
         }
         // A shutdown hands the run over between calls (the next process makes this one).
@@ -487,7 +472,7 @@ impl RunStep<'_> {
                 None => entries.push((journal_key("tool", call, Some(i)), self.tool_start(c, 1))),
             }
         }
-        self.write(entries, events).await?;
+        self.journal.write(entries, events).await?;
         Ok(resp)
     }
 
@@ -515,14 +500,18 @@ impl RunStep<'_> {
         c: &ToolCall,
     ) -> Result<CallOutcome, StepError> {
         let key = journal_key("tool", call, Some(i));
-        let recorded = self.entry(&key);
+        let recorded = self.journal.entry(&key).await;
         if let Some(r) = recorded
             .as_ref()
             .filter(|r| r.status == StepStatus::Completed)
         {
             return Ok(CallOutcome::Done(read(r.output.as_ref(), "tool result")?));
         }
-        let gate = match self.entry(&journal_key("approval", call, Some(i))) {
+        let gate = match self
+            .journal
+            .entry(&journal_key("approval", call, Some(i)))
+            .await
+        {
             Some(approval) => {
                 self.approval_gate(c, (call, i), &approval, recorded.as_ref())
                     .await?
@@ -595,7 +584,7 @@ impl RunStep<'_> {
                 result: result.clone(),
                 attempt: 1,
             });
-            self.write(entries, events).await?;
+            self.journal.write(entries, events).await?;
             return Ok(Gate::Denied(result));
         }
         let attempt = self
@@ -624,7 +613,7 @@ impl RunStep<'_> {
             entries.push((key.to_owned(), self.tool_start(c, attempt)));
         }
         if !entries.is_empty() {
-            self.write(entries, events).await?;
+            self.journal.write(entries, events).await?;
         }
         Ok(attempt.or(recorded.map(|r| r.attempt)).unwrap_or(1))
     }
@@ -663,7 +652,7 @@ impl RunStep<'_> {
             result: result.clone(),
             attempt,
         };
-        self.write(vec![(key, record)], vec![event]).await?;
+        self.journal.write(vec![(key, record)], vec![event]).await?;
         Ok(CallOutcome::Done(result))
     }
 

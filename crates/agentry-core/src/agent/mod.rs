@@ -23,7 +23,8 @@ pub use definition::{
     Agent, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
 };
 pub use durable::{
-    ApprovalAnswer, ApprovalRequest, RunInput, agent_of_run, resume_data, run_workflow_id,
+    ApprovalAnswer, ApprovalRequest, RunInput, agent_of_run, is_denial, resume_data, run_result,
+    run_workflow_id,
 };
 pub use memory::{ConversationKey, ConversationStore, InMemoryConversationStore};
 pub use runtime::{

@@ -64,6 +64,15 @@ impl Journal {
         entry_id(&self.step_id, key)
     }
 
+    /// The entry `key` as the execution now stands: written by this run of the step, or by an
+    /// earlier one (a replay reads what is recorded here). None after a refused write (the step
+    /// stops).
+    pub async fn entry(&self, key: &str) -> Option<StepRecord> {
+        let latest = self.latest.lock().await;
+        let record = latest.as_ref()?.progress.steps.get(&self.entry_id(key))?;
+        Some(StepRecord::clone(record))
+    }
+
     /// Writes the entries (by key) and reports `events`, in one fenced write; an entry with the
     /// key of an earlier one replaces it. A lost lease or a cancelled execution is
     /// [`StepError::Cancelled`]: the step must stop (its run ends the way a checkpoint's would).

@@ -1,5 +1,5 @@
-//! One `agentry serve` process of a durability test: started on a database under a node id,
-//! its stderr kept in a file, killed when the test ends.
+//! One `agentry serve` process of a durability test (started on a database under a node id,
+//! its stderr kept in a file, killed when the test ends), and the SSE reader of its streams.
 
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -64,4 +64,38 @@ impl Drop for Replica {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// One SSE event as a client sees it: its `id:` (a number in the execution's log) and data.
+pub type Sse = (Option<i64>, serde_json::Value);
+
+/// Reads SSE events from `resp` until `stop` says so (or the stream ends); dropping what is
+/// returned closes the connection.
+pub async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
+    use futures::StreamExt;
+    let mut events = Vec::new();
+    let mut buffer = String::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(v).ok();
+                }
+            }
+            if let Some(data) = data {
+                events.push((id, data));
+                if stop(&events) {
+                    return events;
+                }
+            }
+        }
+    }
+    events
 }
