@@ -81,6 +81,16 @@ pub enum EventKind {
     WorkflowCancelled {
         cancellation: Cancellation,
     },
+    /// An event was delivered to the execution: it resumed the step that waited for it
+    /// (`delivery: "resumed"`), or waits in its mailbox (`"queued"`).
+    WorkflowEventReceived {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        event_id: String,
+        data: Value,
+        delivery: String,
+    },
     /// A step's own output while it runs (`StepContext::emit`): progress, partial results.
     StepOutput {
         step_id: String,
@@ -153,6 +163,7 @@ impl EventKind {
             EventKind::WorkflowResult { .. } => "workflow-result",
             EventKind::WorkflowHandover { .. } => "workflow-handover",
             EventKind::StepOutput { .. } => "step-output",
+            EventKind::WorkflowEventReceived { .. } => "workflow-event-received",
             EventKind::AgentModelCall { .. } => "agent-model-call",
             EventKind::AgentToolResult { .. } => "agent-tool-result",
             EventKind::AgentApprovalRequest { .. } => "agent-approval-request",

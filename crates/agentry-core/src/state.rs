@@ -76,6 +76,24 @@ pub struct Suspension {
     /// then runs with `StepContext::timed_out` set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<DateTime<Utc>>,
+    /// The event the step waits for, when it waits for one (`StepContext::wait_for_event`): a
+    /// delivery of that event resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventWait>,
+}
+
+/// What a step waiting for an event waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventWait {
+    /// The event's name, as the workflow declares it.
+    pub name: String,
+    /// The key an event sent by key (`POST /events/{name}`) must carry; none: only a delivery
+    /// to this execution wakes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The step's journal entry the event is recorded under (`event-<n>`: its n-th wait).
+    pub entry: String,
 }
 
 /// When and why an execution was cancelled.
@@ -373,6 +391,7 @@ mod tests {
             step_id: "b".into(),
             data: None,
             deadline: None,
+            event: None,
         }
     }
 

@@ -258,6 +258,38 @@ pub struct StatusCount {
     pub count: u64,
 }
 
+/// An event sent by key (`POST /events/{name}`): delivered to the executions waiting for it
+/// then, and kept for those that wait for it later, within the retention window
+/// ([`crate::engine::EVENT_RETENTION`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishedEvent {
+    pub name: String,
+    /// Unique per name: the same id sent again is the same event (delivered once).
+    pub event_id: String,
+    pub key: String,
+    pub data: Value,
+    pub published_at: DateTime<Utc>,
+    /// Only executions of this owner may take it (sent by a user in strict mode); `None`: any.
+    pub owner: Option<String>,
+    /// The executions it woke when it was sent; `None` until its sender recorded them.
+    pub woken: Option<Vec<String>>,
+}
+
+/// The value of the derived `waiting_for` of a suspended execution whose step waits for the
+/// event `name` with `key`: what a lookup by key compares (unambiguous: a JSON pair).
+pub fn waiting_for(name: &str, key: &str) -> String {
+    Value::Array(vec![Value::from(name), Value::from(key)]).to_string()
+}
+
+impl ExecutionRecord {
+    /// The event and key it waits for, as [`waiting_for`] writes them (suspended at a step that
+    /// waits for an event by key).
+    pub fn waiting_for(&self) -> Option<String> {
+        let wait = self.state.suspension()?.event.as_ref()?;
+        Some(waiting_for(&wait.name, wait.key.as_deref()?))
+    }
+}
+
 /// What a recovery pass may take.
 #[derive(Debug, Clone)]
 pub struct Claim<'a> {
@@ -407,6 +439,46 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// Lets the leases `node` holds on running executions expire now, so that another process
     /// takes them at once (a graceful shutdown hands its work over).
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError>;
+
+    /// Keeps an event sent by key; `false` (and nothing written) when its name and id are
+    /// taken: it was sent before.
+    async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError>;
+
+    /// The event `name` sent with `event_id`, if kept.
+    async fn published_event(
+        &self,
+        name: &str,
+        event_id: &str,
+    ) -> Result<Option<PublishedEvent>, StoreError>;
+
+    /// Up to `limit` events `name` sent with `key` at `since` or later, oldest first.
+    async fn published_events(
+        &self,
+        name: &str,
+        key: &str,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<PublishedEvent>, StoreError>;
+
+    /// Records which executions a sent event woke.
+    async fn record_woken(
+        &self,
+        name: &str,
+        event_id: &str,
+        woken: &[String],
+    ) -> Result<(), StoreError>;
+
+    /// Forgets the events sent before `before`; returns how many.
+    async fn prune_published(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    /// Up to `limit` ids of suspended executions whose step waits for the event `name` with
+    /// `key` (read through an index of [`ExecutionRecord::waiting_for`]), oldest first.
+    async fn waiting_for_event(
+        &self,
+        name: &str,
+        key: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
 }
 
 /// Milliseconds since the epoch by this process's clock (the in-memory store's "database clock").
@@ -423,6 +495,7 @@ fn now_ms() -> i64 {
 pub struct InMemoryExecutionStore {
     rows: Mutex<HashMap<String, (ExecutionRecord, Option<i64>)>>,
     events: Mutex<HashMap<String, Vec<WorkflowEvent>>>,
+    published: Mutex<Vec<PublishedEvent>>,
 }
 
 /// When a lease written now on `r` expires (none unless it runs and is held).
@@ -461,6 +534,10 @@ impl InMemoryExecutionStore {
 
     fn rows(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ExecutionRecord, Option<i64>)>> {
         self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn published(&self) -> std::sync::MutexGuard<'_, Vec<PublishedEvent>> {
+        self.published.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The event logs (locked after `rows` when both are).
@@ -724,5 +801,89 @@ impl ExecutionStore for InMemoryExecutionStore {
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
         Ok(self.set_expiries(node, None, |_| Some(0)).len() as u64)
+    }
+
+    async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
+        let mut published = self.published();
+        if published
+            .iter()
+            .any(|e| e.name == event.name && e.event_id == event.event_id)
+        {
+            return Ok(false);
+        }
+        published.push(event.clone());
+        Ok(true)
+    }
+
+    async fn published_event(
+        &self,
+        name: &str,
+        event_id: &str,
+    ) -> Result<Option<PublishedEvent>, StoreError> {
+        Ok(self
+            .published()
+            .iter()
+            .find(|e| e.name == name && e.event_id == event_id)
+            .cloned())
+    }
+
+    async fn published_events(
+        &self,
+        name: &str,
+        key: &str,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<PublishedEvent>, StoreError> {
+        let mut found: Vec<PublishedEvent> = self
+            .published()
+            .iter()
+            .filter(|e| e.name == name && e.key == key && e.published_at >= since)
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| (a.published_at, &a.event_id).cmp(&(b.published_at, &b.event_id)));
+        found.truncate(limit as usize);
+        Ok(found)
+    }
+
+    async fn record_woken(
+        &self,
+        name: &str,
+        event_id: &str,
+        woken: &[String],
+    ) -> Result<(), StoreError> {
+        for e in self.published().iter_mut() {
+            if e.name == name && e.event_id == event_id {
+                e.woken = Some(woken.to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    async fn prune_published(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut published = self.published();
+        let had = published.len();
+        published.retain(|e| e.published_at >= before);
+        Ok((had - published.len()) as u64)
+    }
+
+    async fn waiting_for_event(
+        &self,
+        name: &str,
+        key: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let wanted = waiting_for(name, key);
+        let mut found: Vec<(DateTime<Utc>, String)> = self
+            .rows()
+            .values()
+            .filter(|(r, _)| r.waiting_for().as_deref() == Some(wanted.as_str()))
+            .map(|(r, _)| (r.start_at, r.id.clone()))
+            .collect();
+        found.sort();
+        Ok(found
+            .into_iter()
+            .take(limit as usize)
+            .map(|(_, id)| id)
+            .collect())
     }
 }

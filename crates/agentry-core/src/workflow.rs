@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::schema::{Schema, SchemaError};
+use crate::state::EventWait;
 use crate::store::{StepRecord, StepStatus};
 
 /// What a step returns.
@@ -51,6 +52,8 @@ pub enum StepError {
         reason: String,
         data: Option<Value>,
         deadline: Option<DateTime<Utc>>,
+        /// The event whose delivery resumes it ([`StepContext::wait_for_event`]).
+        event: Option<EventWait>,
     },
     /// The step failed; the execution ends in `error` with this message.
     Failed(String),
@@ -161,6 +164,7 @@ impl StepContext {
             reason: reason.into(),
             data,
             deadline: None,
+            event: None,
         }
     }
 
@@ -177,6 +181,7 @@ impl StepContext {
             reason: reason.into(),
             data,
             deadline: Some(deadline),
+            event: None,
         }
     }
 
@@ -239,6 +244,29 @@ impl StepContext {
             data,
         };
         journal.write(Vec::new(), vec![event]).await
+    }
+
+    /// Waits for the event `name` (declared with [`WorkflowBuilder::event`]): its data once it
+    /// is delivered, `None` when `deadline` passed first (then [`StepContext::timed_out`] is
+    /// set). An event delivered to this execution before the step waits is in its mailbox and
+    /// is taken at once; with a `key`, so is an event sent by key (`POST /events/{name}`)
+    /// within the retention window ([`crate::engine::EVENT_RETENTION`]). Else the execution
+    /// suspends (`Waiting for event <name>`) until a delivery resumes it: use it with `?`.
+    ///
+    /// Each wait of a step is recorded in the step's journal under `event-<n>` (its n-th
+    /// wait), so a step that runs again (resumed, recovered) gets the same events back in the
+    /// same order: the step's waits must come in the same order on every run.
+    pub async fn wait_for_event(
+        &self,
+        name: &str,
+        key: Option<&str>,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<Option<Value>, StepError> {
+        let journal = self
+            .journal
+            .as_ref()
+            .ok_or_else(|| StepError::failed("waiting for an event needs the engine's journal"))?;
+        journal.wait_for_event(self, name, key, deadline).await
     }
 }
 
@@ -485,6 +513,7 @@ pub struct WorkflowBuilder {
     input_schema: Option<Value>,
     suspend_schema: Option<Value>,
     resume_schema: Option<Value>,
+    events: Vec<(String, Value)>,
     steps: Vec<Step>,
 }
 
@@ -503,6 +532,8 @@ pub enum DefinitionError {
     },
     #[error("workflow id {0:?} is not usable in a path (use letters, digits, '-', '_', '.')")]
     BadId(String),
+    #[error("workflow {workflow}: event {event:?} is declared twice or is not usable in a path")]
+    BadEvent { workflow: String, event: String },
 }
 
 impl WorkflowBuilder {
@@ -523,6 +554,14 @@ impl WorkflowBuilder {
 
     pub fn resume_schema(mut self, s: Value) -> Self {
         self.resume_schema = Some(s);
+        self
+    }
+
+    /// Declares the event `name` its steps may wait for
+    /// ([`StepContext::wait_for_event`]) and the JSON Schema of its data: a delivery is
+    /// validated against it.
+    pub fn event(mut self, name: impl Into<String>, schema: Value) -> Self {
+        self.events.push((name.into(), schema));
         self
     }
 
@@ -679,7 +718,20 @@ impl WorkflowBuilder {
                 &s.suspend_schema,
             )?);
         }
+        let mut events = Vec::new();
+        for (name, schema) in &self.events {
+            if !crate::id::is_valid_id(name) || events.iter().any(|(n, _)| n == name) {
+                return Err(DefinitionError::BadEvent {
+                    workflow: self.id.clone(),
+                    event: name.clone(),
+                });
+            }
+            let what = format!("event {name} schema");
+            let compiled = compile(what, &Some(schema.clone()))?.expect("a schema was given");
+            events.push((name.clone(), compiled));
+        }
         Ok(Workflow {
+            events,
             id: self.id,
             name: self.name,
             purpose: self.purpose,
@@ -703,6 +755,8 @@ pub struct Workflow {
     resume_schema: Option<Schema>,
     step_resume_schemas: Vec<Option<Schema>>,
     step_suspend_schemas: Vec<Option<Schema>>,
+    /// The events its steps may wait for, with the schema of their data.
+    events: Vec<(String, Schema)>,
     steps: Vec<Step>,
 }
 
@@ -726,6 +780,7 @@ impl Workflow {
             input_schema: None,
             suspend_schema: None,
             resume_schema: None,
+            events: Vec::new(),
             steps: Vec::new(),
         }
     }
@@ -795,6 +850,25 @@ impl Workflow {
         match schema {
             Some(s) => s.validate(data),
             None => Ok(()),
+        }
+    }
+
+    /// The events its steps may wait for, with the JSON Schema of their data.
+    pub fn events(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.events.iter().map(|(n, s)| (n.as_str(), s.source()))
+    }
+
+    /// Whether it declares the event `name`.
+    pub fn declares_event(&self, name: &str) -> bool {
+        self.events.iter().any(|(n, _)| n == name)
+    }
+
+    /// Validates the data of a delivery of the event `name` against its declared schema
+    /// (`Err` naming the field; an undeclared event is `Err` too).
+    pub fn validate_event(&self, name: &str, data: &Value) -> Result<(), String> {
+        match self.events.iter().find(|(n, _)| n == name) {
+            Some((_, schema)) => schema.validate(data),
+            None => Err(format!("workflow {} declares no event {name}", self.id)),
         }
     }
 

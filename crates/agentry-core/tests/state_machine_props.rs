@@ -71,6 +71,7 @@ fn suspension() -> impl Strategy<Value = Suspension> {
                 step_id,
                 data,
                 deadline,
+                event: None,
             },
         )
 }

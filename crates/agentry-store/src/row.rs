@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use agentry_core::WorkflowEvent;
 use agentry_core::state::{ExecutionState, StateParts, Status};
-use agentry_core::store::{ExecutionRecord, Lease, Progress, StepRecord, StepStatus, StoreError};
+use agentry_core::store::{
+    ExecutionRecord, Lease, Progress, PublishedEvent, StepRecord, StepStatus, StoreError,
+};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -39,6 +41,10 @@ pub struct ExecutionRow {
     /// derived from the state, written for the timer query, never read back.
     #[sqlx(default)]
     pub wake_at: Option<i64>,
+    /// The event and key its step waits for ([`ExecutionRecord::waiting_for`]): derived from
+    /// the state, written for the lookup by key, never read back.
+    #[sqlx(default)]
+    pub waiting_for: Option<String>,
 }
 
 /// A step row's key, as the write of child steps returns it.
@@ -84,6 +90,36 @@ impl EventRow {
             seq: Some(self.seq),
             timestamp: self.at,
             kind,
+        })
+    }
+}
+
+/// One `workflow_published_events` row, JSON columns as text.
+#[derive(Debug, sqlx::FromRow)]
+pub struct PublishedRow {
+    pub name: String,
+    pub event_id: String,
+    pub event_key: String,
+    pub data: String,
+    pub published_at: DateTime<Utc>,
+    pub owner: Option<String>,
+    pub woken: Option<String>,
+}
+
+impl PublishedRow {
+    pub fn into_event(self) -> Result<PublishedEvent, StoreError> {
+        let corrupt = |reason: String| StoreError::Corrupt {
+            id: format!("event {} {}", self.name, self.event_id),
+            reason,
+        };
+        Ok(PublishedEvent {
+            data: parse(&self.data).map_err(corrupt)?,
+            woken: parse_opt(self.woken.as_deref()).map_err(corrupt)?,
+            name: self.name,
+            event_id: self.event_id,
+            key: self.event_key,
+            published_at: self.published_at,
+            owner: self.owner,
         })
     }
 }
@@ -158,6 +194,7 @@ impl ExecutionRow {
                 .as_ref()
                 .and_then(|s| s.deadline)
                 .map(|d| d.timestamp_millis()),
+            waiting_for: r.waiting_for(),
         }
     }
 

@@ -22,8 +22,8 @@
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, StatusCount, StepRecord,
-    StoreError,
+    Claim, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, PublishedEvent, StatusCount,
+    StepRecord, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -33,7 +33,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::row::{CountRow, EventRow, ExecutionRow, IdRow, StepKeyRow, StepRow, db_err, to_json};
+use crate::row::{
+    CountRow, EventRow, ExecutionRow, IdRow, PublishedRow, StepKeyRow, StepRow, db_err, to_json,
+};
 
 /// What differs between the databases.
 pub trait Dialect: Database {
@@ -101,6 +103,17 @@ impl<DB: Database> SqlStore<DB> {
 
     pub fn pool(&self) -> &Pool<DB> {
         &self.pool
+    }
+}
+
+impl<DB: Dialect> SqlStore<DB> {
+    /// `SELECT` of the kept events sent by key, up to its `WHERE `.
+    fn select_published() -> QueryBuilder<DB> {
+        QueryBuilder::new(format!(
+            "SELECT name, event_id, event_key, data{t} AS data, published_at, owner, \
+             woken{t} AS woken FROM workflow_published_events WHERE ",
+            t = DB::AS_TEXT
+        ))
     }
 }
 
@@ -223,7 +236,7 @@ struct Column {
 
 /// The header's columns: the one place that lists them (with `lease_expires_at`, which the
 /// writes compute from the database's clock).
-static COLUMNS: [Column; 23] = {
+static COLUMNS: [Column; 24] = {
     use Cell::*;
     const fn column(
         name: &'static str,
@@ -279,6 +292,14 @@ static COLUMNS: [Column; 23] = {
             read: false,
             checkpoint: true,
             value: |r| MaybeInt(r.wake_at),
+        },
+        // Derived from the state for the lookup of an event sent by key; never read back.
+        Column {
+            name: "waiting_for",
+            json: false,
+            read: false,
+            checkpoint: true,
+            value: |r| MaybeText(r.waiting_for.as_deref()),
         },
     ]
 };
@@ -388,6 +409,7 @@ where
     for<'r> IdRow: FromRow<'r, DB::Row>,
     for<'r> StepKeyRow: FromRow<'r, DB::Row>,
     for<'r> CountRow: FromRow<'r, DB::Row>,
+    for<'r> PublishedRow: FromRow<'r, DB::Row>,
 {
     async fn check(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
@@ -695,6 +717,115 @@ where
             .push(format!(" ORDER BY id{})", DB::FOR_UPDATE));
         let res = q.build().execute(&self.pool).await.map_err(db_err)?;
         Ok(DB::rows_affected(&res))
+    }
+
+    async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "INSERT INTO workflow_published_events \
+             (name, event_id, event_key, data, published_at, owner) VALUES (",
+        );
+        q.push_bind(event.name.clone())
+            .push(", ")
+            .push_bind(event.event_id.clone())
+            .push(", ")
+            .push_bind(event.key.clone())
+            .push(", ")
+            .push_bind(to_json(&event.data))
+            .push(DB::AS_JSON)
+            .push(", ")
+            .push_bind(event.published_at)
+            .push(", ")
+            .push_bind(event.owner.clone())
+            .push(") ON CONFLICT (name, event_id) DO NOTHING");
+        let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res) == 1)
+    }
+
+    async fn published_event(
+        &self,
+        name: &str,
+        event_id: &str,
+    ) -> Result<Option<PublishedEvent>, StoreError> {
+        let mut q = Self::select_published();
+        q.push("name = ")
+            .push_bind(name.to_owned())
+            .push(" AND event_id = ")
+            .push_bind(event_id.to_owned());
+        let row: Option<PublishedRow> = q
+            .build_query_as()
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_err)?;
+        row.map(PublishedRow::into_event).transpose()
+    }
+
+    async fn published_events(
+        &self,
+        name: &str,
+        key: &str,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<PublishedEvent>, StoreError> {
+        let mut q = Self::select_published();
+        q.push("name = ")
+            .push_bind(name.to_owned())
+            .push(" AND event_key = ")
+            .push_bind(key.to_owned())
+            .push(" AND published_at >= ")
+            .push_bind(since)
+            .push(" ORDER BY published_at, event_id LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<PublishedRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        rows.into_iter().map(PublishedRow::into_event).collect()
+    }
+
+    async fn record_woken(
+        &self,
+        name: &str,
+        event_id: &str,
+        woken: &[String],
+    ) -> Result<(), StoreError> {
+        let mut q = QueryBuilder::<DB>::new("UPDATE workflow_published_events SET woken = ");
+        q.push_bind(to_json(&woken))
+            .push(DB::AS_JSON)
+            .push(" WHERE name = ")
+            .push_bind(name.to_owned())
+            .push(" AND event_id = ")
+            .push_bind(event_id.to_owned());
+        q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn prune_published(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut q =
+            QueryBuilder::<DB>::new("DELETE FROM workflow_published_events WHERE published_at < ");
+        q.push_bind(before);
+        let res = q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(DB::rows_affected(&res))
+    }
+
+    async fn waiting_for_event(
+        &self,
+        name: &str,
+        key: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "SELECT id FROM workflow_executions WHERE status = 'suspended' AND waiting_for = ",
+        );
+        q.push_bind(agentry_core::store::waiting_for(name, key))
+            .push(" ORDER BY start_at, id LIMIT ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<IdRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
     }
 }
 

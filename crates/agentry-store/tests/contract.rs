@@ -66,6 +66,7 @@ contract!(
     events_are_stored_with_the_write_that_reports_them,
     lists_page_newest_first_by_status_and_owner,
     concurrent_writes_each_get_their_own_outcome,
+    events_sent_by_key_are_kept_once_and_found_by_key,
 );
 
 /// A database for one test.
@@ -252,6 +253,11 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
         step_id: "second".into(),
         data: Some(json!({"a": 1})),
         deadline: Some(now() + chrono::Duration::hours(1)),
+        event: Some(agentry_core::state::EventWait {
+            name: "payment".into(),
+            key: Some("o-1".into()),
+            entry: "event-0".into(),
+        }),
     });
     for r in [&cancelled, &failed, &waiting] {
         store.insert(r, &[]).await.expect("insert");
@@ -896,4 +902,111 @@ async fn concurrent_writes_each_get_their_own_outcome(store: &dyn ExecutionStore
         assert_eq!(winners.len(), 1, "{}: exactly one checkpoint wins", r.id);
         assert_eq!(&get(store, &r.id).await, winners[0]);
     }
+}
+
+/// An event sent by key is kept once per name and id, found by key from a time on, records the
+/// executions it woke, and is forgotten after the window; a suspended execution waiting for an
+/// event by key is found by that key.
+async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn ExecutionStore) {
+    use agentry_core::store::PublishedEvent;
+    let sent = |id: &str, key: &str, at: DateTime<Utc>| PublishedEvent {
+        name: "payment".into(),
+        event_id: id.into(),
+        key: key.into(),
+        data: json!({"amount": 12.5, "text": "caf\u{e9} \u{1f600}"}),
+        published_at: at,
+        owner: Some("alice".into()),
+        woken: None,
+    };
+    let old = now() - chrono::Duration::hours(2);
+    let at = now();
+    assert!(store.publish_event(&sent("e-1", "o-1", at)).await.unwrap());
+    assert!(
+        !store
+            .publish_event(&sent("e-1", "o-2", now()))
+            .await
+            .unwrap()
+    );
+    assert!(store.publish_event(&sent("e-0", "o-1", old)).await.unwrap());
+    assert!(
+        store
+            .publish_event(&sent("e-2", "o-2", now()))
+            .await
+            .unwrap()
+    );
+    let found = store
+        .published_events("payment", "o-1", now() - chrono::Duration::hours(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(found, vec![sent("e-1", "o-1", at)]);
+    store
+        .record_woken("payment", "e-1", &["a".into(), "b".into()])
+        .await
+        .unwrap();
+    let one = store
+        .published_event("payment", "e-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(one.woken, Some(vec!["a".to_owned(), "b".to_owned()]));
+    assert_eq!(one.owner.as_deref(), Some("alice"));
+    assert_eq!(
+        store
+            .prune_published(now() - chrono::Duration::hours(1))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(
+        store
+            .published_event("payment", "e-0")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let mut waiting = record("w", None);
+    waiting.state = ExecutionState::Suspended(agentry_core::Suspension {
+        suspended_at: now(),
+        reason: "Waiting for event payment".into(),
+        step_index: 0,
+        step_id: "first".into(),
+        data: None,
+        deadline: None,
+        event: Some(agentry_core::state::EventWait {
+            name: "payment".into(),
+            key: Some("o-1".into()),
+            entry: "event-0".into(),
+        }),
+    });
+    store.insert(&waiting, &[]).await.unwrap();
+    store.insert(&record("w", None), &[]).await.unwrap();
+    assert_eq!(
+        store.waiting_for_event("payment", "o-1", 10).await.unwrap(),
+        vec![waiting.id.clone()]
+    );
+    assert!(
+        store
+            .waiting_for_event("payment", "o-2", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Resumed, it waits no more.
+    let mut resumed = waiting.clone();
+    resumed.state = running();
+    resumed.version = waiting.version + 1;
+    assert!(
+        store
+            .compare_and_set(&resumed, waiting.version, &[], &[])
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .waiting_for_event("payment", "o-1", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

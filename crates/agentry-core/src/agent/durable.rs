@@ -729,6 +729,7 @@ impl RunStep<'_> {
                 reason,
                 data,
                 deadline: Some(d),
+                event: None,
             },
             None => self.ctx.suspend(reason, data),
         }

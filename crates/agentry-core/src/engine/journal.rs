@@ -13,7 +13,7 @@ use super::*;
 /// What a step writes of its own progress while it runs. Cheap to clone.
 #[derive(Clone)]
 pub struct Journal {
-    engine: Engine,
+    pub(super) engine: Engine,
     execution_id: Arc<str>,
     workflow_id: Arc<str>,
     step_id: Arc<str>,
@@ -23,6 +23,8 @@ pub struct Journal {
     latest: Arc<tokio::sync::Mutex<Option<ExecutionRecord>>>,
     /// Entries and events to write with the step's checkpoint.
     deferred: Arc<Mutex<Deferred>>,
+    /// The step's waits for events in this run of it.
+    pub(super) waits: Arc<super::mailbox::Waits>,
 }
 
 /// What a step left for its checkpoint to write.
@@ -56,7 +58,13 @@ impl Journal {
             lease: lease.cloned(),
             latest: Arc::new(tokio::sync::Mutex::new(Some(rec.clone()))),
             deferred: Arc::default(),
+            waits: Arc::default(),
         }
+    }
+
+    /// The step whose journal it is.
+    pub fn step_id(&self) -> &str {
+        &self.step_id
     }
 
     /// The record id of the entry `key` of this step.
@@ -81,11 +89,28 @@ impl Journal {
         entries: Vec<(String, StepRecord)>,
         events: Vec<EventKind>,
     ) -> Result<(), StepError> {
-        let mut latest = self.latest.lock().await;
         let entries: Vec<(String, Arc<StepRecord>)> = entries
             .into_iter()
             .map(|(key, r)| (self.entry_id(&key), Arc::new(r)))
             .collect();
+        self.write_if(|r, evs| {
+            let mut next = r.clone();
+            next.progress.steps_mut().extend(entries.iter().cloned());
+            evs.extend(events.iter().cloned());
+            Ok(next)
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Writes what `change` makes of the execution as it stands (its records, its events) in
+    /// one fenced write, like [`Journal::write`]; `change` answers
+    /// [`EngineError::Unchanged`] when there is nothing to write: then `Ok(false)`.
+    pub(super) async fn write_if<F>(&self, change: F) -> Result<bool, StepError>
+    where
+        F: Fn(&ExecutionRecord, &mut Vec<EventKind>) -> Result<ExecutionRecord, EngineError>,
+    {
+        let mut latest = self.latest.lock().await;
         let written = self
             .engine
             .update_held(
@@ -96,23 +121,37 @@ impl Journal {
                     if r.state.status() != Status::Running {
                         return Err(EngineError::Cancelled(r.id.clone()));
                     }
-                    let mut next = r.clone();
-                    next.progress.steps_mut().extend(entries.iter().cloned());
-                    evs.extend(events.iter().cloned());
-                    Ok(next)
+                    change(r, evs)
                 },
             )
             .await;
         match written {
             Ok(rec) => {
                 *latest = Some(rec);
-                Ok(())
+                Ok(true)
+            }
+            Err(EngineError::Unchanged) => {
+                // Nothing written; the record in hand was moved into the write: read it back.
+                *latest = self
+                    .engine
+                    .inner
+                    .store
+                    .get_to_update(&self.execution_id)
+                    .await
+                    .ok()
+                    .flatten();
+                Ok(false)
             }
             Err(e) => {
                 tracing::info!(execution_id = %self.execution_id, step_id = %self.step_id, error = %e, "a step's journal write was refused: the step stops");
                 Err(StepError::Cancelled)
             }
         }
+    }
+
+    /// The execution as this step's writes last left it.
+    pub(super) async fn latest(&self) -> Option<ExecutionRecord> {
+        self.latest.lock().await.clone()
     }
 
     /// Leaves entries and events for the step's checkpoint to write (when the step ends with an

@@ -31,6 +31,7 @@ use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
 mod crash;
 mod events;
 mod journal;
+mod mailbox;
 mod recovery;
 mod run;
 #[cfg(test)]
@@ -40,6 +41,10 @@ pub use crash::{CrashFn, CrashHook, CrashPoint};
 pub use events::WAKE_ALL;
 use journal::Deferred;
 pub use journal::{Journal, entry_id};
+pub use mailbox::{
+    Delivered, Delivery, EVENT_RETENTION, EventDelivery, MAX_EVENT_BYTES, MAX_PENDING_EVENTS,
+    MailboxEvent, Published, mailbox,
+};
 use run::{Entry, LiveRun};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.
@@ -116,6 +121,25 @@ pub enum EngineError {
     ShuttingDown,
     #[error("Execution {0} is being changed by too many writers at once")]
     Contention(String),
+    /// The event is not declared by the workflow (or, sent by key, by any workflow).
+    #[error("{}", match workflow_id {
+        Some(w) => format!("Workflow {w} declares no event {name}"),
+        None => format!("No workflow declares the event {name}"),
+    })]
+    UnknownEvent {
+        workflow_id: Option<String>,
+        name: String,
+    },
+    #[error("Event validation failed: {0}")]
+    InvalidEventData(String),
+    /// An event for an execution that ended: nothing will ever take it.
+    #[error("Execution {id} is {status}: it takes no more events")]
+    EventAfterEnd { id: String, status: Status },
+    #[error("Execution {0} has too many events waiting in its mailbox")]
+    MailboxFull(String),
+    /// A change found nothing to write (a closure of a write says so; never answered).
+    #[error("nothing to write")]
+    Unchanged,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -748,34 +772,7 @@ impl Engine {
                     if matches!(wake, Wake::Deadline) && !due {
                         return Err(EngineError::NotDue(r.id.clone()));
                     }
-                    let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
-                        TransitionError::NotSuspended(status) => EngineError::NotSuspended {
-                            id: r.id.clone(),
-                            status,
-                        },
-                        other => EngineError::Internal(other.to_string()),
-                    })?;
-                    let mut next = r.clone();
-                    next.state = state;
-                    next.progress.next_step = index;
-                    next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
-                    // The step starts again with this same write: the step that suspended
-                    // continues its attempt; any other starts its next one.
-                    events.push(EventKind::WorkflowStart {
-                        input: r.input.clone(),
-                        resumed: true,
-                    });
-                    if let Some(step) = wf.steps().get(index) {
-                        let input = Self::input_for(&wf, r, index);
-                        match next.progress.steps_mut().get_mut(&step.id) {
-                            Some(rec) if rec.status == StepStatus::Suspended => {
-                                Arc::make_mut(rec).status = StepStatus::Running;
-                            }
-                            _ => self.begin(&mut next.progress, step, input.clone()),
-                        }
-                        events.push(Self::step_start(step, index, input));
-                    }
-                    Ok(next)
+                    self.resumed(&wf, r, index, events)
                 },
             )
             .await?;
@@ -793,6 +790,45 @@ impl Engine {
             timed_out: matches!(wake, Wake::Deadline),
         };
         Ok(self.spawn_run(wf, rec, entry))
+    }
+
+    /// `r`, suspended, running again from the step at `index` for this process (a new lease),
+    /// that step's start recorded with `workflow-start`, in the write that makes it.
+    pub(super) fn resumed(
+        &self,
+        wf: &Workflow,
+        r: &ExecutionRecord,
+        index: usize,
+        events: &mut Vec<EventKind>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
+            TransitionError::NotSuspended(status) => EngineError::NotSuspended {
+                id: r.id.clone(),
+                status,
+            },
+            other => EngineError::Internal(other.to_string()),
+        })?;
+        let mut next = r.clone();
+        next.state = state;
+        next.progress.next_step = index;
+        next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
+        // The step starts again with this same write: the step that suspended continues its
+        // attempt; any other starts its next one.
+        events.push(EventKind::WorkflowStart {
+            input: r.input.clone(),
+            resumed: true,
+        });
+        if let Some(step) = wf.steps().get(index) {
+            let input = Self::input_for(wf, r, index);
+            match next.progress.steps_mut().get_mut(&step.id) {
+                Some(rec) if rec.status == StepStatus::Suspended => {
+                    Arc::make_mut(rec).status = StepStatus::Running;
+                }
+                _ => self.begin(&mut next.progress, step, input.clone()),
+            }
+            events.push(Self::step_start(step, index, input));
+        }
+        Ok(next)
     }
 
     /// A page of executions, newest first (see [`ListQuery`]); a named workflow must be

@@ -170,6 +170,7 @@ impl Engine {
                 step_id: step.id.clone(),
                 data: None,
                 deadline: None,
+                event: None,
             };
             let lease = claimed.lease.clone();
             self.suspend_now(lease.as_ref(), claimed, suspension, false)

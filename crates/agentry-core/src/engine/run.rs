@@ -260,6 +260,14 @@ impl Engine {
             self.emit_for(&id, &workflow_id, result);
         }
         lock(&self.inner.live).remove(&id);
+        // Suspended to wait for an event: one delivered meanwhile is handed over now.
+        if let Ok(rec) = &outcome
+            && rec.state.suspension().is_some_and(|s| s.event.is_some())
+        {
+            let engine = self.clone();
+            let rec = rec.clone();
+            tokio::spawn(async move { engine.look_again_for_event(rec).await });
+        }
         outcome
     }
 
@@ -710,6 +718,7 @@ impl Engine {
                             step_id: following.id.clone(),
                             data: None,
                             deadline: None,
+                            event: None,
                         };
                         next.state =
                             Self::transitioned(&r.state, Transition::Suspend(suspension), events)?;
@@ -750,6 +759,7 @@ impl Engine {
                 reason,
                 data,
                 deadline,
+                event,
             } => {
                 if let Some(d) = &data
                     && !matches!(step.kind, StepKind::Workflow { .. })
@@ -766,6 +776,7 @@ impl Engine {
                         // none, so the record in hand never differs from the stored one.
                         data: data.filter(|d| !d.is_null()),
                         deadline,
+                        event,
                     };
                     return self.suspend_now(run.lease, rec, suspension, true).await;
                 }
@@ -1422,6 +1433,7 @@ impl Engine {
             // The child's own deadline, if any, resumes the child, not this step.
             ExecutionState::Suspended(s) => Err(StepError::Suspend {
                 deadline: None,
+                event: None,
                 reason: s.reason,
                 data: Some(
                     json!({"childExecutionId": rec.id, "childWorkflowId": workflow_id, "data": s.data}),

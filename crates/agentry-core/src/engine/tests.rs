@@ -608,3 +608,255 @@ async fn step_output_is_stored_and_replayed() {
         failed.state.error()
     );
 }
+
+/// `payment-webhook`'s shape: waits for `payment` keyed by the order id, up to a deadline.
+fn awaiting_payment() -> Workflow {
+    Workflow::new("pay", "Pay")
+        .event(
+            "payment",
+            json!({"type": "object", "properties": {"amount": {"type": "number", "minimum": 0}}, "required": ["amount"]}),
+        )
+        .and_then(step("await", |ctx: StepContext| async move {
+            let order = ctx.input["orderId"].as_str().unwrap_or_default().to_owned();
+            let deadline = ctx.started_at + chrono::Duration::hours(1);
+            let got = ctx
+                .wait_for_event("payment", Some(&order), Some(deadline))
+                .await?;
+            Ok(json!({"orderId": order, "payment": got}))
+        }))
+        .build()
+        .unwrap()
+}
+
+fn payment(amount: f64, id: Option<&str>) -> EventDelivery {
+    EventDelivery {
+        name: "payment".into(),
+        data: json!({"amount": amount}),
+        event_id: id.map(str::to_owned),
+    }
+}
+
+async fn settle(engine: &Engine, id: &str) -> ExecutionRecord {
+    for _ in 0..200 {
+        let rec = engine.find(&ex_id(id)).await.unwrap();
+        if rec.state.status() != Status::Running {
+            return rec;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{id} still running")
+}
+
+#[tokio::test]
+async fn an_event_resumes_the_step_that_waits_for_it_once() {
+    let engine = Engine::in_memory();
+    engine.register(awaiting_payment()).unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("o-1")),
+        ..Default::default()
+    };
+    let rec = engine
+        .execute(&wf_id("pay"), json!({"orderId": "o-1"}), start)
+        .await
+        .unwrap();
+    let s = rec.state.suspension().expect("waits");
+    assert_eq!(s.reason, "Waiting for event payment");
+    assert_eq!(s.event.as_ref().unwrap().key.as_deref(), Some("o-1"));
+    assert!(s.deadline.is_some());
+    assert_eq!(rec.waiting_for().as_deref(), Some(r#"["payment","o-1"]"#));
+
+    // Bad data is refused, naming the field; an undeclared event too.
+    let bad = engine
+        .deliver_event(&wf_id("pay"), &ex_id("o-1"), payment(-1.0, None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(bad, EngineError::InvalidEventData(ref m) if m.contains("amount")),
+        "{bad}"
+    );
+    let unknown = EventDelivery {
+        name: "refund".into(),
+        ..payment(1.0, None)
+    };
+    assert!(matches!(
+        engine
+            .deliver_event(&wf_id("pay"), &ex_id("o-1"), unknown)
+            .await,
+        Err(EngineError::UnknownEvent { .. })
+    ));
+
+    let first = engine
+        .deliver_event(&wf_id("pay"), &ex_id("o-1"), payment(12.5, Some("ev-1")))
+        .await
+        .unwrap();
+    assert_eq!(first.delivery, Delivery::Resumed);
+    assert!(!first.duplicate);
+    let done = settle(&engine, "o-1").await;
+    assert_eq!(
+        done.state.result(),
+        Some(&json!({"orderId": "o-1", "payment": {"amount": 12.5}}))
+    );
+    let again = engine
+        .deliver_event(&wf_id("pay"), &ex_id("o-1"), payment(12.5, Some("ev-1")))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.delivery, Delivery::Resumed);
+    // Another event to an execution that ended is refused.
+    assert!(matches!(
+        engine
+            .deliver_event(&wf_id("pay"), &ex_id("o-1"), payment(1.0, None))
+            .await,
+        Err(EngineError::EventAfterEnd { .. })
+    ));
+    let taken = mailbox(&done);
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].taken.as_ref().unwrap().0, "await/event-0");
+}
+
+#[tokio::test]
+async fn an_event_sent_before_the_wait_waits_in_the_mailbox() {
+    let engine = Engine::in_memory();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let opened = gate.clone();
+    engine
+        .register(
+            Workflow::new("late", "Late")
+                .event("ping", json!({"type": "object"}))
+                .and_then(step("slow", move |_ctx: StepContext| {
+                    let opened = opened.clone();
+                    async move {
+                        opened.notified().await;
+                        Ok(json!(null))
+                    }
+                }))
+                .and_then(step("wait", |ctx: StepContext| async move {
+                    let got = ctx.wait_for_event("ping", None, None).await?;
+                    Ok(json!({"got": got}))
+                }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("l-1")),
+        ..Default::default()
+    };
+    let handle = engine
+        .start(&wf_id("late"), json!({}), start)
+        .await
+        .unwrap();
+    let queued = engine
+        .deliver_event(
+            &wf_id("late"),
+            &ex_id("l-1"),
+            EventDelivery {
+                name: "ping".into(),
+                data: json!({"n": 1}),
+                event_id: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(queued.delivery, Delivery::Queued);
+    gate.notify_one();
+    let done = handle.finish().await.unwrap();
+    assert_eq!(done.state.result(), Some(&json!({"got": {"n": 1}})));
+}
+
+#[tokio::test]
+async fn an_event_sent_by_key_wakes_the_waiting_and_is_kept_for_later_ones() {
+    let engine = Engine::in_memory();
+    engine.register(awaiting_payment()).unwrap();
+    let start = |id: &str| ExecuteOptions {
+        execution_id: Some(ex_id(id)),
+        ..Default::default()
+    };
+    engine
+        .execute(&wf_id("pay"), json!({"orderId": "o-7"}), start("a"))
+        .await
+        .unwrap();
+    engine
+        .execute(&wf_id("pay"), json!({"orderId": "o-8"}), start("b"))
+        .await
+        .unwrap();
+    let sent = engine
+        .publish_event(
+            "payment",
+            "o-7",
+            json!({"amount": 3}),
+            Some("p-1".into()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        sent.woken.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert_eq!(settle(&engine, "a").await.state.status(), Status::Completed);
+    assert_eq!(
+        engine.find(&ex_id("b")).await.unwrap().state.status(),
+        Status::Suspended
+    );
+    // Sent again: not again.
+    let again = engine
+        .publish_event(
+            "payment",
+            "o-7",
+            json!({"amount": 3}),
+            Some("p-1".into()),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.woken.len(), 1);
+    // An execution that waits for it later takes it from the retention, without suspending.
+    let later = engine
+        .execute(&wf_id("pay"), json!({"orderId": "o-7"}), start("c"))
+        .await
+        .unwrap();
+    assert_eq!(
+        later.state.result(),
+        Some(&json!({"orderId": "o-7", "payment": {"amount": 3}}))
+    );
+    // An event nobody declares is refused.
+    assert!(matches!(
+        engine
+            .publish_event("nope", "k", json!({}), None, None)
+            .await,
+        Err(EngineError::UnknownEvent { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_deadline_that_passes_first_resumes_the_wait_with_none() {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let engine = Engine::with(
+        Arc::new(InMemoryExecutionStore::new()),
+        clock.clone(),
+        EngineConfig::default(),
+    );
+    engine.register(awaiting_payment()).unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("d-1")),
+        ..Default::default()
+    };
+    let rec = engine
+        .execute(&wf_id("pay"), json!({"orderId": "d-1"}), start)
+        .await
+        .unwrap();
+    assert_eq!(rec.state.status(), Status::Suspended);
+    clock.advance(Duration::from_secs(3601));
+    let handle = engine
+        .fire_timer(&ex_id("d-1"))
+        .await
+        .unwrap()
+        .expect("the deadline passed");
+    let done = handle.finish().await.unwrap();
+    assert_eq!(
+        done.state.result(),
+        Some(&json!({"orderId": "d-1", "payment": null}))
+    );
+}

@@ -12,8 +12,8 @@ use agentry_core::clock::{Clock, ManualClock, Sleep};
 use agentry_core::event::WorkflowEvent;
 use agentry_core::state::Status;
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease, ListQuery, StatusCount,
-    StepRecord, StoreError,
+    Claim, ExecutionRecord, ExecutionStore, InMemoryExecutionStore, Lease, ListQuery,
+    PublishedEvent, StatusCount, StepRecord, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -823,5 +823,56 @@ impl ExecutionStore for FaultyStore {
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
         self.enter().await;
         self.world.inner.release_leases(node).await
+    }
+
+    // The simulated workflows send no events: these only pass through.
+    async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
+        self.world.inner.publish_event(event).await
+    }
+
+    async fn published_event(
+        &self,
+        name: &str,
+        event_id: &str,
+    ) -> Result<Option<PublishedEvent>, StoreError> {
+        self.world.inner.published_event(name, event_id).await
+    }
+
+    async fn published_events(
+        &self,
+        name: &str,
+        key: &str,
+        since: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<PublishedEvent>, StoreError> {
+        self.world
+            .inner
+            .published_events(name, key, since, limit)
+            .await
+    }
+
+    async fn record_woken(
+        &self,
+        name: &str,
+        event_id: &str,
+        woken: &[String],
+    ) -> Result<(), StoreError> {
+        self.world.inner.record_woken(name, event_id, woken).await
+    }
+
+    async fn prune_published(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, StoreError> {
+        self.world.inner.prune_published(before).await
+    }
+
+    async fn waiting_for_event(
+        &self,
+        name: &str,
+        key: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.world.inner.waiting_for_event(name, key, limit).await
     }
 }

@@ -1,0 +1,706 @@
+//! Events into running executions: a step waits for a named event
+//! ([`StepContext::wait_for_event`]), and the outside world delivers it, to one execution
+//! ([`Engine::deliver_event`]) or by key to every execution that waits for it
+//! ([`Engine::publish_event`]).
+//!
+//! **The mailbox.** An event delivered to an execution that does not wait for it yet is kept in
+//! its mailbox: a record of the execution (`$event/<eventId>`, beside its step records), taken
+//! by the first wait for that event. Each delivery is one fenced write of the execution (a
+//! compare-and-set on its version) with its `workflow-event-received` event: the event is
+//! queued, or the waiting step is resumed, in that same write. Every write of an execution is
+//! ordered, so a delivery either comes before the wait (the wait takes it from the mailbox, or,
+//! if the wait's look came first, the run looks again once it has suspended) or after it (the
+//! delivery resumes it): an event is never lost, and taken once.
+//!
+//! **By key.** An event sent by key is delivered to every execution then waiting for it with
+//! that key, and kept for [`EVENT_RETENTION`] for the executions that wait for it later (a
+//! webhook that arrives before its execution reaches the wait).
+//!
+//! **Once.** An event id names one event: the same id delivered again is not delivered again;
+//! the answer is the first delivery's outcome.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+use crate::state::EventWait;
+use crate::store::PublishedEvent;
+
+/// How long an event sent by key is kept for the executions that wait for it later.
+pub const EVENT_RETENTION: Duration = Duration::from_secs(3600);
+/// The most JSON an event's data may hold (64 KiB).
+pub const MAX_EVENT_BYTES: usize = 64 * 1024;
+/// The most events an execution's mailbox holds untaken: a delivery beyond is refused.
+pub const MAX_PENDING_EVENTS: usize = 100;
+/// The most executions one event sent by key wakes.
+pub const MAX_WOKEN: usize = 10_000;
+
+/// The id prefix of mailbox records among an execution's step records.
+const MAILBOX: &str = "$event/";
+
+/// An event for one execution.
+#[derive(Debug, Clone)]
+pub struct EventDelivery {
+    /// The event's name, as the workflow declares it.
+    pub name: String,
+    pub data: Value,
+    /// Its id: the same id twice is delivered once. A fresh one when none is given.
+    pub event_id: Option<String>,
+}
+
+/// What a delivery did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The execution waited for it: its step resumed with it.
+    Resumed,
+    /// Kept in the execution's mailbox until a step waits for it.
+    Queued,
+}
+
+impl Delivery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Resumed => "resumed",
+            Delivery::Queued => "queued",
+        }
+    }
+
+    fn parse(s: &str) -> Delivery {
+        if s == "resumed" {
+            Delivery::Resumed
+        } else {
+            Delivery::Queued
+        }
+    }
+}
+
+/// The outcome of a delivery to one execution.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    pub event_id: String,
+    pub delivery: Delivery,
+    /// The id was delivered before: this is that delivery's outcome, and nothing was written.
+    pub duplicate: bool,
+    /// The execution after the delivery.
+    pub record: ExecutionRecord,
+}
+
+/// The outcome of an event sent by key.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub event_id: String,
+    /// The executions it woke (the first sending's, for a duplicate).
+    pub woken: Vec<ExecutionRecord>,
+    /// The id was sent before: nothing was sent again.
+    pub duplicate: bool,
+    /// Until when an execution that waits for it later takes it.
+    pub kept_until: DateTime<Utc>,
+}
+
+/// One event in an execution's mailbox, as its state shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MailboxEvent {
+    pub event_id: String,
+    pub name: String,
+    /// The key it was sent with (an event sent by key).
+    pub key: Option<String>,
+    pub data: Value,
+    pub received_at: DateTime<Utc>,
+    /// What its delivery did.
+    pub delivery: Delivery,
+    /// The step journal entry that took it (`<step>/event-<n>`) and when; none while it waits
+    /// in the mailbox.
+    pub taken: Option<(String, DateTime<Utc>)>,
+}
+
+impl MailboxEvent {
+    /// The record id of event `event_id` in an execution's mailbox.
+    pub fn record_id(event_id: &str) -> String {
+        format!("{MAILBOX}{event_id}")
+    }
+
+    /// Whether the record `id` of an execution is a mailbox record (not a step's).
+    pub fn is_record(id: &str) -> bool {
+        id.starts_with(MAILBOX)
+    }
+
+    /// The mailbox event `id` holds, if it is one.
+    pub fn from_record(id: &str, r: &StepRecord) -> Option<Self> {
+        let event_id = id.strip_prefix(MAILBOX)?;
+        let text = |field: &str| r.input.get(field).and_then(Value::as_str);
+        let taken_by = r
+            .output
+            .as_ref()
+            .and_then(|o| o.get("takenBy"))
+            .and_then(Value::as_str);
+        Some(Self {
+            event_id: event_id.to_owned(),
+            name: text("name")?.to_owned(),
+            key: text("key").map(str::to_owned),
+            data: r.input.get("data").cloned().unwrap_or(Value::Null),
+            received_at: r.started_at,
+            delivery: Delivery::parse(text("delivery").unwrap_or_default()),
+            taken: taken_by.zip(r.ended_at).map(|(by, at)| (by.to_owned(), at)),
+        })
+    }
+
+    /// The mailbox record of this event.
+    fn record(&self) -> StepRecord {
+        let mut input = json!({
+            "name": self.name,
+            "data": self.data,
+            "delivery": self.delivery.as_str(),
+        });
+        if let Some(key) = &self.key {
+            input["key"] = json!(key);
+        }
+        let record = StepRecord::started(input, 1, self.received_at);
+        match &self.taken {
+            Some((by, at)) => record.finished(json!({ "takenBy": by }), true, *at),
+            None => record,
+        }
+    }
+
+    /// Whether a wait for `name` (with `key`, if any) takes it.
+    fn fits(&self, name: &str, key: Option<&str>) -> bool {
+        self.taken.is_none()
+            && self.name == name
+            && match (key, &self.key) {
+                (Some(wanted), Some(sent)) => wanted == sent,
+                _ => true,
+            }
+    }
+
+    /// The event this delivery reports in the log.
+    fn received(&self) -> EventKind {
+        EventKind::WorkflowEventReceived {
+            name: self.name.clone(),
+            key: self.key.clone(),
+            event_id: self.event_id.clone(),
+            data: self.data.clone(),
+            delivery: self.delivery.as_str().to_owned(),
+        }
+    }
+}
+
+/// The events of an execution's mailbox, oldest first.
+pub fn mailbox(rec: &ExecutionRecord) -> Vec<MailboxEvent> {
+    let mut events: Vec<MailboxEvent> = rec
+        .progress
+        .steps
+        .range(MAILBOX.to_owned()..)
+        .take_while(|(id, _)| MailboxEvent::is_record(id))
+        .filter_map(|(id, r)| MailboxEvent::from_record(id, r))
+        .collect();
+    events.sort_by(|a, b| (a.received_at, &a.event_id).cmp(&(b.received_at, &b.event_id)));
+    events
+}
+
+/// The mailbox event `event_id` of `rec`, if it has one.
+fn mailbox_event(rec: &ExecutionRecord, event_id: &str) -> Option<MailboxEvent> {
+    let id = MailboxEvent::record_id(event_id);
+    MailboxEvent::from_record(&id, rec.progress.steps.get(&id)?)
+}
+
+/// An event on its way into an execution: a new one, or one its mailbox already holds.
+struct Incoming {
+    event: MailboxEvent,
+}
+
+/// What a step's waits share within one run of the step.
+#[derive(Debug, Default)]
+pub(super) struct Waits {
+    /// How many waits the step made so far (the next one's entry is `event-<n>`).
+    count: AtomicU32,
+    /// Whether the wait that timed out was answered (`None`) already.
+    timed_out_answered: AtomicBool,
+}
+
+impl Engine {
+    /// Delivers an event to one execution of `workflow_id`: validated against the event's
+    /// declared schema, then, in one fenced write with its `workflow-event-received` event,
+    /// it resumes the step that waits for it, or waits in the execution's mailbox. The same
+    /// event id again answers the first delivery's outcome and writes nothing.
+    pub async fn deliver_event(
+        &self,
+        workflow_id: &WorkflowId,
+        execution_id: &ExecutionId,
+        delivery: EventDelivery,
+    ) -> Result<Delivered, EngineError> {
+        let wf = self.require_workflow(workflow_id)?;
+        Self::check_event(&wf, &delivery.name, &delivery.data)?;
+        let event_id = Self::event_id(delivery.event_id)?;
+        let current = self.load_to_update(workflow_id, execution_id).await?;
+        let incoming = Incoming {
+            event: MailboxEvent {
+                event_id,
+                name: delivery.name,
+                key: None,
+                data: delivery.data,
+                received_at: self.inner.clock.now(),
+                delivery: Delivery::Queued,
+                taken: None,
+            },
+        };
+        self.hand_over_event(&wf, current, incoming).await
+    }
+
+    /// Sends the event `name` with `key` to every execution waiting for it with that key (of
+    /// `owner`, when given: strict mode), and keeps it for [`EVENT_RETENTION`] for those that
+    /// wait for it later. The data must be valid for every workflow that declares `name`.
+    pub async fn publish_event(
+        &self,
+        name: &str,
+        key: &str,
+        data: Value,
+        event_id: Option<String>,
+        owner: Option<&UserId>,
+    ) -> Result<Published, EngineError> {
+        let declaring: Vec<Arc<Workflow>> = self
+            .workflows()
+            .into_iter()
+            .filter(|wf| wf.declares_event(name))
+            .collect();
+        if declaring.is_empty() {
+            return Err(EngineError::UnknownEvent {
+                workflow_id: None,
+                name: name.to_owned(),
+            });
+        }
+        for wf in &declaring {
+            Self::check_event(wf, name, &data)?;
+        }
+        crate::id::refuse_nul("key", key).map_err(EngineError::InvalidEventData)?;
+        let event_id = Self::event_id(event_id)?;
+        let now = self.inner.clock.now();
+        let kept_until = now + EVENT_RETENTION;
+        let store = &self.inner.store;
+        if let Err(e) = store.prune_published(now - EVENT_RETENTION).await {
+            tracing::warn!(error = %e, "forgetting the events sent by key before the retention window failed");
+        }
+        let event = PublishedEvent {
+            name: name.to_owned(),
+            event_id: event_id.clone(),
+            key: key.to_owned(),
+            data,
+            published_at: now,
+            owner: owner.map(|o| o.as_str().to_owned()),
+            woken: None,
+        };
+        if !store.publish_event(&event).await? {
+            let first = store.published_event(name, &event_id).await?;
+            let woken_ids = first.and_then(|f| f.woken).unwrap_or_default();
+            let mut woken = Vec::new();
+            for id in woken_ids {
+                if let Some(rec) = store.get(&id).await? {
+                    woken.push(rec);
+                }
+            }
+            return Ok(Published {
+                event_id,
+                woken,
+                duplicate: true,
+                kept_until,
+            });
+        }
+        let woken = self.wake_waiting(&event).await?;
+        let ids: Vec<String> = woken.iter().map(|r| r.id.clone()).collect();
+        store.record_woken(name, &event_id, &ids).await?;
+        Ok(Published {
+            event_id,
+            woken,
+            duplicate: false,
+            kept_until,
+        })
+    }
+
+    /// Delivers a sent event to the executions that wait for it now; returns those it woke.
+    async fn wake_waiting(
+        &self,
+        event: &PublishedEvent,
+    ) -> Result<Vec<ExecutionRecord>, EngineError> {
+        let store = &self.inner.store;
+        let mut tried = std::collections::HashSet::new();
+        let mut woken = Vec::new();
+        while woken.len() < MAX_WOKEN {
+            let limit = u32::try_from(tried.len() + 100).unwrap_or(u32::MAX);
+            let ids = store
+                .waiting_for_event(&event.name, &event.key, limit)
+                .await?;
+            let fresh: Vec<String> = ids
+                .into_iter()
+                .filter(|id| tried.insert(id.clone()))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for id in fresh {
+                let Some(rec) = store.get_to_update(&id).await? else {
+                    continue;
+                };
+                if event.owner.is_some() && rec.owner != event.owner {
+                    continue;
+                }
+                let Some(wf) = self.registered(&rec.workflow_id) else {
+                    continue;
+                };
+                let incoming = Incoming {
+                    event: Self::published_to_mailbox(event),
+                };
+                match self.hand_over_event(&wf, rec, incoming).await {
+                    Ok(d) if d.delivery == Delivery::Resumed && !d.duplicate => {
+                        woken.push(d.record)
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(execution_id = %id, error = %e, "delivering an event sent by key failed")
+                    }
+                }
+            }
+        }
+        Ok(woken)
+    }
+
+    fn published_to_mailbox(event: &PublishedEvent) -> MailboxEvent {
+        MailboxEvent {
+            event_id: event.event_id.clone(),
+            name: event.name.clone(),
+            key: Some(event.key.clone()),
+            data: event.data.clone(),
+            received_at: event.published_at,
+            delivery: Delivery::Queued,
+            taken: None,
+        }
+    }
+
+    /// The data of a delivery of `name` must be declared by `wf`, valid against its schema,
+    /// and bounded.
+    fn check_event(wf: &Workflow, name: &str, data: &Value) -> Result<(), EngineError> {
+        if !wf.declares_event(name) {
+            return Err(EngineError::UnknownEvent {
+                workflow_id: Some(wf.id().to_owned()),
+                name: name.to_owned(),
+            });
+        }
+        let size = serde_json::to_vec(data).map_or(usize::MAX, |b| b.len());
+        if size > MAX_EVENT_BYTES {
+            return Err(EngineError::InvalidEventData(format!(
+                "data: {size} bytes is over the limit of {MAX_EVENT_BYTES}"
+            )));
+        }
+        wf.validate_event(name, data)
+            .map_err(EngineError::InvalidEventData)
+    }
+
+    /// The given event id (checked like an execution id), or a fresh one.
+    fn event_id(given: Option<String>) -> Result<String, EngineError> {
+        match given {
+            Some(id) if crate::id::is_plain_word(&id, &[':']) => Ok(id),
+            Some(_) => Err(EngineError::InvalidEventData(
+                "eventId: use 1 to 128 letters, digits, '-', '_', '.' or ':'".into(),
+            )),
+            None => Ok(uuid::Uuid::now_v7().to_string()),
+        }
+    }
+
+    /// Puts `incoming` into the execution `current`, in one write: it resumes the step that
+    /// waits for it, or waits in the mailbox. An event id the mailbox holds already is not
+    /// delivered again (unless it waits there and the execution now waits for it: then it is
+    /// taken).
+    async fn hand_over_event(
+        &self,
+        wf: &Arc<Workflow>,
+        current: ExecutionRecord,
+        incoming: Incoming,
+    ) -> Result<Delivered, EngineError> {
+        let id = current.id.clone();
+        let known = Mutex::new(None);
+        let resumed_at = Mutex::new(None);
+        let written = self
+            .commit(Some(current), &id, Patience::Request, |r, events| {
+                let before = mailbox_event(r, &incoming.event.event_id);
+                let event = before.clone().unwrap_or_else(|| incoming.event.clone());
+                let waiting = r
+                    .state
+                    .suspension()
+                    .filter(|s| {
+                        s.event
+                            .as_ref()
+                            .is_some_and(|w| event.fits(&w.name, w.key.as_deref()))
+                    })
+                    .cloned();
+                *lock(&resumed_at) = None;
+                match (waiting, &before) {
+                    (Some(suspension), _) => self.resume_with_event(
+                        wf,
+                        r,
+                        event,
+                        suspension,
+                        before.is_none(),
+                        events,
+                        &resumed_at,
+                    ),
+                    (None, Some(first)) => {
+                        *lock(&known) = Some(first.clone());
+                        Err(EngineError::Unchanged)
+                    }
+                    (None, None) => self.queue_event(r, &event, events),
+                }
+            })
+            .await;
+        let (rec, events) = match written {
+            Ok(w) => w,
+            Err(EngineError::Unchanged) => {
+                let first = lock(&known).take().ok_or_else(|| {
+                    EngineError::Internal("a duplicate event with no first delivery".into())
+                })?;
+                let rec = self
+                    .inner
+                    .store
+                    .get(&id)
+                    .await?
+                    .ok_or_else(|| EngineError::UnknownExecution(id.clone()))?;
+                return Ok(Delivered {
+                    event_id: first.event_id,
+                    delivery: first.delivery,
+                    duplicate: true,
+                    record: rec,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let event_id = incoming.event.event_id.clone();
+        match lock(&resumed_at).take() {
+            Some((index, suspension)) => {
+                tracing::info!(execution_id = %id, event = %incoming.event.name, "an event resumed the execution");
+                let entry = Entry {
+                    step: index,
+                    resume: Some((None, suspension.data)),
+                    begun: true,
+                    announce: events,
+                    timed_out: false,
+                };
+                drop(self.spawn_run(wf.clone(), rec.clone(), entry));
+                Ok(Delivered {
+                    event_id,
+                    delivery: Delivery::Resumed,
+                    duplicate: false,
+                    record: rec,
+                })
+            }
+            None => {
+                self.publish(events);
+                Ok(Delivered {
+                    event_id,
+                    delivery: Delivery::Queued,
+                    duplicate: false,
+                    record: rec,
+                })
+            }
+        }
+    }
+
+    /// `r` with `event` in its mailbox, waiting for a step to take it.
+    fn queue_event(
+        &self,
+        r: &ExecutionRecord,
+        event: &MailboxEvent,
+        events: &mut Vec<EventKind>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let status = r.state.status();
+        if status.is_final() {
+            return Err(EngineError::EventAfterEnd {
+                id: r.id.clone(),
+                status,
+            });
+        }
+        let pending = mailbox(r).iter().filter(|e| e.taken.is_none()).count();
+        if pending >= MAX_PENDING_EVENTS {
+            return Err(EngineError::MailboxFull(r.id.clone()));
+        }
+        let mut next = r.clone();
+        next.progress.steps_mut().insert(
+            MailboxEvent::record_id(&event.event_id),
+            Arc::new(event.record()),
+        );
+        events.push(event.received());
+        Ok(next)
+    }
+
+    /// `r` resumed at its suspended step, which takes `event` (recorded in the step's journal
+    /// under the entry it waits on), in one write; `resumed_at` gets the step's index and the
+    /// suspension.
+    #[allow(clippy::too_many_arguments)]
+    fn resume_with_event(
+        &self,
+        wf: &Workflow,
+        r: &ExecutionRecord,
+        mut event: MailboxEvent,
+        suspension: Suspension,
+        new: bool,
+        events: &mut Vec<EventKind>,
+        resumed_at: &Mutex<Option<(usize, Suspension)>>,
+    ) -> Result<ExecutionRecord, EngineError> {
+        let wait = suspension.event.clone().ok_or_else(|| {
+            EngineError::Internal("resumed by an event it does not wait for".into())
+        })?;
+        let now = self.inner.clock.now();
+        let entry = entry_id(&suspension.step_id, &wait.entry);
+        event.delivery = Delivery::Resumed;
+        event.taken = Some((entry.clone(), now));
+        if new {
+            events.push(event.received());
+        }
+        let mut next = self.resumed(wf, r, suspension.step_index, events)?;
+        let steps = next.progress.steps_mut();
+        steps.insert(
+            MailboxEvent::record_id(&event.event_id),
+            Arc::new(event.record()),
+        );
+        let taken = StepRecord {
+            parent: Some(suspension.step_id.clone()),
+            ..StepRecord::started(
+                json!({"eventId": event.event_id, "name": event.name}),
+                1,
+                now,
+            )
+        }
+        .finished(event.data.clone(), true, now);
+        steps.insert(entry, Arc::new(taken));
+        *lock(resumed_at) = Some((suspension.step_index, suspension));
+        Ok(next)
+    }
+
+    /// After a run suspended to wait for an event: delivers the one its mailbox (or, by key,
+    /// the retention) holds for it, if any. (A delivery that came between the step's look and
+    /// its suspension is in the mailbox: every write of an execution is ordered.)
+    pub(super) async fn look_again_for_event(&self, rec: ExecutionRecord) {
+        let Some(wait) = rec.state.suspension().and_then(|s| s.event.clone()) else {
+            return;
+        };
+        let Some(wf) = self.registered(&rec.workflow_id) else {
+            return;
+        };
+        let waiting = mailbox(&rec)
+            .into_iter()
+            .find(|e| e.fits(&wait.name, wait.key.as_deref()));
+        let waiting = match (waiting, &wait.key) {
+            (Some(e), _) => Some(e),
+            (None, Some(key)) => self
+                .kept_events(&rec, &wait.name, key)
+                .await
+                .into_iter()
+                .next(),
+            (None, None) => None,
+        };
+        let Some(event) = waiting else {
+            return;
+        };
+        let id = rec.id.clone();
+        if let Err(e) = self.hand_over_event(&wf, rec, Incoming { event }).await {
+            tracing::warn!(execution_id = %id, error = %e, "handing a waiting event to the execution failed");
+        }
+    }
+
+    /// The events sent by key `name`/`key` within the retention window that `rec` did not get
+    /// yet (and may get: its owner's, or anyone's), oldest first.
+    async fn kept_events(&self, rec: &ExecutionRecord, name: &str, key: &str) -> Vec<MailboxEvent> {
+        let since = self.inner.clock.now() - EVENT_RETENTION;
+        match self
+            .inner
+            .store
+            .published_events(name, key, since, 100)
+            .await
+        {
+            Ok(found) => found
+                .iter()
+                .filter(|e| e.owner.is_none() || e.owner == rec.owner)
+                .filter(|e| mailbox_event(rec, &e.event_id).is_none())
+                .map(Self::published_to_mailbox)
+                .collect(),
+            Err(e) => {
+                tracing::warn!(execution_id = %rec.id, error = %e, "reading the events sent by key failed");
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl Journal {
+    /// [`StepContext::wait_for_event`]: the event recorded for this wait, or one the mailbox
+    /// or the retention holds (taken in one write), or the suspension that waits for it.
+    pub(crate) async fn wait_for_event(
+        &self,
+        ctx: &StepContext,
+        name: &str,
+        key: Option<&str>,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<Option<Value>, StepError> {
+        let n = self.waits.count.fetch_add(1, Ordering::SeqCst);
+        let entry = format!("event-{n}");
+        if let Some(taken) = self.entry(&entry).await {
+            return Ok(taken.output);
+        }
+        if ctx.timed_out && !self.waits.timed_out_answered.swap(true, Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let kept = match key {
+            Some(key) => match self.latest().await {
+                Some(rec) => self.engine.kept_events(&rec, name, key).await,
+                None => Vec::new(),
+            },
+            None => Vec::new(),
+        };
+        let entry_record = self.entry_id(&entry);
+        let step_id = self.step_id().to_owned();
+        let taken = self
+            .write_if(|r, events| {
+                let now = self.engine.inner.clock.now();
+                let from_mailbox = mailbox(r).into_iter().find(|e| e.fits(name, key));
+                let new = from_mailbox.is_none();
+                let mut event = from_mailbox
+                    .or_else(|| {
+                        kept.iter()
+                            .find(|e| mailbox_event(r, &e.event_id).is_none())
+                            .cloned()
+                    })
+                    .ok_or(EngineError::Unchanged)?;
+                event.taken = Some((entry_record.clone(), now));
+                if new {
+                    events.push(event.received());
+                }
+                let mut next = r.clone();
+                let steps = next.progress.steps_mut();
+                steps.insert(
+                    MailboxEvent::record_id(&event.event_id),
+                    Arc::new(event.record()),
+                );
+                let taken = StepRecord {
+                    parent: Some(step_id.clone()),
+                    ..StepRecord::started(
+                        json!({"eventId": event.event_id, "name": event.name}),
+                        1,
+                        now,
+                    )
+                }
+                .finished(event.data.clone(), true, now);
+                steps.insert(entry_record.clone(), Arc::new(taken));
+                Ok(next)
+            })
+            .await?;
+        if taken {
+            return Ok(self.entry(&entry).await.and_then(|e| e.output));
+        }
+        Err(StepError::Suspend {
+            reason: format!("Waiting for event {name}"),
+            data: None,
+            deadline,
+            event: Some(EventWait {
+                name: name.to_owned(),
+                key: key.map(str::to_owned),
+                entry,
+            }),
+        })
+    }
+}
