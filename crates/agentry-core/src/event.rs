@@ -81,6 +81,13 @@ pub enum EventKind {
     WorkflowCancelled {
         cancellation: Cancellation,
     },
+    /// A failed execution runs again from `step_id` (its `attempt`), retried by an operator;
+    /// `error` is the failure it had.
+    WorkflowRetried {
+        step_id: String,
+        attempt: u32,
+        error: String,
+    },
     /// An event was delivered to the execution: it resumed the step that waited for it
     /// (`delivery: "resumed"`), or waits in its mailbox (`"queued"`).
     WorkflowEventReceived {
@@ -164,6 +171,7 @@ impl EventKind {
             EventKind::WorkflowHandover { .. } => "workflow-handover",
             EventKind::StepOutput { .. } => "step-output",
             EventKind::WorkflowEventReceived { .. } => "workflow-event-received",
+            EventKind::WorkflowRetried { .. } => "workflow-retried",
             EventKind::AgentModelCall { .. } => "agent-model-call",
             EventKind::AgentToolResult { .. } => "agent-tool-result",
             EventKind::AgentApprovalRequest { .. } => "agent-approval-request",

@@ -282,6 +282,9 @@ pub enum Transition {
     },
     /// Someone stopped a running or suspended execution.
     Cancel(Cancellation),
+    /// An operator runs a failed execution again from its failed step (the one way out of a
+    /// final state: a repair).
+    Retry,
 }
 
 impl Transition {
@@ -294,6 +297,7 @@ impl Transition {
             Transition::Complete { .. } => "complete",
             Transition::Fail { .. } => "fail",
             Transition::Cancel(_) => "cancel",
+            Transition::Retry => "retry",
         }
     }
 }
@@ -365,6 +369,9 @@ pub fn transition(
             end_at: at,
         }),
         (S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => Ok(S::Cancelled(c)),
+        (S::Error { .. }, Transition::Retry) => Ok(S::Running {
+            suspend_request: None,
+        }),
         (_, t) => Err(TransitionError::Refused {
             from,
             transition: t.name(),

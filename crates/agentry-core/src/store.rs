@@ -178,6 +178,10 @@ pub struct AttemptFailure {
     pub attempt: u32,
     pub error: String,
     pub at: DateTime<Utc>,
+    /// The attempt failed the execution, which an operator then retried
+    /// ([`crate::Engine::retry`]): the attempts after it have a fresh budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub execution_retried: bool,
 }
 
 impl StepRecord {
@@ -205,6 +209,17 @@ impl StepRecord {
         self.output = Some(output);
         self.ended_at = Some(at);
         self
+    }
+
+    /// The first attempt of its current budget of retries: 1, or the one after the attempt
+    /// that failed the execution last, when the execution was retried since.
+    pub fn budget_start(&self) -> u32 {
+        self.failures
+            .iter()
+            .filter(|f| f.execution_retried)
+            .map(|f| f.attempt + 1)
+            .max()
+            .unwrap_or(1)
     }
 
     /// Whether it finished with an output (completed or skipped): a re-run reuses it.

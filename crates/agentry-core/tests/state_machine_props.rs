@@ -97,6 +97,7 @@ fn any_transition() -> impl Strategy<Value = Transition> {
         1 => (text(), step_id(), at())
             .prop_map(|(message, step_id, at)| Transition::Fail { message, step_id, at }),
         1 => cancellation().prop_map(Transition::Cancel),
+        1 => Just(Transition::Retry),
     ]
 }
 
@@ -199,6 +200,9 @@ fn expected(s: &ExecutionState, t: &Transition) -> Result<ExecutionState, Transi
             end_at: *at,
         }),
         (S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => Ok(S::Cancelled(c.clone())),
+        (S::Error { .. }, Transition::Retry) => Ok(S::Running {
+            suspend_request: None,
+        }),
         (_, t) => Err(TransitionError::Refused {
             from,
             transition: t.name(),
@@ -219,6 +223,15 @@ fn allowed_edge(from: Status, to: Status) -> bool {
             | (Running, Cancelled)
             | (Suspended, Running)
             | (Suspended, Cancelled)
+            | (Error, Running)
+    )
+}
+
+/// Whether `t` is the repair of a failed execution (the one move out of a final state).
+fn is_repair(state: &ExecutionState, t: &Transition) -> bool {
+    matches!(
+        (state, t),
+        (ExecutionState::Error { .. }, Transition::Retry)
     )
 }
 
@@ -288,7 +301,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// Every move of a random run is the table's, refused moves change nothing, finished runs stay
-    /// finished, and every state on the way is representable.
+    /// finished (but for the retry of a failed one), and every state on the way is
+    /// representable.
     #[test]
     fn random_runs_follow_the_table((started, moves) in runs()) {
         let mut state = ExecutionState::Idle;
@@ -305,7 +319,13 @@ proptest! {
             prop_assert_eq!(&got, &transition(&state, t.clone()));
             match got {
                 Ok(next) => {
-                    prop_assert!(!before.status().is_final(), "{:?} moved to {:?}", before, next);
+                    prop_assert!(
+                        !before.status().is_final() || is_repair(&before, &t),
+                        "{:?} moved to {:?}", before, next
+                    );
+                    if is_repair(&before, &t) {
+                        finished = None;
+                    }
                     prop_assert!(
                         allowed_edge(before.status(), next.status()),
                         "{} -> {}", before.status(), next.status()
@@ -334,7 +354,7 @@ proptest! {
         }
     }
 
-    /// Any state, whatever led to it: a final one refuses every move, a suspended one carries its
+    /// Any state, whatever led to it: a final one refuses every move but a failed one's retry, a suspended one carries its
     /// suspension through a resume cycle, and each round-trips through its stored columns.
     #[test]
     fn every_state_is_representable_and_final_ones_never_move(
@@ -343,7 +363,7 @@ proptest! {
     ) {
         assert_representable(&state)?;
         let got = transition(&state, t.clone());
-        if state.status().is_final() {
+        if state.status().is_final() && !is_repair(&state, &t) {
             prop_assert!(got.is_err(), "{:?} + {:?} = {:?}", state, t, got);
         }
         if let (ExecutionState::Running { .. }, Transition::Suspend(s)) = (&state, &t) {

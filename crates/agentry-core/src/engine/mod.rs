@@ -33,6 +33,7 @@ mod events;
 mod journal;
 mod mailbox;
 mod recovery;
+mod repair;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -45,6 +46,7 @@ pub use mailbox::{
     Delivered, Delivery, EVENT_RETENTION, EventDelivery, MAX_EVENT_BYTES, MAX_PENDING_EVENTS,
     MailboxEvent, Published, mailbox,
 };
+pub use repair::{FORKED_FROM, ForkRequest};
 use run::{Entry, LiveRun};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.
@@ -137,6 +139,11 @@ pub enum EngineError {
     EventAfterEnd { id: String, status: Status },
     #[error("Execution {0} has too many events waiting in its mailbox")]
     MailboxFull(String),
+    /// A retry of an execution that did not fail.
+    #[error("Execution {id} cannot be retried: it is {status} (only a failed execution can)")]
+    NotRetryable { id: String, status: Status },
+    #[error("Execution {id} cannot be forked there: {reason}")]
+    NotForkable { id: String, reason: String },
     /// A change found nothing to write (a closure of a write says so; never answered).
     #[error("nothing to write")]
     Unchanged,

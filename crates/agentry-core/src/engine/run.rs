@@ -366,7 +366,10 @@ impl Engine {
             Transition::Cancel(cancellation) => Some(EventKind::WorkflowCancelled {
                 cancellation: cancellation.clone(),
             }),
-            Transition::Start | Transition::RequestSuspend(_) | Transition::Resume => None,
+            Transition::Start
+            | Transition::RequestSuspend(_)
+            | Transition::Resume
+            | Transition::Retry => None,
         }
     }
 
@@ -474,7 +477,7 @@ impl Engine {
     fn attempts_spent(at: &StepAt<'_>, rec: &ExecutionRecord) -> Option<String> {
         let retry = at.step.retry?;
         let record = rec.progress.steps.get(&at.step.id)?;
-        (record.attempt > retry.max_attempts()).then(|| {
+        (record.attempt - record.budget_start() + 1 > retry.max_attempts()).then(|| {
             format!(
                 "Step {} failed: no attempt left ({} started, the last ones interrupted)",
                 at.step.id,
@@ -515,9 +518,17 @@ impl Engine {
             unstored
                 .entries
                 .extend(children.merge_into(&mut rec.progress));
+            // Attempts count from the first of the step's budget (a retry of the execution
+            // gives a fresh one; the numbers go on).
+            let budget_start = rec
+                .progress
+                .steps
+                .get(&at.step.id)
+                .map_or(1, |r| r.budget_start());
             let (error, retry) = match (&result, at.step.retry) {
                 (Err(StepError::Failed(error)), Some(retry))
-                    if attempt < retry.max_attempts() && !self.inner.draining.is_cancelled() =>
+                    if attempt - budget_start + 1 < retry.max_attempts()
+                        && !self.inner.draining.is_cancelled() =>
                 {
                     (error.clone(), retry)
                 }
@@ -635,6 +646,7 @@ impl Engine {
                     attempt,
                     error: error.to_owned(),
                     at: now,
+                    execution_retried: false,
                 });
                 record.attempt = attempt + 1;
                 record.started_at = now;

@@ -860,3 +860,114 @@ async fn a_deadline_that_passes_first_resumes_the_wait_with_none() {
         Some(&json!({"orderId": "d-1", "payment": null}))
     );
 }
+
+#[tokio::test]
+async fn a_failed_execution_is_retried_from_its_failed_step_with_a_fresh_budget() {
+    let engine = Engine::in_memory();
+    let ran_first = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = ran_first.clone();
+    engine
+        .register(
+            Workflow::new("flaky", "Flaky")
+                .and_then(step("first", move |_ctx: StepContext| {
+                    let counter = counter.clone();
+                    async move {
+                        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Ok(json!("kept"))
+                    }
+                }))
+                .and_then(
+                    step("shaky", |ctx: StepContext| async move {
+                        if ctx.attempt <= 4 {
+                            return Err(StepError::failed(format!("attempt {}", ctx.attempt)));
+                        }
+                        Ok(json!({"attempts": ctx.attempt}))
+                    })
+                    .retries(3, Duration::from_millis(1)),
+                )
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("f-1")),
+        ..Default::default()
+    };
+    let failed = engine
+        .execute(&wf_id("flaky"), json!({}), start)
+        .await
+        .unwrap();
+    assert_eq!(failed.state.status(), Status::Error);
+    assert_eq!(failed.progress.steps["shaky"].attempt, 4);
+    let done = engine
+        .retry(&wf_id("flaky"), &ex_id("f-1"))
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    assert_eq!(done.state.result(), Some(&json!({"attempts": 5})));
+    assert_eq!(ran_first.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let shaky = &done.progress.steps["shaky"];
+    assert_eq!(shaky.budget_start(), 5);
+    assert!(
+        shaky
+            .failures
+            .iter()
+            .any(|f| f.execution_retried && f.attempt == 4)
+    );
+    let kinds: Vec<String> = engine
+        .store()
+        .events_after("f-1", 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.kind.type_name().to_owned())
+        .collect();
+    assert!(kinds.contains(&"workflow-retried".to_owned()), "{kinds:?}");
+    assert!(matches!(
+        engine.retry(&wf_id("flaky"), &ex_id("f-1")).await,
+        Err(EngineError::NotRetryable { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_fork_copies_the_steps_before_its_step_and_runs_the_rest() {
+    let engine = Engine::in_memory();
+    engine.register(counting()).unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("c-1")),
+        ..Default::default()
+    };
+    engine
+        .execute(&wf_id("count"), json!({}), start)
+        .await
+        .unwrap();
+    let fork = ForkRequest {
+        from_step: "three".into(),
+        input: Some(json!({"again": true})),
+        execution_id: Some(ex_id("c-2")),
+    };
+    let forked = engine
+        .fork(&wf_id("count"), &ex_id("c-1"), fork)
+        .await
+        .unwrap()
+        .finish()
+        .await
+        .unwrap();
+    assert_eq!(forked.state.result(), Some(&json!(3)));
+    assert_eq!(forked.input, json!({"again": true}));
+    assert_eq!(
+        forked.context[FORKED_FROM],
+        json!({"executionId": "c-1", "stepId": "three"})
+    );
+    let bad = ForkRequest {
+        from_step: "four".into(),
+        input: None,
+        execution_id: None,
+    };
+    assert!(matches!(
+        engine.fork(&wf_id("count"), &ex_id("c-1"), bad).await,
+        Err(EngineError::UnknownStep { .. })
+    ));
+}
