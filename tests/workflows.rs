@@ -148,6 +148,20 @@ async fn lists_the_example_workflows(backend: Backend) {
                 "purpose": "Waits for an approval, at most timeoutMs: then it expires by itself.",
                 "stepsCount": 1,
                 "status": "idle"
+            },
+            {
+                "id": "payment-webhook",
+                "name": "Payment Webhook",
+                "purpose": "Waits for the payment event of an order (by its id, up to an hour), then confirms it.",
+                "stepsCount": 2,
+                "status": "idle"
+            },
+            {
+                "id": "batch-enrich",
+                "name": "Batch Enrich",
+                "purpose": "Enriches each item (at most concurrency at once), streaming the progress; then totals.",
+                "stepsCount": 2,
+                "status": "idle"
             }
         ])
     );

@@ -83,6 +83,9 @@ error_table! {
     UnknownStep => BAD_REQUEST, "unknown_step", "A resume from a step the workflow does not have.";
     NotSuspendable => BAD_REQUEST, "not_suspendable", "Suspend of an execution that is not running (completed, failed, cancelled or already suspended).";
     NotCancellable => BAD_REQUEST, "not_cancellable", "Cancel of an execution that is completed, failed or cancelled.";
+    NotRetryable => BAD_REQUEST, "not_retryable", "Retry of an execution that did not fail (only one in `error` can be retried).";
+    NotForkable => BAD_REQUEST, "not_forkable", "A fork from a step whose earlier steps did not all finish in the source execution.";
+    InvalidEvent => BAD_REQUEST, "invalid_event", "An event whose data fails the event's schema or is over 64 KiB, or whose `eventId` or `key` is malformed (`Event validation failed: ...`).";
     AuthenticationRequired => UNAUTHORIZED, "authentication_required", "A protected route without a token (`Authentication required`).";
     InvalidToken => UNAUTHORIZED, "invalid_token", "A token that is malformed, badly signed, or for another audience or issuer (`Invalid token: ...`).";
     TokenExpired => UNAUTHORIZED, "token_expired", "An expired token (`Token expired`).";
@@ -94,12 +97,15 @@ error_table! {
     ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`, or `Execution <id> not found` by id alone).";
     RunNotFound => NOT_FOUND, "run_not_found", "An unknown durable run, or one of another agent (`Run <id> of agent <id> not found`).";
     ApprovalNotFound => NOT_FOUND, "approval_not_found", "An approval id that the run never asked for (`Approval <id> not found in run <id>`).";
+    EventNotFound => NOT_FOUND, "event_not_found", "An event the workflow does not declare (or, sent by key, that no workflow declares).";
     ExecutionNotSuspended => NOT_FOUND, "execution_not_suspended", "Resume of an execution that is not suspended (`Execution <id> is not suspended (status: ...)`).";
     McpSessionNotFound => NOT_FOUND, "mcp_session_not_found", "MCP: an `Mcp-Session-Id` this server does not know, that ended, or that is another user's (the same answer for all three; initialize again).";
     MethodNotAllowed => METHOD_NOT_ALLOWED, "method_not_allowed", "A known path with a method it does not serve (header `Allow`).";
     NotAcceptable => NOT_ACCEPTABLE, "not_acceptable", "MCP: the request's `Accept` does not allow the answer's media types (`application/json`, `text/event-stream`).";
     RequestTimeout => REQUEST_TIMEOUT, "request_timeout", "The request's body came too slowly.";
     ApprovalNotPending => CONFLICT, "approval_not_pending", "An answer to a tool approval that is answered already (another answer won), expired, or whose run ended.";
+    ExecutionEnded => CONFLICT, "execution_ended", "An event for an execution that completed, failed or was cancelled: no step will take it.";
+    MailboxFull => CONFLICT, "mailbox_full", "An event for an execution whose mailbox already holds 100 events no step took.";
     ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
@@ -203,6 +209,12 @@ impl AppError {
             E::InvalidResumeData(_) => Code::InvalidResumeData,
             E::UnknownStep { .. } => Code::UnknownStep,
             E::ExecutionExists(_) => Code::ExecutionExists,
+            E::NotRetryable { .. } => Code::NotRetryable,
+            E::NotForkable { .. } => Code::NotForkable,
+            E::UnknownEvent { .. } => Code::EventNotFound,
+            E::InvalidEventData(_) => Code::InvalidEvent,
+            E::EventAfterEnd { .. } => Code::ExecutionEnded,
+            E::MailboxFull(_) => Code::MailboxFull,
             // Only inside a run (a cancel while a step ran, a timer a resume beat), which
             // answers with the record instead.
             E::Contention(_) | E::Cancelled(_) | E::NotDue(_) => Code::Conflict,
@@ -214,7 +226,7 @@ impl AppError {
                 return Self::new(Code::DatabaseUnavailable, DATABASE_UNAVAILABLE);
             }
             E::Store(StoreError::Invalid(_)) => Code::InvalidRequest,
-            E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) => {
+            E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) | E::Unchanged => {
                 tracing::error!(error = %err, "{server_message}");
                 return Self::internal(server_message);
             }

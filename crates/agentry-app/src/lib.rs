@@ -15,6 +15,7 @@ pub mod error;
 pub mod health;
 pub mod input;
 pub mod logs;
+pub mod operations;
 pub mod policy;
 pub mod routes;
 pub mod runs;

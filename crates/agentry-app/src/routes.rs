@@ -59,6 +59,13 @@ pub const STATE: Route = Route::new("GET", "/workflows/{id}/executions/{executio
 pub const ATTACH: Route = Route::new("GET", "/workflows/{id}/executions/{execution_id}/stream");
 pub const LIST_EXECUTIONS: Route = Route::new("GET", "/workflows/{id}/executions");
 pub const CANCEL: Route = Route::new("POST", "/workflows/{id}/executions/{execution_id}/cancel");
+pub const DELIVER_EVENT: Route = Route::new(
+    "POST",
+    "/workflows/{id}/executions/{execution_id}/events/{name}",
+);
+pub const SEND_EVENT: Route = Route::new("POST", "/events/{name}");
+pub const RETRY: Route = Route::new("POST", "/workflows/{id}/executions/{execution_id}/retry");
+pub const FORK: Route = Route::new("POST", "/workflows/{id}/executions/{execution_id}/fork");
 
 pub const LIST_ALL_EXECUTIONS: Route = Route::new("GET", "/executions");
 pub const FIND_EXECUTION: Route = Route::new("GET", "/executions/{execution_id}");

@@ -228,7 +228,7 @@ impl App {
     }
 
     /// The execution, once the caller may act on it (strict mode's ownership rule).
-    async fn owned(
+    pub(crate) async fn owned(
         &self,
         caller: &Caller,
         workflow_id: &WorkflowId,
@@ -246,7 +246,7 @@ impl App {
 
     /// In strict mode, the ownership check before a change (outside it, anyone holding the id
     /// may, and the change itself reports an unknown execution).
-    async fn check_owner(
+    pub(crate) async fn check_owner(
         &self,
         caller: &Caller,
         workflow_id: &WorkflowId,

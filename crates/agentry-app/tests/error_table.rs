@@ -63,6 +63,25 @@ fn engine_errors() -> Vec<EngineError> {
         },
         EngineError::ShuttingDown,
         EngineError::Contention(s()),
+        EngineError::UnknownEvent {
+            workflow_id: Some(s()),
+            name: s(),
+        },
+        EngineError::InvalidEventData(s()),
+        EngineError::EventAfterEnd {
+            id: s(),
+            status: Status::Completed,
+        },
+        EngineError::MailboxFull(s()),
+        EngineError::NotRetryable {
+            id: s(),
+            status: Status::Completed,
+        },
+        EngineError::NotForkable {
+            id: s(),
+            reason: s(),
+        },
+        EngineError::Unchanged,
         EngineError::Internal(s()),
     ];
     let mut all: Vec<EngineError> = all;
@@ -91,6 +110,13 @@ fn engine_errors() -> Vec<EngineError> {
             | EngineError::UnknownStep { .. }
             | EngineError::ShuttingDown
             | EngineError::Contention(_)
+            | EngineError::UnknownEvent { .. }
+            | EngineError::InvalidEventData(_)
+            | EngineError::EventAfterEnd { .. }
+            | EngineError::MailboxFull(_)
+            | EngineError::NotRetryable { .. }
+            | EngineError::NotForkable { .. }
+            | EngineError::Unchanged
             | EngineError::Store(_)
             | EngineError::Internal(_) => {}
         }

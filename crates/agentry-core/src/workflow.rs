@@ -36,6 +36,8 @@ pub type StepResult = Result<Value, StepError>;
 pub type StepFuture = Pin<Box<dyn Future<Output = StepResult> + Send>>;
 /// A step body: an async function of its context.
 pub type StepFn = Arc<dyn Fn(StepContext) -> StepFuture + Send + Sync>;
+/// How many items of an `andForEach` run at once, from its context.
+pub type ConcurrencyFn = Arc<dyn Fn(&StepContext) -> usize + Send + Sync>;
 /// The condition of an `andWhen` step.
 pub type ConditionFn =
     Arc<dyn Fn(StepContext) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
@@ -53,7 +55,7 @@ pub enum StepError {
         data: Option<Value>,
         deadline: Option<DateTime<Utc>>,
         /// The event whose delivery resumes it ([`StepContext::wait_for_event`]).
-        event: Option<EventWait>,
+        event: Option<Box<EventWait>>,
     },
     /// The step failed; the execution ends in `error` with this message.
     Failed(String),
@@ -116,6 +118,36 @@ pub struct StepContext {
     pub(crate) clock: Arc<dyn Clock>,
     /// Where the step records its own progress ([`StepContext::journal`]).
     pub(crate) journal: Option<crate::engine::Journal>,
+    /// The item it runs for, when an `andForEach` maps it.
+    pub(crate) foreach_item: Option<ForEachItem>,
+}
+
+/// The item of an `andForEach` a mapped step runs for ([`StepContext::foreach_item`]).
+#[derive(Debug, Clone)]
+pub struct ForEachItem {
+    /// Its index in the items.
+    pub index: usize,
+    /// How many items the foreach maps.
+    pub count: usize,
+    /// Items reported done so far (in this run and the earlier ones).
+    done: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ForEachItem {
+    pub(crate) fn new(
+        index: usize,
+        count: usize,
+        done: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Self {
+        Self { index, count, done }
+    }
+
+    /// Reports this item's work done (call it once, at its end): the number of the foreach's
+    /// items done now, this one included (for progress: `{done: n}` of `count`). Items that
+    /// finished in an earlier run of the step count too.
+    pub fn done(&self) -> usize {
+        self.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
 }
 
 impl StepContext {
@@ -124,6 +156,11 @@ impl StepContext {
     /// [`crate::engine::Journal::entry`] when the step runs again.
     pub fn journal(&self) -> Option<&crate::engine::Journal> {
         self.journal.as_ref()
+    }
+
+    /// The item an `andForEach` runs this step for (`None` outside one).
+    pub fn foreach_item(&self) -> Option<&ForEachItem> {
+        self.foreach_item.as_ref()
     }
 
     /// The stored record of an earlier step (or child step).
@@ -270,6 +307,11 @@ impl StepContext {
     }
 }
 
+/// The most items one `andForEach` maps.
+pub const MAX_FOREACH_ITEMS: usize = 10_000;
+/// The most items of one `andForEach` that run at once.
+pub const MAX_FOREACH_CONCURRENCY: usize = 64;
+
 /// The most JSON one `step-output` event may carry (64 KiB).
 pub const MAX_STEP_OUTPUT_BYTES: usize = 64 * 1024;
 /// An execution whose log holds this many events takes no more step output.
@@ -292,6 +334,9 @@ pub enum StepType {
     Agent,
     #[serde(rename = "andWorkflow")]
     Workflow,
+    /// `andForEach`, whose wire name is `foreach`.
+    #[serde(rename = "foreach")]
+    ForEach,
 }
 
 impl StepType {
@@ -305,6 +350,7 @@ impl StepType {
             StepType::Tap => "andTap",
             StepType::Agent => "andAgent",
             StepType::Workflow => "andWorkflow",
+            StepType::ForEach => "foreach",
         }
     }
 }
@@ -336,6 +382,13 @@ pub enum StepKind {
     Workflow {
         workflow_id: String,
         input: Option<MapFn>,
+    },
+    /// Runs `step` once per item of the array `items` makes of its context (each item its
+    /// input), at most `concurrency` at once; output is the array of their outputs, in order.
+    ForEach {
+        items: MapFn,
+        concurrency: ConcurrencyFn,
+        step: Box<Step>,
     },
 }
 
@@ -484,6 +537,7 @@ impl Step {
             StepKind::Tap(_) => StepType::Tap,
             StepKind::Agent { .. } => StepType::Agent,
             StepKind::Workflow { .. } => StepType::Workflow,
+            StepKind::ForEach { .. } => StepType::ForEach,
         }
     }
 
@@ -491,7 +545,7 @@ impl Step {
     pub fn children(&self) -> Vec<&Step> {
         match &self.kind {
             StepKind::All(c) | StepKind::Race(c) => c.iter().collect(),
-            StepKind::When { step, .. } => vec![step.as_ref()],
+            StepKind::When { step, .. } | StepKind::ForEach { step, .. } => vec![step.as_ref()],
             _ => Vec::new(),
         }
     }
@@ -532,6 +586,8 @@ pub enum DefinitionError {
     },
     #[error("workflow id {0:?} is not usable in a path (use letters, digits, '-', '_', '.')")]
     BadId(String),
+    #[error("workflow {workflow}: the step that {step} maps must be a plain step (andThen)")]
+    ForEachStep { workflow: String, step: String },
     #[error("workflow {workflow}: event {event:?} is declared twice or is not usable in a path")]
     BadEvent { workflow: String, event: String },
 }
@@ -592,6 +648,34 @@ impl WorkflowBuilder {
     pub fn and_all(mut self, id: impl Into<String>, children: Vec<Step>) -> Self {
         self.steps
             .push(Step::with_kind(id, StepKind::All(children)));
+        self
+    }
+
+    /// Maps `step` (a plain step) over the array `items` makes of the context (usually from
+    /// its input), at most `concurrency` items at once (at least 1, at most
+    /// [`MAX_FOREACH_CONCURRENCY`]). Each item's result is recorded as it finishes (a record
+    /// `<id>/<index>`), so a run interrupted midway runs only the unfinished items again. The
+    /// output is the array of the results, in the items' order; the first item that fails
+    /// fails the step.
+    pub fn and_for_each<I, C>(
+        mut self,
+        id: impl Into<String>,
+        items: I,
+        concurrency: C,
+        step: Step,
+    ) -> Self
+    where
+        I: Fn(&StepContext) -> Value + Send + Sync + 'static,
+        C: Fn(&StepContext) -> usize + Send + Sync + 'static,
+    {
+        self.steps.push(Step::with_kind(
+            id,
+            StepKind::ForEach {
+                items: Arc::new(items),
+                concurrency: Arc::new(concurrency),
+                step: Box::new(step),
+            },
+        ));
         self
     }
 
@@ -685,6 +769,14 @@ impl WorkflowBuilder {
             walk(s, &mut all);
         }
         for s in &all {
+            if let StepKind::ForEach { step, .. } = &s.kind
+                && !matches!(step.kind, StepKind::Then(_))
+            {
+                return Err(DefinitionError::ForEachStep {
+                    workflow: self.id.clone(),
+                    step: s.id.clone(),
+                });
+            }
             if !seen.insert(s.id.clone()) {
                 return Err(DefinitionError::DuplicateStep {
                     workflow: self.id.clone(),

@@ -350,6 +350,61 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             ],
         )
         .with_json_body(),
+        // The workflow operations (beyond the spec, extensions.md): an event to one execution
+        // is guarded like resume; an event by key, retry and fork are protected like execute.
+        sensitive(
+            routes::DELIVER_EVENT,
+            &[
+                InvalidEvent,
+                WorkflowNotFound,
+                ExecutionNotFound,
+                EventNotFound,
+                ExecutionEnded,
+                MailboxFull,
+                Conflict,
+                Internal,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        protected(
+            routes::SEND_EVENT,
+            &[InvalidEvent, EventNotFound, Internal, DatabaseUnavailable],
+        )
+        .with_json_body(),
+        protected(
+            routes::RETRY,
+            &[
+                NotRetryable,
+                WorkflowNotFound,
+                ExecutionNotFound,
+                Conflict,
+                ExecutionFailed,
+                Internal,
+                ExecutionContinuesElsewhere,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        ),
+        protected(
+            routes::FORK,
+            &[
+                InvalidInput,
+                InvalidExecutionId,
+                UnknownStep,
+                NotForkable,
+                WorkflowNotFound,
+                ExecutionNotFound,
+                ExecutionExists,
+                ExecutionFailed,
+                Internal,
+                ExecutionContinuesElsewhere,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
         // Executions across workflows (beyond the spec, for the console): like the
         // per-workflow list and state.
         sensitive(
@@ -597,6 +652,10 @@ mod tests {
             // extensions.md: cancel, protected by default.
             "POST /workflows/{id}/executions/{execution_id}/cancel",
             "POST /agents/{id}/runs/{run_id}/cancel",
+            // extensions.md (workflow operations): an event by key, retry and fork.
+            "POST /events/{name}",
+            "POST /workflows/{id}/executions/{execution_id}/retry",
+            "POST /workflows/{id}/executions/{execution_id}/fork",
             // Whom a token stands for: protected, so that a client can check its token.
             "GET /api/me",
             // MCP: it runs agents and workflows.
@@ -628,6 +687,8 @@ mod tests {
             "POST /agents/{id}/chat",
             "POST /workflows/{id}/executions/{execution_id}/suspend",
             "POST /workflows/{id}/executions/{execution_id}/resume",
+            // An event to one execution: like resume (extensions.md).
+            "POST /workflows/{id}/executions/{execution_id}/events/{name}",
             "GET /workflows/{id}/executions/{execution_id}/state",
             "GET /workflows/{id}/executions/{execution_id}/stream",
             "GET /workflows/{id}/executions",
@@ -665,6 +726,7 @@ mod tests {
         );
         let guarded =
             builtin_rules(false).protected(RoutePattern::parse("POST /workflows/*").unwrap());
-        assert_eq!(open_sensitive_routes(&guarded).len(), expected.len() - 2);
+        // Suspend, resume and the event to one execution.
+        assert_eq!(open_sensitive_routes(&guarded).len(), expected.len() - 3);
     }
 }

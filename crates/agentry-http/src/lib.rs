@@ -20,6 +20,7 @@ pub mod logs;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;
+pub mod operations;
 pub mod origin;
 pub mod page;
 pub mod request_log;
@@ -170,6 +171,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
     cfg.configure(agents::routes)
         .configure(runs::routes)
         .configure(workflows::routes)
+        .configure(operations::routes)
         .configure(executions::routes)
         .configure(server_info::routes)
         .configure(health::routes)

@@ -23,14 +23,14 @@ use crate::wire::{
 };
 
 /// The workflow and execution a path names.
-fn ids(path: web::Path<(String, String)>) -> (WorkflowId, ExecutionId) {
+pub(crate) fn ids(path: web::Path<(String, String)>) -> (WorkflowId, ExecutionId) {
     let (id, execution_id) = path.into_inner();
     (id.into(), execution_id.into())
 }
 
 /// The execute/resume answer once the run stops: 200 with the execution result, or the
 /// failure (naming the execution in `X-Execution-Id` when it goes on or ended in error).
-async fn answer_when_finished(handle: RunHandle) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn answer_when_finished(handle: RunHandle) -> Result<HttpResponse, ApiError> {
     Ok(envelope::ok(App::outcome(handle).await?))
 }
 

@@ -365,6 +365,8 @@ impl Telemetry for Metrics {
                 | EventKind::WorkflowResult { .. }
                 | EventKind::WorkflowHandover { .. }
                 | EventKind::StepOutput { .. }
+                | EventKind::WorkflowEventReceived { .. }
+                | EventKind::WorkflowRetried { .. }
                 | EventKind::AgentModelCall { .. }
                 | EventKind::AgentToolResult { .. }
                 | EventKind::AgentApprovalRequest { .. }

@@ -45,6 +45,8 @@ pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
         content_pipeline(),
         flaky_step(),
         approval_deadline(),
+        payment_webhook(),
+        batch_enrich(),
     ];
     for wf in defs {
         let wf = wf.map_err(|e| EngineError::Internal(e.to_string()))?;
@@ -356,6 +358,117 @@ pub fn flaky_step() -> Def {
             .purpose("Fails while its attempt number is at most failTimes.")
             .retries(3, Duration::from_millis(50))
             .timeout(Duration::from_millis(1000)),
+        )
+        .build()
+}
+
+/// `payment-webhook`: waits up to an hour for the event `payment` keyed by the order id (a
+/// payment provider's webhook, `POST /events/payment`), then confirms.
+pub fn payment_webhook() -> Def {
+    Workflow::new("payment-webhook", "Payment Webhook")
+        .purpose(
+            "Waits for the payment event of an order (by its id, up to an hour), then confirms it.",
+        )
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"orderId": {"type": "string", "minLength": 1, "maxLength": 256}},
+            "required": ["orderId"]
+        }))
+        .event(
+            "payment",
+            json!({
+                "type": "object",
+                "properties": {
+                    "amount": {"type": "number", "minimum": 0},
+                    "status": {"enum": ["paid", "failed"]}
+                },
+                "required": ["amount", "status"]
+            }),
+        )
+        .and_then(
+            step("await-payment", |ctx: StepContext| async move {
+                let order_id = ctx.input["orderId"].as_str().unwrap_or_default().to_owned();
+                let deadline = ctx.started_at + chrono::Duration::hours(1);
+                let payment = ctx
+                    .wait_for_event("payment", Some(&order_id), Some(deadline))
+                    .await?;
+                Ok(match payment {
+                    Some(p) => {
+                        json!({"orderId": order_id, "amount": p["amount"], "status": p["status"]})
+                    }
+                    None => json!({"orderId": order_id, "amount": 0, "status": "expired"}),
+                })
+            })
+            .name("Await Payment")
+            .purpose("Waits for the event payment with the order id as its key, up to an hour."),
+        )
+        .and_then(
+            step("confirm", |ctx: StepContext| async move {
+                Ok(json!({
+                    "orderId": ctx.input["orderId"],
+                    "status": ctx.input["status"],
+                    "amount": ctx.input["amount"],
+                }))
+            })
+            .name("Confirm")
+            .purpose("Confirms the order's payment status."),
+        )
+        .build()
+}
+
+/// `batch-enrich`: maps `enrich` over the items, `concurrency` at once, each reporting the
+/// progress (`{done}`) as step output; then totals.
+pub fn batch_enrich() -> Def {
+    Workflow::new("batch-enrich", "Batch Enrich")
+        .purpose("Enriches each item (at most concurrency at once), streaming the progress; then totals.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 10_000},
+                    "minItems": 1,
+                    "maxItems": 1000
+                },
+                "concurrency": {"type": "integer", "minimum": 1, "maximum": 32, "default": 4}
+            },
+            "required": ["items"]
+        }))
+        .and_for_each(
+            "enrich",
+            |ctx| ctx.input["items"].clone(),
+            |ctx| {
+                ctx.input
+                    .get("concurrency")
+                    .and_then(Value::as_u64)
+                    .map_or(4, |n| n as usize)
+            },
+            step("enrich-item", |ctx: StepContext| async move {
+                let item = ctx.input.as_str().unwrap_or_default().to_owned();
+                let length = item.chars().count();
+                if let Some(progress) = ctx.foreach_item() {
+                    ctx.emit(json!({"done": progress.done()})).await?;
+                }
+                Ok(json!({"item": item, "length": length}))
+            })
+            .name("Enrich Item")
+            .purpose("Gives an item its length, and reports the progress."),
+        )
+        .with_last(|s| {
+            s.name("Enrich")
+                .purpose("Maps enrich-item over the items, concurrency at once.")
+        })
+        .and_then(
+            step("total", |ctx: StepContext| async move {
+                let results = ctx.input.as_array().cloned().unwrap_or_default();
+                let total: u64 = results
+                    .iter()
+                    .filter_map(|r| r["length"].as_u64())
+                    .sum();
+                Ok(json!({"count": results.len(), "totalLength": total}))
+            })
+            .name("Total")
+            .purpose("Counts the items and their lengths."),
         )
         .build()
 }

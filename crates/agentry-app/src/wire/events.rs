@@ -37,6 +37,11 @@ pub enum WorkflowEventKind {
     WorkflowHandover(WorkflowHandover),
     /// A step's own output while it runs (`ctx.emit`).
     StepOutput(StepOutput),
+    /// An event was delivered to the execution (it resumed the waiting step, or waits in the
+    /// mailbox).
+    WorkflowEventReceived(WorkflowEventReceived),
+    /// A failed execution runs again from its failed step (an operator's retry).
+    WorkflowRetried(WorkflowRetried),
     /// A durable agent run's model call (seen as the execution it is, by its id).
     AgentModelCall(AgentRunRecord),
     /// A durable agent run's tool result.
@@ -55,6 +60,34 @@ pub struct StepOutput {
     /// The step's id.
     pub from: String,
     pub data: Value,
+}
+
+/// An event delivered to the execution.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowEventReceived {
+    /// The event's name.
+    pub name: String,
+    /// The key it was sent with (`POST /events/{name}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub key: Option<String>,
+    pub event_id: String,
+    pub data: Value,
+    /// `resumed` (the step waiting for it took it) or `queued` (it waits in the mailbox).
+    pub delivery: String,
+}
+
+/// A failed execution runs again from its failed step.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowRetried {
+    /// The step it runs again from.
+    pub from: String,
+    /// That step's attempt now (the numbers go on).
+    pub attempt: u32,
+    /// The failure it had.
+    pub error: String,
 }
 
 /// What a durable agent run recorded, as stored (the agent routes show it as their streams'
@@ -237,6 +270,28 @@ impl From<&EventKind> for WorkflowEventKind {
             EventKind::StepOutput { step_id, data } => Self::StepOutput(StepOutput {
                 from: step_id.clone(),
                 data: data.clone(),
+            }),
+            EventKind::WorkflowEventReceived {
+                name,
+                key,
+                event_id,
+                data,
+                delivery,
+            } => Self::WorkflowEventReceived(WorkflowEventReceived {
+                name: name.clone(),
+                key: key.clone(),
+                event_id: event_id.clone(),
+                data: data.clone(),
+                delivery: delivery.clone(),
+            }),
+            EventKind::WorkflowRetried {
+                step_id,
+                attempt,
+                error,
+            } => Self::WorkflowRetried(WorkflowRetried {
+                from: step_id.clone(),
+                attempt: *attempt,
+                error: error.clone(),
             }),
             EventKind::AgentModelCall { .. } => Self::AgentModelCall(AgentRunRecord::of(kind)),
             EventKind::AgentToolResult { .. } => Self::AgentToolResult(AgentRunRecord::of(kind)),

@@ -10,6 +10,7 @@
 pub mod agents;
 pub mod chat;
 pub mod events;
+pub mod operations;
 pub mod runs;
 pub mod server;
 pub mod workflows;

@@ -55,6 +55,9 @@ pub enum StepType {
     AndAgent,
     #[serde(rename = "andWorkflow")]
     AndWorkflow,
+    /// `andForEach`: a step mapped over an array.
+    #[serde(rename = "foreach")]
+    ForEach,
 }
 
 impl From<workflow::StepType> for StepType {
@@ -68,6 +71,7 @@ impl From<workflow::StepType> for StepType {
             T::Tap => Self::AndTap,
             T::Agent => Self::AndAgent,
             T::Workflow => Self::AndWorkflow,
+            T::ForEach => Self::ForEach,
         }
     }
 }
@@ -249,6 +253,10 @@ pub struct ResultSuspension {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub suspend_data: Option<Value>,
+    /// The event its step waits for (`ctx.wait_for_event`): a delivery resumes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub event: Option<AwaitedEvent>,
 }
 
 impl From<&Suspension> for ResultSuspension {
@@ -260,6 +268,7 @@ impl From<&Suspension> for ResultSuspension {
             step_id: s.step_id.clone(),
             deadline: s.deadline.map(Timestamp),
             suspend_data: s.data.clone(),
+            event: AwaitedEvent::of(s),
         }
     }
 }
@@ -566,6 +575,10 @@ pub struct AttemptFailure {
     pub attempt: u32,
     pub error: String,
     pub at: Timestamp,
+    /// This attempt failed the execution, which was then retried (`POST .../retry`): the
+    /// attempts after it had a fresh budget.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub execution_retried: bool,
 }
 
 /// The record of one step (or child of a composite step).
@@ -607,6 +620,7 @@ impl From<&StepRecord> for StepState {
                     attempt: f.attempt,
                     error: f.error.clone(),
                     at: f.at.into(),
+                    execution_retried: f.execution_retried,
                 })
                 .collect(),
             parent_step_id: s.parent.clone(),
@@ -638,6 +652,29 @@ pub struct StateSuspension {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub deadline: Option<Timestamp>,
+    /// The event its step waits for (`ctx.wait_for_event`): a delivery resumes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub event: Option<AwaitedEvent>,
+}
+
+/// The event a suspended step waits for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AwaitedEvent {
+    pub name: String,
+    /// The key an event sent by key (`POST /events/{name}`) must carry; `null`: only a
+    /// delivery to this execution wakes it.
+    #[schema(required = true)]
+    pub key: Option<String>,
+}
+
+impl AwaitedEvent {
+    fn of(s: &Suspension) -> Option<Self> {
+        s.event.as_ref().map(|e| Self {
+            name: e.name.clone(),
+            key: e.key.clone(),
+        })
+    }
 }
 
 /// Why an execution failed.
@@ -712,6 +749,14 @@ pub struct ExecutionStateView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub suspend_request: Option<SuspendRequestRecord>,
+    /// The events delivered to it (`POST .../events/{name}`, or sent by key and taken), oldest
+    /// first: taken by a step, or waiting in its mailbox for the step that waits for them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mailbox: Vec<super::operations::MailboxEntry>,
+    /// The execution and step it was forked from (`POST .../fork`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub forked_from: Option<super::operations::ForkedFrom>,
 }
 
 /// Step records by step id, in the order the steps started (a JSON object keeps that order).
@@ -726,10 +771,12 @@ impl Serialize for StepsById {
 
 impl From<&ExecutionRecord> for StepsById {
     fn from(r: &ExecutionRecord) -> Self {
+        // The mailbox's records are shown as the mailbox, not as steps.
         let mut steps: Vec<(&String, &StepRecord)> = r
             .progress
             .steps
             .iter()
+            .filter(|(id, _)| !agentry_core::engine::MailboxEvent::is_record(id))
             .map(|(id, s)| (id, s.as_ref()))
             .collect();
         steps.sort_by_key(|(id, s)| (s.started_at, *id));
@@ -774,6 +821,7 @@ impl From<&ExecutionRecord> for ExecutionStateView {
                     step_id: s.step_id.clone(),
                     suspend_data: s.data.clone(),
                     deadline: s.deadline.map(Timestamp),
+                    event: AwaitedEvent::of(s),
                 }),
                 _ => None,
             },
@@ -788,6 +836,11 @@ impl From<&ExecutionRecord> for ExecutionStateView {
             },
             cancellation: state.cancellation().map(Into::into),
             suspend_request: state.suspend_request().map(Into::into),
+            mailbox: agentry_core::engine::mailbox(r)
+                .iter()
+                .map(Into::into)
+                .collect(),
+            forked_from: super::operations::ForkedFrom::of(r),
         }
     }
 }

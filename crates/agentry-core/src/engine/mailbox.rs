@@ -696,11 +696,11 @@ impl Journal {
             reason: format!("Waiting for event {name}"),
             data: None,
             deadline,
-            event: Some(EventWait {
+            event: Some(Box::new(EventWait {
                 name: name.to_owned(),
                 key: key.map(str::to_owned),
                 entry,
-            }),
+            })),
         })
     }
 }

@@ -26,7 +26,7 @@ use crate::store::{
     ListQuery, Progress, StepRecord, StepStatus, StoreError,
 };
 use crate::telemetry::{NoTelemetry, Telemetry};
-use crate::workflow::{Step, StepContext, StepError, StepKind, Workflow};
+use crate::workflow::{ForEachItem, Step, StepContext, StepError, StepKind, Workflow};
 
 mod crash;
 mod events;

@@ -25,6 +25,13 @@ struct RunScope<'a> {
     context: Arc<Map<String, Value>>,
 }
 
+/// An `andForEach` as its context made it: the items, how many at once, the mapped step.
+struct ForEach<'a> {
+    items: Value,
+    concurrency: usize,
+    step: &'a Step,
+}
+
 /// The step a run is at.
 struct StepAt<'a> {
     step: &'a Step,
@@ -295,9 +302,14 @@ impl Engine {
             _ => Vec::new(),
         };
         if previous.is_some() && !interrupted {
+            // Its children's and its own records (`<step>/...`: a foreach's items, a journal's
+            // entries) are of the run that finished.
+            let own = format!("{}/", step.id);
+            let steps = progress.steps_mut();
             for child in step.descendants() {
-                progress.steps_mut().remove(child);
+                steps.remove(child);
             }
+            steps.retain(|id, _| !id.starts_with(&own));
         }
         let now = self.inner.clock.now();
         progress.steps_mut().insert(
@@ -597,6 +609,7 @@ impl Engine {
             steps: rec.progress.steps.clone(),
             clock: self.inner.clock.clone(),
             journal: Some(journal),
+            foreach_item: None,
         };
         let span = tracing::info_span!(
             "step",
@@ -788,7 +801,7 @@ impl Engine {
                         // none, so the record in hand never differs from the stored one.
                         data: data.filter(|d| !d.is_null()),
                         deadline,
-                        event,
+                        event: event.map(|e| *e),
                     };
                     return self.suspend_now(run.lease, rec, suspension, true).await;
                 }
@@ -1182,13 +1195,13 @@ impl Engine {
     pub(super) async fn store_child(
         &self,
         children: &Children,
-        child: &Step,
+        child_id: &str,
         record: StepRecord,
     ) -> Result<(), StepError> {
         let mut pause = DB_RETRY_FIRST;
         loop {
             match children
-                .store(self.inner.store.as_ref(), &child.id, record.clone())
+                .store(self.inner.store.as_ref(), child_id, record.clone())
                 .await
             {
                 Ok(true) => return Ok(()),
@@ -1204,10 +1217,7 @@ impl Engine {
                     }
                 }
                 Err(e) => {
-                    return Err(StepError::failed(format!(
-                        "recording step {}: {e}",
-                        child.id
-                    )));
+                    return Err(StepError::failed(format!("recording step {child_id}: {e}")));
                 }
             }
         }
@@ -1250,6 +1260,18 @@ impl Engine {
                     let out = engine.run_child(workflow_id, input.as_ref(), &ctx).await?;
                     Ok((out, true))
                 }
+                StepKind::ForEach {
+                    items,
+                    concurrency,
+                    step: mapped,
+                } => {
+                    let each = ForEach {
+                        items: items(&ctx),
+                        concurrency: concurrency(&ctx),
+                        step: mapped,
+                    };
+                    engine.run_for_each(each, &ctx, &children).await
+                }
             }
         })
     }
@@ -1287,7 +1309,7 @@ impl Engine {
             let (out, record) = self
                 .run_child_step(ctx, c, ctx.cancel.child_token(), children)
                 .await?;
-            self.store_child(children, c, record).await?;
+            self.store_child(children, &c.id, record).await?;
             Ok::<_, StepError>(out)
         });
         let outs = try_join_all(futs).await?;
@@ -1322,8 +1344,86 @@ impl Engine {
         }
         drop(rest);
         let (out, record) = result?;
-        self.store_child(children, &list[winner], record).await?;
+        self.store_child(children, &list[winner].id, record).await?;
         Ok((out, true))
+    }
+
+    /// `andForEach`: the mapped step on each item, at most `concurrency` at once, each item's
+    /// record (`<step>/<index>`) stored as it finishes; a re-run skips the finished ones. The
+    /// outputs in the items' order.
+    async fn run_for_each(
+        &self,
+        each: ForEach<'_>,
+        ctx: &StepContext,
+        children: &Children,
+    ) -> StepOutcome {
+        use futures::{StreamExt, TryStreamExt};
+        let items = match each.items {
+            Value::Array(items) => items,
+            other => {
+                let got = match other {
+                    Value::Null => "null",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::String(_) => "a string",
+                    _ => "an object",
+                };
+                return Err(StepError::failed(format!(
+                    "andForEach {} maps over an array; it got {got}",
+                    ctx.step_id
+                )));
+            }
+        };
+        if items.len() > crate::workflow::MAX_FOREACH_ITEMS {
+            return Err(StepError::failed(format!(
+                "andForEach {} maps at most {} items; it got {}",
+                ctx.step_id,
+                crate::workflow::MAX_FOREACH_ITEMS,
+                items.len()
+            )));
+        }
+        let concurrency = each
+            .concurrency
+            .clamp(1, crate::workflow::MAX_FOREACH_CONCURRENCY);
+        let count = items.len();
+        let finished_before = (0..count)
+            .filter(|i| {
+                ctx.step(&entry_id(&ctx.step_id, &i.to_string()))
+                    .is_some_and(StepRecord::is_finished)
+            })
+            .count();
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(finished_before));
+        let mut outputs: Vec<Value> = vec![Value::Null; count];
+        let results = futures::stream::iter(items.into_iter().enumerate())
+            .map(|(index, item)| {
+                let done = done.clone();
+                async move {
+                    let id = entry_id(&ctx.step_id, &index.to_string());
+                    if let Some(done) = ctx.step(&id).filter(|r| r.is_finished()) {
+                        return Ok((index, done.output.clone().unwrap_or(Value::Null)));
+                    }
+                    let item_ctx = StepContext {
+                        input: item.clone(),
+                        cancel: ctx.cancel.child_token(),
+                        step_id: each.step.id.clone(),
+                        foreach_item: Some(ForEachItem::new(index, count, done.clone())),
+                        ..ctx.clone()
+                    };
+                    let started_at = self.inner.clock.now();
+                    let (out, ran) = self.run_step(each.step, item_ctx, children.clone()).await?;
+                    let record = self.child_record(ctx, item, started_at, out.clone(), ran);
+                    self.store_child(children, &id, record).await?;
+                    Ok::<_, StepError>((index, out))
+                }
+            })
+            .buffer_unordered(concurrency);
+        results
+            .try_for_each(|(index, out)| {
+                outputs[index] = out;
+                std::future::ready(Ok(()))
+            })
+            .await?;
+        Ok((Value::Array(outputs), true))
     }
 
     /// `andAgent`: the registered agent on the prompt the step builds, its answer shaped by

@@ -971,3 +971,66 @@ async fn a_fork_copies_the_steps_before_its_step_and_runs_the_rest() {
         Err(EngineError::UnknownStep { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_foreach_maps_its_step_over_the_items_in_order_within_its_bound() {
+    let engine = Engine::in_memory();
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (now, peak) = (running.clone(), most.clone());
+    engine
+        .register(
+            Workflow::new("each", "Each")
+                .and_for_each(
+                    "square",
+                    |ctx| ctx.input["items"].clone(),
+                    |ctx| ctx.input["concurrency"].as_u64().unwrap_or(1) as usize,
+                    step("one", move |ctx: StepContext| {
+                        let (now, peak) = (now.clone(), peak.clone());
+                        async move {
+                            use std::sync::atomic::Ordering::SeqCst;
+                            let n = now.fetch_add(1, SeqCst) + 1;
+                            peak.fetch_max(n, SeqCst);
+                            let x = ctx.input.as_i64().unwrap_or(0);
+                            // Later items finish first: the output keeps the items' order.
+                            tokio::time::sleep(Duration::from_millis(20 - 3 * x as u64)).await;
+                            now.fetch_sub(1, SeqCst);
+                            Ok(json!(x * x))
+                        }
+                    }),
+                )
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let rec = engine
+        .execute(
+            &wf_id("each"),
+            json!({"items": [1, 2, 3, 4, 5], "concurrency": 2}),
+            ExecuteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.state.result(), Some(&json!([1, 4, 9, 16, 25])));
+    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(rec.progress.steps["square/4"].output, Some(json!(25)));
+    assert_eq!(
+        rec.progress.steps["square/4"].parent.as_deref(),
+        Some("square")
+    );
+    let not_array = engine
+        .execute(
+            &wf_id("each"),
+            json!({"items": 3}),
+            ExecuteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        not_array
+            .state
+            .error()
+            .unwrap()
+            .contains("maps over an array")
+    );
+}
