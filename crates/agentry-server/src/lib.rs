@@ -194,7 +194,7 @@ fn build(
         examples::register_agents(&agents).context("registering the example agents")?;
         examples::register_workflows(&engine).context("registering the example workflows")?;
     }
-    test_agents::register_from_env(&agents).context("registering the test agents")?;
+    test_agents::register_from_env(&agents, &engine).context("registering the test agents")?;
     Ok((engine, agents))
 }
 

@@ -11,25 +11,35 @@
 //! in one answer. `slow_step` appends `start
 //! <label> <attempt>` before it sleeps and `end <label> <attempt>` after; `needs_ok` appends
 //! `ran <label> <attempt>`.
+//!
+//! Two workflows come with it: `tester-foreach` (`{items: [ms, ...]}`: maps `sleep-item` over
+//! the items, two at once, each appending `start <index> <attempt>` before it sleeps its item's
+//! milliseconds and `end <index>` after) and `tester-mailbox` (`{ms}`: sleeps, then waits for
+//! the event `ping`, any object, up to `timeoutMs` when given, and outputs `{got, timedOut}`).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentry_core::Engine;
 use agentry_core::agent::{
-    Agent, AgentError, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk,
-    ModelError, ModelRequest, ModelResponse, Role, ToolCall, Usage,
+    Agent, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk, ModelError,
+    ModelRequest, ModelResponse, Role, ToolCall, Usage,
 };
+use agentry_core::workflow::{DefinitionError, StepContext, Workflow, step};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// Registers `tester` when `AGENTRY_TEST_AGENTS` is set.
-pub fn register_from_env(hub: &AgentHub) -> Result<(), AgentError> {
+/// Registers `tester` and the test workflows when `AGENTRY_TEST_AGENTS` is set.
+pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> {
     let Some(dir) = std::env::var_os("AGENTRY_TEST_AGENTS") else {
         return Ok(());
     };
+    for wf in [tester_foreach(PathBuf::from(&dir)), tester_mailbox()] {
+        engine.register(wf?)?;
+    }
     let approval_ms = std::env::var("AGENTRY_TEST_APPROVAL_MS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -37,7 +47,64 @@ pub fn register_from_env(hub: &AgentHub) -> Result<(), AgentError> {
     hub.register(tester(
         PathBuf::from(dir),
         Duration::from_millis(approval_ms),
-    ))
+    ))?;
+    Ok(())
+}
+
+type Def = Result<Workflow, DefinitionError>;
+
+/// `tester-foreach`: sleeps each item's milliseconds, two items at once, logging each start
+/// (with its attempt) and end.
+fn tester_foreach(dir: PathBuf) -> Def {
+    Workflow::new("tester-foreach", "Tester Foreach")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 60000}}},
+            "required": ["items"]
+        }))
+        .and_for_each(
+            "sleep-all",
+            |ctx| ctx.input["items"].clone(),
+            |_| 2,
+            step("sleep-item", move |ctx: StepContext| {
+                let dir = dir.clone();
+                async move {
+                    let index = ctx.foreach_item().map_or(0, |i| i.index);
+                    append(&dir, &format!("start {index} {}", ctx.attempt));
+                    let ms = ctx.input.as_u64().unwrap_or(0);
+                    ctx.sleep(Duration::from_millis(ms)).await?;
+                    append(&dir, &format!("end {index}"));
+                    Ok(json!(index))
+                }
+            }),
+        )
+        .build()
+}
+
+/// `tester-mailbox`: sleeps `ms`, then waits for the event `ping`.
+fn tester_mailbox() -> Def {
+    Workflow::new("tester-mailbox", "Tester Mailbox")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "ms": {"type": "integer", "minimum": 0, "maximum": 60000},
+                "timeoutMs": {"type": "integer", "minimum": 1, "maximum": 3_600_000}
+            }
+        }))
+        .event("ping", json!({"type": "object"}))
+        .and_then(step("nap", |ctx: StepContext| async move {
+            let ms = ctx.input["ms"].as_u64().unwrap_or(0);
+            ctx.sleep(Duration::from_millis(ms)).await?;
+            Ok(json!({}))
+        }))
+        .and_then(step("listen", |ctx: StepContext| async move {
+            let deadline = ctx.workflow_input["timeoutMs"]
+                .as_i64()
+                .map(|ms| ctx.started_at + chrono::Duration::milliseconds(ms));
+            let got = ctx.wait_for_event("ping", None, deadline).await?;
+            Ok(json!({"got": got, "timedOut": ctx.timed_out}))
+        }))
+        .build()
 }
 
 fn append(dir: &std::path::Path, line: &str) {

@@ -571,6 +571,7 @@ impl From<store::StepStatus> for StepStatus {
 
 /// One failed attempt of a step.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct AttemptFailure {
     pub attempt: u32,
     pub error: String,

@@ -1,0 +1,742 @@
+//! The workflow operations through the real binary, on SQLite and PostgreSQL: events delivered
+//! before and after their wait (to one execution and by key), a duplicated `eventId`, a bad
+//! payload, a deadline that passes first, an event through another replica; the retry of a
+//! failed execution and a fork from a step; step output live and on re-attach; a foreach killed
+//! with -9 that runs only its unfinished items again; strict mode on every new route.
+//!
+//! The hidden test registry (`AGENTRY_TEST_AGENTS`, see `src/test_agents.rs`) adds
+//! `tester-mailbox` (a nap, then a wait for `ping`) and `tester-foreach` (slow items that log
+//! their starts and ends).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::replica::{Replica, read_sse};
+use serde_json::{Value, json};
+
+/// How long any wait here may take before the test fails (never a timing claim by itself).
+const PATIENCE: Duration = Duration::from_secs(30);
+const SECRET: &str = "workflow-operations-secret";
+
+fn replica(database_url: &str, node: &str, dir: &Path, extra_env: &[(&str, &str)]) -> Replica {
+    let dir = dir.display().to_string();
+    let mut env = vec![("AGENTRY_TEST_AGENTS", dir.as_str())];
+    env.extend_from_slice(extra_env);
+    Replica::start(database_url, node, &env)
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+fn scratch_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentry-ops-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    dir
+}
+
+fn log_lines(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("tools.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// POSTs `body` (with `token` when given); the status and the JSON answer.
+async fn post(r: &Replica, path: &str, body: Value, token: Option<&str>) -> (u16, Value) {
+    let mut req = client().post(r.url(path)).json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.expect("post");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(r: &Replica, path: &str, token: Option<&str>) -> (u16, Value) {
+    let mut req = client().get(r.url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.expect("get");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The execution's state (`data`), or `Null` while it cannot be read.
+async fn state(r: &Replica, workflow: &str, id: &str) -> Value {
+    let (status, body) = get(
+        r,
+        &format!("/workflows/{workflow}/executions/{id}/state"),
+        None,
+    )
+    .await;
+    if status == 200 {
+        body["data"].clone()
+    } else {
+        Value::Null
+    }
+}
+
+async fn wait_for(
+    r: &Replica,
+    workflow: &str,
+    id: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let s = state(r, workflow, id).await;
+        if done(&s) {
+            return s;
+        }
+        assert!(started.elapsed() < PATIENCE, "{what}: never; last {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn status_is(s: &Value, status: &str) -> bool {
+    s["status"] == status
+}
+
+fn sqlite_url() -> (String, PathBuf) {
+    let path = std::env::temp_dir().join(format!("agentry-ops-{}.db", uuid::Uuid::new_v4()));
+    (format!("sqlite://{}", path.display()), path)
+}
+
+/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: on a fresh SQLite
+/// file and on a fresh PostgreSQL database.
+macro_rules! on_both_databases {
+    ($body:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let (url, path) = sqlite_url();
+            $body(&url).await;
+            let _ = std::fs::remove_file(&path);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let db = agentry_testdb::PgDatabase::create("agentry_ops")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            $body(&db.url).await;
+            db.drop_now().await;
+        }
+    };
+}
+
+on_both_databases!(
+    events_reach_executions_before_and_after_their_wait,
+    events_reach_executions_before_and_after_their_wait_on_sqlite,
+    events_reach_executions_before_and_after_their_wait_on_postgres
+);
+
+/// `payment-webhook` by key, after and before its wait; a delivery to one execution; the same
+/// `eventId` twice; a bad payload; an event nobody declares; an event after the end; an event
+/// waiting in the mailbox of an execution that does not wait yet; a deadline that passes first.
+async fn events_reach_executions_before_and_after_their_wait(url: &str) {
+    let dir = scratch_dir();
+    let r = replica(url, "ev", &dir, &[]);
+
+    // By key, after the wait.
+    let (status, body) = post(
+        &r,
+        "/workflows/payment-webhook/execute",
+        json!({"input": {"orderId": "o-1"}, "options": {"executionId": "pw-1"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let suspension = &body["data"]["suspension"];
+    assert_eq!(suspension["reason"], "Waiting for event payment", "{body}");
+    assert_eq!(
+        suspension["event"],
+        json!({"name": "payment", "key": "o-1"})
+    );
+    assert!(suspension["deadline"].is_string(), "{body}");
+    let s = state(&r, "payment-webhook", "pw-1").await;
+    assert_eq!(s["suspension"]["event"]["key"], "o-1", "{s}");
+    let paid =
+        json!({"key": "o-1", "data": {"amount": 12.5, "status": "paid"}, "eventId": "pay-1"});
+    let (status, body) = post(&r, "/events/payment", paid.clone(), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["data"]["woken"],
+        json!([{"workflowId": "payment-webhook", "executionId": "pw-1"}])
+    );
+    assert_eq!(body["data"]["duplicate"], false);
+    let done = wait_for(&r, "payment-webhook", "pw-1", "paid", |s| {
+        status_is(s, "completed")
+    })
+    .await;
+    assert_eq!(
+        done["result"],
+        json!({"orderId": "o-1", "status": "paid", "amount": 12.5})
+    );
+    assert_eq!(done["mailbox"][0]["eventId"], "pay-1", "{done}");
+    assert_eq!(done["mailbox"][0]["status"], "taken");
+    assert_eq!(done["mailbox"][0]["takenBy"], "await-payment");
+    // The same id again: not delivered again, the first outcome answered.
+    let (status, body) = post(&r, "/events/payment", paid, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["duplicate"], true);
+    assert_eq!(body["data"]["woken"][0]["executionId"], "pw-1");
+
+    // By key, before the wait: kept, and taken by the execution that waits for it later.
+    let early = json!({"key": "o-early", "data": {"amount": 5, "status": "paid"}});
+    let (status, body) = post(&r, "/events/payment", early, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["woken"], json!([]));
+    assert!(body["data"]["keptUntil"].is_string(), "{body}");
+    let (status, body) = post(
+        &r,
+        "/workflows/payment-webhook/execute",
+        json!({"input": {"orderId": "o-early"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["data"]["result"],
+        json!({"orderId": "o-early", "status": "paid", "amount": 5}),
+        "{body}"
+    );
+
+    // To one execution, after its wait; twice with one id; once more after the end.
+    post(
+        &r,
+        "/workflows/payment-webhook/execute",
+        json!({"input": {"orderId": "o-2"}, "options": {"executionId": "pw-2"}}),
+        None,
+    )
+    .await;
+    let path = "/workflows/payment-webhook/executions/pw-2/events/payment";
+    let bad = json!({"data": {"amount": -1, "status": "paid"}});
+    let (status, body) = post(&r, path, bad, None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "invalid_event");
+    assert!(body["error"].as_str().unwrap().contains("amount"), "{body}");
+    let (status, body) = post(
+        &r,
+        "/workflows/payment-webhook/executions/pw-2/events/refund",
+        json!({"data": {}}),
+        None,
+    )
+    .await;
+    assert_eq!((status, &body["code"]), (404, &json!("event_not_found")));
+    let (status, body) = post(
+        &r,
+        "/workflows/payment-webhook/executions/nobody/events/payment",
+        json!({"data": {"amount": 1, "status": "paid"}}),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (404, &json!("execution_not_found"))
+    );
+    let failed = json!({"data": {"amount": 1, "status": "failed"}, "eventId": "d-1"});
+    let (status, body) = post(&r, path, failed.clone(), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["delivery"], "resumed");
+    assert_eq!(body["data"]["duplicate"], false);
+    let done = wait_for(&r, "payment-webhook", "pw-2", "failed payment", |s| {
+        status_is(s, "completed")
+    })
+    .await;
+    assert_eq!(done["result"]["status"], "failed");
+    let (status, body) = post(&r, path, failed, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["duplicate"], true);
+    assert_eq!(body["data"]["delivery"], "resumed");
+    let (status, body) = post(
+        &r,
+        path,
+        json!({"data": {"amount": 2, "status": "paid"}}),
+        None,
+    )
+    .await;
+    assert_eq!((status, &body["code"]), (409, &json!("execution_ended")));
+
+    // Before its wait: the event waits in the mailbox, and the wait takes it.
+    let napping = tokio::spawn({
+        let url = r.url("/workflows/tester-mailbox/execute");
+        async move {
+            let resp = client()
+                .post(url)
+                .json(&json!({"input": {"ms": 1500}, "options": {"executionId": "tm-1"}}))
+                .send()
+                .await
+                .expect("execute");
+            resp.json::<Value>().await.expect("json")
+        }
+    });
+    wait_for(&r, "tester-mailbox", "tm-1", "the nap", |s| {
+        status_is(s, "running")
+    })
+    .await;
+    let (status, body) = post(
+        &r,
+        "/workflows/tester-mailbox/executions/tm-1/events/ping",
+        json!({"data": {"n": 1}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["delivery"], "queued");
+    let answer = napping.await.expect("answer");
+    assert_eq!(
+        answer["data"]["result"],
+        json!({"got": {"n": 1}, "timedOut": false}),
+        "{answer}"
+    );
+
+    // A deadline that passes first.
+    let (status, body) = post(
+        &r,
+        "/workflows/tester-mailbox/execute",
+        json!({"input": {"timeoutMs": 300}, "options": {"executionId": "tm-2"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["status"], "suspended");
+    let done = wait_for(&r, "tester-mailbox", "tm-2", "the deadline", |s| {
+        status_is(s, "completed")
+    })
+    .await;
+    assert_eq!(done["result"], json!({"got": null, "timedOut": true}));
+    drop(r);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An event sent to one replica wakes an execution another replica suspended (and the first
+/// runs it on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_through_another_replica_wakes_the_execution() {
+    let db = agentry_testdb::PgDatabase::create("agentry_ops")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = scratch_dir();
+    let a = replica(&db.url, "ev-a", &dir, &[]);
+    let b = replica(&db.url, "ev-b", &dir, &[]);
+    post(
+        &a,
+        "/workflows/payment-webhook/execute",
+        json!({"input": {"orderId": "o-x"}, "options": {"executionId": "px-1"}}),
+        None,
+    )
+    .await;
+    post(
+        &a,
+        "/workflows/payment-webhook/execute",
+        json!({"input": {"orderId": "o-y"}, "options": {"executionId": "py-1"}}),
+        None,
+    )
+    .await;
+    let (status, body) = post(
+        &b,
+        "/workflows/payment-webhook/executions/px-1/events/payment",
+        json!({"data": {"amount": 3, "status": "paid"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(
+        &b,
+        "/events/payment",
+        json!({"key": "o-y", "data": {"amount": 4, "status": "paid"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["woken"][0]["executionId"], "py-1");
+    for (id, amount) in [("px-1", 3), ("py-1", 4)] {
+        let done = wait_for(&a, "payment-webhook", id, "woken elsewhere", |s| {
+            status_is(s, "completed")
+        })
+        .await;
+        assert_eq!(done["result"]["amount"], amount);
+    }
+    drop((a, b));
+    db.drop_now().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+on_both_databases!(
+    a_failed_execution_is_retried_and_another_forked,
+    a_failed_execution_is_retried_and_another_forked_on_sqlite,
+    a_failed_execution_is_retried_and_another_forked_on_postgres
+);
+
+/// `flaky-step {failTimes: 4}` fails after its 4 attempts; retried, it completes with its 5th
+/// (its log goes on with `workflow-retried`). `order-fulfillment` forked from `express-fee` with
+/// a new input copies the steps before it and charges the express fee.
+async fn a_failed_execution_is_retried_and_another_forked(url: &str) {
+    let dir = scratch_dir();
+    let r = replica(url, "rf", &dir, &[]);
+    let (status, body) = post(
+        &r,
+        "/workflows/flaky-step/execute",
+        json!({"input": {"failTimes": 4}, "options": {"executionId": "fl-1"}}),
+        None,
+    )
+    .await;
+    assert_eq!((status, &body["code"]), (500, &json!("execution_failed")));
+    let (status, body) = post(
+        &r,
+        "/workflows/flaky-step/executions/fl-1/retry",
+        json!({}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["status"], "completed");
+    assert_eq!(body["data"]["result"], json!({"attempts": 5}));
+    let s = state(&r, "flaky-step", "fl-1").await;
+    let failures = s["steps"]["attempt"]["failures"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(failures.len(), 4, "{s}");
+    assert_eq!(failures[3]["executionRetried"], true, "{s}");
+    let (status, body) = post(
+        &r,
+        "/workflows/flaky-step/executions/fl-1/retry",
+        json!({}),
+        None,
+    )
+    .await;
+    assert_eq!((status, &body["code"]), (400, &json!("not_retryable")));
+    // The log goes on: a re-attach replays the failure, the retry and the completion.
+    let resp = client()
+        .get(r.url("/workflows/flaky-step/executions/fl-1/stream"))
+        .send()
+        .await
+        .expect("attach");
+    let events = read_sse(resp, |evs| {
+        evs.iter()
+            .any(|(_, e)| e["type"] == "workflow-complete" || e["type"] == "workflow-result")
+    })
+    .await;
+    let types: Vec<&str> = events
+        .iter()
+        .filter_map(|(_, e)| e["type"].as_str())
+        .collect();
+    let at = |t: &str| types.iter().position(|x| *x == t);
+    assert!(
+        at("workflow-error") < at("workflow-retried")
+            && at("workflow-retried") < at("workflow-complete"),
+        "{types:?}"
+    );
+
+    // Fork.
+    let input =
+        json!({"orderId": "ord-f", "items": [{"sku": "a", "quantity": 2, "unitPrice": 10}]});
+    let (status, body) = post(
+        &r,
+        "/workflows/order-fulfillment/execute",
+        json!({"input": input, "options": {"executionId": "ord-f"}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["result"]["total"], 27, "{body}");
+    let source = state(&r, "order-fulfillment", "ord-f").await;
+    let mut express = input.clone();
+    express["express"] = json!(true);
+    let (status, body) = post(
+        &r,
+        "/workflows/order-fulfillment/executions/ord-f/fork",
+        json!({"fromStep": "express-fee", "input": express, "executionId": "ord-g"}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["executionId"], "ord-g");
+    assert_eq!(body["data"]["result"]["shippingFee"], 15, "{body}");
+    assert_eq!(body["data"]["result"]["total"], 42, "{body}");
+    let forked = state(&r, "order-fulfillment", "ord-g").await;
+    assert_eq!(
+        forked["forkedFrom"],
+        json!({"executionId": "ord-f", "stepId": "express-fee"})
+    );
+    // Copied, not run again: the very records of the source.
+    for step in ["price-order", "run-checks", "check-stock", "check-fraud"] {
+        assert_eq!(forked["steps"][step], source["steps"][step], "{step}");
+    }
+    for (body, code, status) in [
+        (json!({"fromStep": "nope"}), "unknown_step", 400),
+        (
+            json!({"fromStep": "run-checks", "input": {"orderId": 1}}),
+            "invalid_input",
+            400,
+        ),
+        (
+            json!({"fromStep": "run-checks", "executionId": "ord-g"}),
+            "execution_exists",
+            409,
+        ),
+    ] {
+        let (got, answer) = post(
+            &r,
+            "/workflows/order-fulfillment/executions/ord-f/fork",
+            body,
+            None,
+        )
+        .await;
+        assert_eq!(
+            (got, answer["code"].as_str()),
+            (status, Some(code)),
+            "{answer}"
+        );
+    }
+    drop(r);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+on_both_databases!(
+    step_output_is_streamed_live_and_on_reattach,
+    step_output_is_streamed_live_and_on_reattach_on_sqlite,
+    step_output_is_streamed_live_and_on_reattach_on_postgres
+);
+
+/// `batch-enrich` streams each item's progress (`step-output`); a client that re-attaches
+/// after the end replays the same events from the log.
+async fn step_output_is_streamed_live_and_on_reattach(url: &str) {
+    let dir = scratch_dir();
+    let r = replica(url, "so", &dir, &[]);
+    let resp = client()
+        .post(r.url("/workflows/batch-enrich/stream"))
+        .json(
+            &json!({"input": {"items": ["a", "bb", "ccc", "dddd"], "concurrency": 2},
+            "options": {"executionId": "be-1"}}),
+        )
+        .send()
+        .await
+        .expect("stream");
+    let live = read_sse(resp, |evs| {
+        evs.iter().any(|(_, e)| e["type"] == "workflow-result")
+    })
+    .await;
+    let outputs = |events: &[(Option<i64>, Value)]| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|(_, e)| e["type"] == "step-output")
+            .map(|(_, e)| {
+                assert_eq!(e["from"], "enrich-item", "{e}");
+                e["data"].clone()
+            })
+            .collect()
+    };
+    let mut done: Vec<u64> = outputs(&live)
+        .iter()
+        .map(|d| d["done"].as_u64().unwrap())
+        .collect();
+    done.sort_unstable();
+    assert_eq!(done, [1, 2, 3, 4], "{live:?}");
+    let result = live
+        .iter()
+        .find(|(_, e)| e["type"] == "workflow-result")
+        .map(|(_, e)| e.clone())
+        .unwrap();
+    assert_eq!(
+        result["result"],
+        json!({"count": 4, "totalLength": 10}),
+        "{result}"
+    );
+    let s = state(&r, "batch-enrich", "be-1").await;
+    assert_eq!(
+        s["steps"]["enrich/3"]["output"],
+        json!({"item": "dddd", "length": 4})
+    );
+    assert_eq!(s["steps"]["enrich/3"]["parentStepId"], "enrich");
+
+    let resp = client()
+        .get(r.url("/workflows/batch-enrich/executions/be-1/stream"))
+        .send()
+        .await
+        .expect("attach");
+    let replayed = read_sse(resp, |evs| {
+        evs.iter().any(|(_, e)| e["type"] == "workflow-result")
+    })
+    .await;
+    assert_eq!(outputs(&replayed), outputs(&live));
+    assert!(
+        replayed
+            .iter()
+            .filter(|(_, e)| e["type"] == "step-output")
+            .all(|(id, _)| id.is_some())
+    );
+    drop(r);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+on_both_databases!(
+    an_interrupted_foreach_runs_only_its_unfinished_items,
+    an_interrupted_foreach_runs_only_its_unfinished_items_on_sqlite,
+    an_interrupted_foreach_runs_only_its_unfinished_items_on_postgres
+);
+
+/// `tester-foreach` killed with -9 after four of its six items ended: the process that takes
+/// over runs items 4 and 5 again and never 0 to 3.
+async fn an_interrupted_foreach_runs_only_its_unfinished_items(url: &str) {
+    let dir = scratch_dir();
+    let first = replica(url, "fe", &dir, &[]);
+    let input = json!({"items": [200, 200, 200, 200, 4000, 4000]});
+    let url_execute = first.url("/workflows/tester-foreach/execute");
+    let body = json!({"input": input, "options": {"executionId": "fe-1"}});
+    let cut = tokio::spawn(async move { client().post(url_execute).json(&body).send().await });
+    let started = Instant::now();
+    while !log_lines(&dir).iter().any(|l| l.starts_with("start 5 ")) {
+        assert!(started.elapsed() < PATIENCE, "{:?}", log_lines(&dir));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Items 0 to 3 are recorded (each as it ended): wait for the fourth's record.
+    wait_for(
+        &first,
+        "tester-foreach",
+        "fe-1",
+        "four items recorded",
+        |s| (0..4).all(|i| s["steps"][format!("sleep-all/{i}")]["status"] == "completed"),
+    )
+    .await;
+    first.signal("-KILL");
+    let _ = cut.await;
+    drop(first);
+    let second = replica(url, "fe", &dir, &[]);
+    let done = wait_for(&second, "tester-foreach", "fe-1", "the rest", |s| {
+        status_is(s, "completed")
+    })
+    .await;
+    assert_eq!(done["result"], json!([0, 1, 2, 3, 4, 5]));
+    let lines = log_lines(&dir);
+    for i in 0..4 {
+        let starts = lines
+            .iter()
+            .filter(|l| l.starts_with(&format!("start {i} ")))
+            .count();
+        assert_eq!(starts, 1, "item {i} ran again: {lines:?}");
+    }
+    for i in 4..6 {
+        assert!(
+            lines.contains(&format!("start {i} 2")),
+            "item {i} did not run again: {lines:?}"
+        );
+        assert!(lines.contains(&format!("end {i}")), "{lines:?}");
+    }
+    drop(second);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn token(sub: &str, roles: &[&str]) -> String {
+    agentry_auth::create_token(
+        &json!({"sub": sub, "roles": roles}),
+        SECRET.as_bytes(),
+        &agentry_auth::TokenOptions::default(),
+    )
+    .expect("a token")
+}
+
+/// Strict mode: each new route needs a token; an event to another user's execution, its retry
+/// and its fork are refused; an event sent by key reaches only the sender's own executions (an
+/// admin's reaches all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_guards_the_operations() {
+    let (url, path) = sqlite_url();
+    let dir = scratch_dir();
+    let r = replica(
+        &url,
+        "st",
+        &dir,
+        &[("AGENTRY_JWT_SECRET", SECRET), ("AGENTRY_AUTH_STRICT", "1")],
+    );
+    let (alice, bob, root) = (
+        token("alice", &[]),
+        token("bob", &[]),
+        token("root", &["admin"]),
+    );
+    let event = "/workflows/payment-webhook/executions/a-1/events/payment";
+    let paid = json!({"data": {"amount": 1, "status": "paid"}});
+    for path in [
+        event,
+        "/events/payment",
+        "/workflows/flaky-step/executions/a-2/retry",
+        "/workflows/flaky-step/executions/a-2/fork",
+    ] {
+        let (status, body) = post(&r, path, json!({}), None).await;
+        assert_eq!(
+            (status, &body["code"]),
+            (401, &json!("authentication_required")),
+            "{path}"
+        );
+    }
+    post(
+        &r,
+        "/workflows/payment-webhook/execute",
+        json!({"input": {"orderId": "o-s"}, "options": {"executionId": "a-1"}}),
+        Some(&alice),
+    )
+    .await;
+    post(
+        &r,
+        "/workflows/flaky-step/execute",
+        json!({"input": {"failTimes": 4}, "options": {"executionId": "a-2"}}),
+        Some(&alice),
+    )
+    .await;
+    let (status, _) = post(&r, event, paid.clone(), Some(&bob)).await;
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &r,
+        "/workflows/flaky-step/executions/a-2/retry",
+        json!({}),
+        Some(&bob),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &r,
+        "/workflows/flaky-step/executions/a-2/fork",
+        json!({"fromStep": "attempt"}),
+        Some(&bob),
+    )
+    .await;
+    assert_eq!(status, 403);
+    // Bob's event by key does not reach Alice's execution.
+    let by_key = json!({"key": "o-s", "data": {"amount": 2, "status": "paid"}});
+    let (status, body) = post(&r, "/events/payment", by_key.clone(), Some(&bob)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["woken"], json!([]));
+    let (_, s) = get(
+        &r,
+        "/workflows/payment-webhook/executions/a-1/state",
+        Some(&alice),
+    )
+    .await;
+    assert_eq!(s["data"]["status"], "suspended", "{s}");
+    // The admin's does.
+    let (status, body) = post(&r, "/events/payment", by_key, Some(&root)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["woken"][0]["executionId"], "a-1");
+    // Alice retries her own.
+    let (status, body) = post(
+        &r,
+        "/workflows/flaky-step/executions/a-2/retry",
+        json!({}),
+        Some(&alice),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    drop(r);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(dir);
+}
