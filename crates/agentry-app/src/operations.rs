@@ -10,9 +10,6 @@ use crate::caller::Caller;
 use crate::error::AppError;
 use crate::wire::operations::{self, EventPublished, EventRequest, PublishRequest};
 
-/// The longest key an event sent by key may carry.
-pub const MAX_EVENT_KEY_CHARS: usize = 256;
-
 impl App {
     /// Delivers the event `name` to one execution (strict mode: one the caller may act on): it
     /// resumes the step waiting for it, or waits in the execution's mailbox.
@@ -48,14 +45,6 @@ impl App {
         body: PublishRequest,
     ) -> Result<EventPublished, AppError> {
         let owner = self.policy.list_owner(caller)?;
-        if body.key.is_empty() || body.key.chars().count() > MAX_EVENT_KEY_CHARS {
-            return Err(AppError::engine(
-                agentry_core::EngineError::InvalidEventData(format!(
-                    "key: use 1 to {MAX_EVENT_KEY_CHARS} characters"
-                )),
-                "",
-            ));
-        }
         let published = self
             .engine
             .publish_event(name, &body.key, body.data, body.event_id, owner.as_ref())

@@ -33,6 +33,8 @@ pub const EVENT_RETENTION: Duration = Duration::from_secs(3600);
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 /// The most events an execution's mailbox holds untaken: a delivery beyond is refused.
 pub const MAX_PENDING_EVENTS: usize = 100;
+/// The longest key an event sent by key (or a wait) may name.
+pub const MAX_EVENT_KEY_CHARS: usize = 256;
 /// The most executions one event sent by key wakes.
 pub const MAX_WOKEN: usize = 10_000;
 
@@ -231,6 +233,7 @@ impl Engine {
         let wf = self.require_workflow(workflow_id)?;
         Self::check_event(&wf, &delivery.name, &delivery.data)?;
         let event_id = Self::event_id(delivery.event_id)?;
+        self.refuse_when_draining()?;
         let current = self.load_to_update(workflow_id, execution_id).await?;
         let incoming = Incoming {
             event: MailboxEvent {
@@ -271,15 +274,15 @@ impl Engine {
         for wf in &declaring {
             Self::check_event(wf, name, &data)?;
         }
-        crate::id::refuse_nul("key", key).map_err(EngineError::InvalidEventData)?;
+        Self::check_key(key)?;
         let event_id = Self::event_id(event_id)?;
+        self.refuse_when_draining()?;
         let now = self.inner.clock.now();
-        let kept_until = now + EVENT_RETENTION;
         let store = &self.inner.store;
         if let Err(e) = store.prune_published(now - EVENT_RETENTION).await {
             tracing::warn!(error = %e, "forgetting the events sent by key before the retention window failed");
         }
-        let event = PublishedEvent {
+        let sent = PublishedEvent {
             name: name.to_owned(),
             event_id: event_id.clone(),
             key: key.to_owned(),
@@ -288,31 +291,49 @@ impl Engine {
             owner: owner.map(|o| o.as_str().to_owned()),
             woken: None,
         };
-        if !store.publish_event(&event).await? {
-            let first = store.published_event(name, &event_id).await?;
-            let woken_ids = first.and_then(|f| f.woken).unwrap_or_default();
-            let mut woken = Vec::new();
-            for id in woken_ids {
-                if let Some(rec) = store.get(&id).await? {
-                    woken.push(rec);
-                }
+        let inserted = store.publish_event(&sent).await?;
+        // Sent again: the stored event (its data, its time) is delivered to any execution that
+        // waits for it and did not get it (a first sending cut short by a failure), and the
+        // answer is both sendings' executions.
+        let event = if inserted {
+            sent
+        } else {
+            store
+                .published_event(name, &event_id)
+                .await?
+                .ok_or_else(|| EngineError::Internal(format!("event {event_id} vanished")))?
+        };
+        let mut woken = Vec::new();
+        for id in event.woken.iter().flatten() {
+            if let Some(rec) = store.get(id).await? {
+                woken.push(rec);
             }
-            return Ok(Published {
-                event_id,
-                woken,
-                duplicate: true,
-                kept_until,
-            });
         }
-        let woken = self.wake_waiting(&event).await?;
+        for rec in self.wake_waiting(&event).await? {
+            if !woken.iter().any(|w| w.id == rec.id) {
+                woken.push(rec);
+            }
+        }
         let ids: Vec<String> = woken.iter().map(|r| r.id.clone()).collect();
-        store.record_woken(name, &event_id, &ids).await?;
+        if event.woken.as_ref() != Some(&ids) {
+            store.record_woken(name, &event_id, &ids).await?;
+        }
         Ok(Published {
             event_id,
             woken,
-            duplicate: false,
-            kept_until,
+            duplicate: !inserted,
+            kept_until: event.published_at + EVENT_RETENTION,
         })
+    }
+
+    /// A key must be 1 to [`MAX_EVENT_KEY_CHARS`] characters, without NUL.
+    fn check_key(key: &str) -> Result<(), EngineError> {
+        if key.is_empty() || key.chars().count() > MAX_EVENT_KEY_CHARS {
+            return Err(EngineError::InvalidEventData(format!(
+                "key: use 1 to {MAX_EVENT_KEY_CHARS} characters"
+            )));
+        }
+        crate::id::refuse_nul("key", key).map_err(EngineError::InvalidEventData)
     }
 
     /// Delivers a sent event to the executions that wait for it now; returns those it woke.
@@ -637,6 +658,9 @@ impl Journal {
         key: Option<&str>,
         deadline: Option<DateTime<Utc>>,
     ) -> Result<Option<Value>, StepError> {
+        if let Some(key) = key {
+            Engine::check_key(key).map_err(|e| StepError::failed(e.to_string()))?;
+        }
         let n = self.waits.count.fetch_add(1, Ordering::SeqCst);
         let entry = format!("event-{n}");
         if let Some(taken) = self.entry(&entry).await {

@@ -43,8 +43,8 @@ pub use events::WAKE_ALL;
 use journal::Deferred;
 pub use journal::{Journal, entry_id};
 pub use mailbox::{
-    Delivered, Delivery, EVENT_RETENTION, EventDelivery, MAX_EVENT_BYTES, MAX_PENDING_EVENTS,
-    MailboxEvent, Published, mailbox,
+    Delivered, Delivery, EVENT_RETENTION, EventDelivery, MAX_EVENT_BYTES, MAX_EVENT_KEY_CHARS,
+    MAX_PENDING_EVENTS, MailboxEvent, Published, mailbox,
 };
 pub use repair::{FORKED_FROM, ForkRequest};
 use run::{Entry, LiveRun};
