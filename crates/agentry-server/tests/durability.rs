@@ -4,22 +4,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::replica::{Replica, Sse, read_sse};
+use common::replica::{PATIENCE, Replica, Sse, client, read_sse, sqlite_url};
 use serde_json::{Value, json};
-
-/// How long any wait here may take before the test fails (never a timing claim by itself).
-const PATIENCE: Duration = Duration::from_secs(30);
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
 
 async fn state(r: &Replica, id: &str) -> Value {
     state_if_any(r, id).await.expect("the execution exists")
@@ -110,11 +99,6 @@ fn stream_countdown(r: &Replica, id: &str, step_ms: u64) -> tokio::task::JoinHan
     })
 }
 
-fn sqlite_url() -> (String, PathBuf) {
-    let path = std::env::temp_dir().join(format!("agentry-dur-{}.db", uuid::Uuid::new_v4()));
-    (format!("sqlite://{}", path.display()), path)
-}
-
 /// A fresh PostgreSQL database for one test, dropped when it ends.
 struct PgDatabase(agentry_testdb::PgDatabase);
 
@@ -132,26 +116,6 @@ impl PgDatabase {
             Err(e) => panic!("{e}"),
         }
     }
-}
-
-/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: `$sqlite` on a fresh
-/// SQLite file and `$postgres` on a fresh PostgreSQL database.
-macro_rules! on_both_databases {
-    ($body:ident, $sqlite:ident, $postgres:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $sqlite() {
-            let (url, path) = sqlite_url();
-            $body(&url).await;
-            let _ = std::fs::remove_file(&path);
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $postgres() {
-            let db = PgDatabase::create().await;
-            $body(&db.url).await;
-            db.drop_now().await;
-        }
-    };
 }
 
 fn step_done(s: &Value, step: &str) -> bool {

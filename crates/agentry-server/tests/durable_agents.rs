@@ -9,47 +9,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::replica::{Replica, read_sse};
+use common::replica::{PATIENCE, Replica, client, log_lines, read_sse, scratch_dir, sqlite_url};
 
 use serde_json::{Value, json};
-
-/// How long any wait here may take before the test fails (never a timing claim by itself).
-const PATIENCE: Duration = Duration::from_secs(30);
-
-/// One `agentry serve` process with the examples and the test agent, its tools logging to
-/// `tools`.
-fn replica(database_url: &str, node: &str, tools: &Path, extra_env: &[(&str, &str)]) -> Replica {
-    let tools = tools.display().to_string();
-    let mut env = vec![("AGENTRY_TEST_AGENTS", tools.as_str())];
-    env.extend_from_slice(extra_env);
-    Replica::start(database_url, node, &env)
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
-
-/// A fresh directory for the test agent's tool log.
-fn tools_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("agentry-tools-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("tools dir");
-    dir
-}
-
-/// The tool log's lines.
-fn tool_log(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("tools.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
 
 fn count(lines: &[String], line: &str) -> usize {
     lines.iter().filter(|l| *l == line).count()
@@ -116,57 +80,30 @@ fn start_text(
     })
 }
 
-fn sqlite_url() -> (String, PathBuf) {
-    let path = std::env::temp_dir().join(format!("agentry-runs-{}.db", uuid::Uuid::new_v4()));
-    (format!("sqlite://{}", path.display()), path)
-}
-
-/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: on a fresh SQLite
-/// file and on a fresh PostgreSQL database.
-macro_rules! on_both_databases {
-    ($body:ident, $sqlite:ident, $postgres:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $sqlite() {
-            let (url, path) = sqlite_url();
-            $body(&url).await;
-            let _ = std::fs::remove_file(&path);
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $postgres() {
-            let db = agentry_testdb::PgDatabase::create("agentry_runs")
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            $body(&db.url).await;
-            db.drop_now().await;
-        }
-    };
-}
-
 /// kill -9 while the run's second tool sleeps; restarted, the run completes: the interrupted
 /// tool ran again (its attempt 2), every tool that had completed ran once, and no model call
 /// or tool before it was made again.
 async fn kill_9_mid_tool_then_restart(database_url: &str) {
-    let dir = tools_dir();
+    let dir = scratch_dir();
     let env = [("AGENTRY_LEASE_TTL", "2s")];
-    let mut first = replica(database_url, "k9", &dir, &env);
+    let mut first = Replica::with_test_registry(database_url, "k9", &dir, &env);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let waiting = start_text(&first, "tester", &run, "steps a:0 b:3000 c:0");
     wait_until("tool b started", || {
-        tool_log(&dir).contains(&"start b 1".to_owned())
+        log_lines(&dir).contains(&"start b 1".to_owned())
     })
     .await;
     first.signal("-KILL");
     let _ = first.child.wait();
     let _ = waiting.await;
     // The same node again: it continues its runs at once.
-    let again = replica(database_url, "k9", &dir, &env);
+    let again = Replica::with_test_registry(database_url, "k9", &dir, &env);
     let done = wait_for_run(&again, "tester", &run, "the run completes", |s| {
         s["status"] == "completed"
     })
     .await;
     assert_eq!(done["text"], "done: a ok, b ok, c ok", "{done}");
-    let log = tool_log(&dir);
+    let log = log_lines(&dir);
     assert_eq!(count(&log, "start a 1"), 1, "{log:?}");
     assert_eq!(count(&log, "end a 1"), 1, "{log:?}");
     assert_eq!(count(&log, "start b 1"), 1, "{log:?}");
@@ -243,8 +180,8 @@ async fn reattach_after_a_drop(first: &Replica, again: &Replica) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reattach_after_a_dropped_stream_on_sqlite() {
     let (url, path) = sqlite_url();
-    let dir = tools_dir();
-    let r = replica(&url, "re", &dir, &[]);
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(&url, "re", &dir, &[]);
     reattach_after_a_drop(&r, &r).await;
     drop(r);
     let _ = std::fs::remove_file(&path);
@@ -256,9 +193,9 @@ async fn reattach_on_another_replica_on_postgres() {
     let db = agentry_testdb::PgDatabase::create("agentry_runs")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let dir = tools_dir();
-    let a = replica(&db.url, "ra", &dir, &[]);
-    let b = replica(&db.url, "rb", &dir, &[]);
+    let dir = scratch_dir();
+    let a = Replica::with_test_registry(&db.url, "ra", &dir, &[]);
+    let b = Replica::with_test_registry(&db.url, "rb", &dir, &[]);
     reattach_after_a_drop(&a, &b).await;
     drop((a, b));
     db.drop_now().await;
@@ -272,17 +209,17 @@ async fn sigterm_hands_a_run_over_on_postgres() {
     let db = agentry_testdb::PgDatabase::create("agentry_runs")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let dir = tools_dir();
+    let dir = scratch_dir();
     let env = [
         ("AGENTRY_LEASE_TTL", "3s"),
         ("AGENTRY_SHUTDOWN_GRACE", "5s"),
     ];
-    let mut leaving = replica(&db.url, "ta", &dir, &env);
-    let staying = replica(&db.url, "tb", &dir, &env);
+    let mut leaving = Replica::with_test_registry(&db.url, "ta", &dir, &env);
+    let staying = Replica::with_test_registry(&db.url, "tb", &dir, &env);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let waiting = start_text(&leaving, "tester", &run, "steps a:1500 b:0");
     wait_until("tool a started", || {
-        tool_log(&dir).contains(&"start a 1".to_owned())
+        log_lines(&dir).contains(&"start a 1".to_owned())
     })
     .await;
     leaving.signal("-TERM");
@@ -300,7 +237,7 @@ async fn sigterm_hands_a_run_over_on_postgres() {
     )
     .await;
     assert_eq!(done["text"], "done: a ok, b ok", "{done}");
-    let log = tool_log(&dir);
+    let log = log_lines(&dir);
     assert_eq!(
         log,
         ["start a 1", "end a 1", "start b 1", "end b 1"],
@@ -329,8 +266,8 @@ async fn answer(r: &Replica, agent: &str, run: &str, approval: &str, body: Value
 /// denied, it never runs and the model gives the reason; answered again, 409; an approval the
 /// run never asked for, 404.
 async fn operator_refunds_wait_for_approval(database_url: &str) {
-    let dir = tools_dir();
-    let r = replica(database_url, "op", &dir, &[]);
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(database_url, "op", &dir, &[]);
     for (approved, reason) in [(true, None), (false, Some("the box was fine"))] {
         let run = format!("refund-{}", uuid::Uuid::new_v4().simple());
         let resp = client()
@@ -441,8 +378,8 @@ on_both_databases!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_approval_expires_at_its_deadline() {
     let (url, path) = sqlite_url();
-    let dir = tools_dir();
-    let r = replica(&url, "ex", &dir, &[("AGENTRY_TEST_APPROVAL_MS", "800")]);
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(&url, "ex", &dir, &[("AGENTRY_TEST_APPROVAL_MS", "800")]);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let resp = client()
         .post(r.url("/agents/tester/text"))
@@ -469,7 +406,7 @@ async fn an_unanswered_approval_expires_at_its_deadline() {
         .cloned()
         .expect("the approval step");
     assert_eq!(approval["approval"]["expired"], true, "{approval}");
-    assert!(tool_log(&dir).is_empty(), "{:?}", tool_log(&dir));
+    assert!(log_lines(&dir).is_empty(), "{:?}", log_lines(&dir));
     let (status, late) = answer(&r, "tester", &run, "ap-1-0", json!({"approved": true})).await;
     assert_eq!(status, 409, "{late}");
     drop(r);
@@ -484,9 +421,9 @@ async fn racing_approvals_have_one_winner_on_postgres() {
     let db = agentry_testdb::PgDatabase::create("agentry_runs")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let dir = tools_dir();
-    let a = replica(&db.url, "pa", &dir, &[]);
-    let b = replica(&db.url, "pb", &dir, &[]);
+    let dir = scratch_dir();
+    let a = Replica::with_test_registry(&db.url, "pa", &dir, &[]);
+    let b = Replica::with_test_registry(&db.url, "pb", &dir, &[]);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let resp = client()
         .post(a.url("/agents/tester/text"))
@@ -515,7 +452,7 @@ async fn racing_approvals_have_one_winner_on_postgres() {
         s["status"] == "completed"
     })
     .await;
-    assert_eq!(tool_log(&dir), ["ran x 1"]);
+    assert_eq!(log_lines(&dir), ["ran x 1"]);
     drop((a, b));
     db.drop_now().await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -537,8 +474,8 @@ fn token(sub: &str, roles: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_mode_owns_runs_and_approvals() {
     let (url, path) = sqlite_url();
-    let dir = tools_dir();
-    let r = replica(
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(
         &url,
         "st",
         &dir,
@@ -640,8 +577,8 @@ async fn strict_mode_owns_runs_and_approvals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvals_in_one_answer_are_answered_one_by_one() {
     let (url, path) = sqlite_url();
-    let dir = tools_dir();
-    let r = replica(&url, "two", &dir, &[]);
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(&url, "two", &dir, &[]);
     let run = format!("run-{}", uuid::Uuid::new_v4().simple());
     let resp = client()
         .post(r.url("/agents/tester/text"))
@@ -667,7 +604,7 @@ async fn two_approvals_in_one_answer_are_answered_one_by_one() {
     })
     .await;
     assert_eq!(waiting["pendingApprovals"][0]["approvalId"], "ap-1-0");
-    assert_eq!(tool_log(&dir), ["ran y 1"]);
+    assert_eq!(log_lines(&dir), ["ran y 1"]);
     let (status, _) = answer(&r, "tester", &run, "ap-1-0", json!({"approved": true})).await;
     assert_eq!(status, 200);
     let done = wait_for_run(&r, "tester", &run, "the run completes", |s| {
@@ -675,7 +612,7 @@ async fn two_approvals_in_one_answer_are_answered_one_by_one() {
     })
     .await;
     assert_eq!(done["text"], "done: x ok, y ok", "{done}");
-    assert_eq!(tool_log(&dir), ["ran y 1", "ran x 1"]);
+    assert_eq!(log_lines(&dir), ["ran y 1", "ran x 1"]);
     drop(r);
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);

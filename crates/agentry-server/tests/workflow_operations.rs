@@ -10,43 +10,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::replica::{Replica, read_sse};
+use common::replica::{PATIENCE, Replica, client, log_lines, read_sse, scratch_dir, sqlite_url};
 use serde_json::{Value, json};
 
-/// How long any wait here may take before the test fails (never a timing claim by itself).
-const PATIENCE: Duration = Duration::from_secs(30);
 const SECRET: &str = "workflow-operations-secret";
-
-fn replica(database_url: &str, node: &str, dir: &Path, extra_env: &[(&str, &str)]) -> Replica {
-    let dir = dir.display().to_string();
-    let mut env = vec![("AGENTRY_TEST_AGENTS", dir.as_str())];
-    env.extend_from_slice(extra_env);
-    Replica::start(database_url, node, &env)
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
-
-fn scratch_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("agentry-ops-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    dir
-}
-
-fn log_lines(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("tools.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
 
 /// POSTs `body` (with `token` when given); the status and the JSON answer.
 async fn post(r: &Replica, path: &str, body: Value, token: Option<&str>) -> (u16, Value) {
@@ -106,33 +75,6 @@ fn status_is(s: &Value, status: &str) -> bool {
     s["status"] == status
 }
 
-fn sqlite_url() -> (String, PathBuf) {
-    let path = std::env::temp_dir().join(format!("agentry-ops-{}.db", uuid::Uuid::new_v4()));
-    (format!("sqlite://{}", path.display()), path)
-}
-
-/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: on a fresh SQLite
-/// file and on a fresh PostgreSQL database.
-macro_rules! on_both_databases {
-    ($body:ident, $sqlite:ident, $postgres:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $sqlite() {
-            let (url, path) = sqlite_url();
-            $body(&url).await;
-            let _ = std::fs::remove_file(&path);
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $postgres() {
-            let db = agentry_testdb::PgDatabase::create("agentry_ops")
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            $body(&db.url).await;
-            db.drop_now().await;
-        }
-    };
-}
-
 on_both_databases!(
     events_reach_executions_before_and_after_their_wait,
     events_reach_executions_before_and_after_their_wait_on_sqlite,
@@ -144,7 +86,7 @@ on_both_databases!(
 /// waiting in the mailbox of an execution that does not wait yet; a deadline that passes first.
 async fn events_reach_executions_before_and_after_their_wait(url: &str) {
     let dir = scratch_dir();
-    let r = replica(url, "ev", &dir, &[]);
+    let r = Replica::with_test_registry(url, "ev", &dir, &[]);
 
     // By key, after the wait.
     let (status, body) = post(
@@ -326,8 +268,8 @@ async fn an_event_through_another_replica_wakes_the_execution() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let dir = scratch_dir();
-    let a = replica(&db.url, "ev-a", &dir, &[]);
-    let b = replica(&db.url, "ev-b", &dir, &[]);
+    let a = Replica::with_test_registry(&db.url, "ev-a", &dir, &[]);
+    let b = Replica::with_test_registry(&db.url, "ev-b", &dir, &[]);
     post(
         &a,
         "/workflows/payment-webhook/execute",
@@ -382,7 +324,7 @@ on_both_databases!(
 /// a new input copies the steps before it and charges the express fee.
 async fn a_failed_execution_is_retried_and_another_forked(url: &str) {
     let dir = scratch_dir();
-    let r = replica(url, "rf", &dir, &[]);
+    let r = Replica::with_test_registry(url, "rf", &dir, &[]);
     let (status, body) = post(
         &r,
         "/workflows/flaky-step/execute",
@@ -513,7 +455,7 @@ on_both_databases!(
 /// after the end replays the same events from the log.
 async fn step_output_is_streamed_live_and_on_reattach(url: &str) {
     let dir = scratch_dir();
-    let r = replica(url, "so", &dir, &[]);
+    let r = Replica::with_test_registry(url, "so", &dir, &[]);
     let resp = client()
         .post(r.url("/workflows/batch-enrich/stream"))
         .json(
@@ -590,7 +532,7 @@ on_both_databases!(
 /// over runs items 4 and 5 again and never 0 to 3.
 async fn an_interrupted_foreach_runs_only_its_unfinished_items(url: &str) {
     let dir = scratch_dir();
-    let first = replica(url, "fe", &dir, &[]);
+    let first = Replica::with_test_registry(url, "fe", &dir, &[]);
     let input = json!({"items": [200, 200, 200, 200, 4000, 4000]});
     let url_execute = first.url("/workflows/tester-foreach/execute");
     let body = json!({"input": input, "options": {"executionId": "fe-1"}});
@@ -612,7 +554,7 @@ async fn an_interrupted_foreach_runs_only_its_unfinished_items(url: &str) {
     first.signal("-KILL");
     let _ = cut.await;
     drop(first);
-    let second = replica(url, "fe", &dir, &[]);
+    let second = Replica::with_test_registry(url, "fe", &dir, &[]);
     let done = wait_for(&second, "tester-foreach", "fe-1", "the rest", |s| {
         status_is(s, "completed")
     })
@@ -653,7 +595,7 @@ fn token(sub: &str, roles: &[&str]) -> String {
 async fn strict_mode_guards_the_operations() {
     let (url, path) = sqlite_url();
     let dir = scratch_dir();
-    let r = replica(
+    let r = Replica::with_test_registry(
         &url,
         "st",
         &dir,

@@ -99,3 +99,76 @@ pub async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) ->
     }
     events
 }
+
+/// How long any wait of a durability test may take before it fails (never a timing claim by
+/// itself).
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// An HTTP client with a generous time-out.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// A fresh SQLite file's URL, and the file (to remove).
+pub fn sqlite_url() -> (String, PathBuf) {
+    let path = std::env::temp_dir().join(format!("agentry-dur-{}.db", uuid::Uuid::new_v4()));
+    (format!("sqlite://{}", path.display()), path)
+}
+
+/// A fresh directory (for the test registry's log, `tools.log`).
+pub fn scratch_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentry-tools-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// The lines of the test registry's log in `dir`.
+pub fn log_lines(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("tools.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Replica {
+    /// [`Replica::start`] with the hidden test registry (`AGENTRY_TEST_AGENTS`: the agent
+    /// `tester`, the workflows `tester-foreach` and `tester-mailbox`), logging to `dir`.
+    pub fn with_test_registry(
+        database_url: &str,
+        node: &str,
+        dir: &std::path::Path,
+        extra_env: &[(&str, &str)],
+    ) -> Replica {
+        let dir = dir.display().to_string();
+        let mut env = vec![("AGENTRY_TEST_AGENTS", dir.as_str())];
+        env.extend_from_slice(extra_env);
+        Replica::start(database_url, node, &env)
+    }
+}
+
+/// Runs the `async fn(&str)` `$body` (given a database URL) as two tests: `$sqlite` on a fresh
+/// SQLite file and `$postgres` on a fresh PostgreSQL database.
+#[macro_export]
+macro_rules! on_both_databases {
+    ($body:ident, $sqlite:ident, $postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            let (url, path) = $crate::common::replica::sqlite_url();
+            $body(&url).await;
+            let _ = std::fs::remove_file(&path);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let db = agentry_testdb::PgDatabase::create("agentry_dur")
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            $body(&db.url).await;
+            db.drop_now().await;
+        }
+    };
+}
