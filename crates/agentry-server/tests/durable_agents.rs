@@ -11,7 +11,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::replica::{PATIENCE, Replica, client, log_lines, read_sse, scratch_dir, sqlite_url};
+use common::replica::{
+    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, token,
+};
 
 use serde_json::{Value, json};
 
@@ -456,17 +458,6 @@ async fn racing_approvals_have_one_winner_on_postgres() {
     drop((a, b));
     db.drop_now().await;
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-const SECRET: &str = "durable-runs-tests-secret-32-bytes";
-
-fn token(sub: &str, roles: &[&str]) -> String {
-    agentry_auth::create_token(
-        &json!({"sub": sub, "roles": roles}),
-        SECRET.as_bytes(),
-        &agentry_auth::TokenOptions::default(),
-    )
-    .expect("a token")
 }
 
 /// Strict mode: a run and its approvals are its owner's (and an admin's); another user neither

@@ -12,10 +12,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::replica::{PATIENCE, Replica, client, log_lines, read_sse, scratch_dir, sqlite_url};
+use common::replica::{
+    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, token,
+};
 use serde_json::{Value, json};
-
-const SECRET: &str = "workflow-operations-secret";
 
 /// POSTs `body` (with `token` when given); the status and the JSON answer.
 async fn post(r: &Replica, path: &str, body: Value, token: Option<&str>) -> (u16, Value) {
@@ -577,15 +577,6 @@ async fn an_interrupted_foreach_runs_only_its_unfinished_items(url: &str) {
     }
     drop(second);
     let _ = std::fs::remove_dir_all(dir);
-}
-
-fn token(sub: &str, roles: &[&str]) -> String {
-    agentry_auth::create_token(
-        &json!({"sub": sub, "roles": roles}),
-        SECRET.as_bytes(),
-        &agentry_auth::TokenOptions::default(),
-    )
-    .expect("a token")
 }
 
 /// Strict mode: each new route needs a token; an event to another user's execution, its retry

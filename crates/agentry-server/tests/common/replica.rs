@@ -172,3 +172,16 @@ macro_rules! on_both_databases {
         }
     };
 }
+
+/// The JWT secret of the strict-mode tests' servers (`AGENTRY_JWT_SECRET`).
+pub const SECRET: &str = "durability-tests-secret-32-bytes!";
+
+/// A token for `sub` with `roles`, signed with [`SECRET`].
+pub fn token(sub: &str, roles: &[&str]) -> String {
+    agentry_auth::create_token(
+        &serde_json::json!({"sub": sub, "roles": roles}),
+        SECRET.as_bytes(),
+        &agentry_auth::TokenOptions::default(),
+    )
+    .expect("a token")
+}
