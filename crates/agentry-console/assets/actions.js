@@ -161,8 +161,8 @@ export function forkForm(workflow, executionId, { input, fromStep } = {}) {
     workflow.steps.map((s) => h("option", { value: s.id, selected: s.id === fromStep }, `${s.id} (${s.type})`)),
   );
   const data = jsonField("Input (JSON)", input);
-  const hint = h("span", { class: "hint" }, "Empty: the same input.");
-  data.row.append(hint);
+  data.row.append(h("span", { class: "hint", id: `${data.input.id}-hint` }, "Empty: the same input."));
+  data.input.setAttribute("aria-describedby", `${data.input.id}-hint`);
   const id = field("New execution id", "input", { name: "executionId", type: "text", placeholder: "generated" });
   return actionForm("Fork", "Fork", [step.row, id.row, data.row], async () => {
     const body = { fromStep: step.input.value, input: data.read() };
