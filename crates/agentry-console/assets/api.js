@@ -5,13 +5,17 @@
 
 const TOKEN_KEY = "agentry.console.token";
 
-/** A refused or failed call: the HTTP status (0 when the server was not reached) and message. */
+/**
+ * A refused or failed call: the HTTP status (0 when the server was not reached), message, code
+ * and, when the answer names one (`X-Execution-Id`: a run that failed or goes on), the execution.
+ */
 export class ApiError extends Error {
-  constructor(status, message, code) {
+  constructor(status, message, code, executionId) {
     super(message);
     this.name = "ApiError";
     this.status = status;
     this.code = code;
+    this.executionId = executionId;
   }
 }
 
@@ -82,7 +86,7 @@ async function failureOf(response) {
   } catch {
     // Not JSON: keep the status line.
   }
-  return new ApiError(response.status, message, code);
+  return new ApiError(response.status, message, code, response.headers.get("X-Execution-Id") || undefined);
 }
 
 /**

@@ -1,18 +1,23 @@
-// /console/executions/<executionId>: one execution. Its status, workflow, input, context, user
-// and outcome (result, error, cancellation or suspension); the timeline of its steps (composite
-// steps' children under their parent); its events, followed live through the re-attach stream
-// (`GET /workflows/{id}/executions/{executionId}/stream`, resumed after the last event id); and
-// the actions its status allows: suspend, resume, cancel.
+// /console/executions/<executionId>: one execution. Its status, workflow, input, context, user,
+// origin when it is a fork, and outcome (result, error, cancellation or suspension, with the
+// event it waits for); the timeline of its steps (composite steps' children under their
+// parent); its mailbox (the events delivered to it, waiting or taken); its events, followed live
+// through the re-attach stream (`GET /workflows/{id}/executions/{executionId}/stream`, resumed
+// after the last event id); and the actions its status allows: suspend, resume, cancel, retry
+// (when failed), fork (from one of the workflow's steps), send an event (when it waits for one
+// or has a mailbox; the workflow detail does not name its events, so the operator types the name).
 //
 // The stream ends whenever the execution stops running (suspended, completed, ...). While it
-// is not terminal, the page reads the state every two seconds (tab visible) and follows the
-// stream again as soon as the execution runs (a resume elsewhere, a deadline that fired).
+// is not terminal, or a retry is in flight, the page reads the state every two seconds (tab
+// visible) and follows the stream again as soon as the execution runs (a resume elsewhere, a
+// deadline that fired, the retry's new run under the same id).
 
-import { resumeForm, cancelButton, suspendForm } from "../actions.js";
+import { cancelButton, eventForm, forkForm, resumeForm, retryButton, suspendForm } from "../actions.js";
 import { api, seg, workflowDetail } from "../api.js";
 import {
   consoleUrl,
   duration,
+  executionLink,
   facts,
   h,
   json,
@@ -44,6 +49,8 @@ export async function render({ main, params, signal, title }) {
   const outcome = h("section", { "aria-labelledby": "outcome-title" });
   const actions = h("div", { class: "actions" });
   const timeline = h("ol", { class: "timeline", "aria-label": "Timeline" });
+  const mailbox = h("ol", { class: "timeline", "aria-label": "Mailbox" });
+  const mailboxSection = h("section", { "aria-labelledby": "mailbox-title", hidden: true }, h("h2", { id: "mailbox-title" }, "Mailbox"), mailbox);
   const events = h("ol", { class: "events", "aria-label": "Events", tabindex: "0" });
   const streamState = h("p", { class: "stream-state", "aria-live": "polite" });
   const refreshError = h("p", { class: "alert", role: "alert" });
@@ -70,10 +77,17 @@ export async function render({ main, params, signal, title }) {
           ["Ended", ended],
           ["Duration", took],
           ["User", state.userId ? h("code", {}, state.userId) : h("span", { class: "muted" }, "—")],
+          [
+            "Origin",
+            state.forkedFrom
+              ? h("span", { dataset: { testid: "forked-from" } }, "Forked from ", executionLink(state.forkedFrom.executionId), " at step ", h("code", {}, state.forkedFrom.stepId))
+              : undefined,
+          ],
         ]),
         outcome,
         h("section", { "aria-labelledby": "actions-title" }, h("h2", { id: "actions-title" }, "Actions"), actions),
         h("section", { "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Timeline"), timeline),
+        mailboxSection,
         h("section", { "aria-labelledby": "data-title" }, h("h2", { id: "data-title" }, "Input and context"), jsonDetails("Input", state.input, true), jsonDetails("Context", state.context)),
       ),
       h(
@@ -89,6 +103,7 @@ export async function render({ main, params, signal, title }) {
   // ---- Drawing the state ----
   let outcomeKey = null;
   let actionsKey = null;
+  let mailboxKey = null;
   const steps = new Map(); // step id -> {li, status, meta, io, children, key}
 
   function draw() {
@@ -101,12 +116,13 @@ export async function render({ main, params, signal, title }) {
       outcomeKey = oKey;
       drawOutcome();
     }
-    const aKey = json([state.status, Boolean(state.suspendRequest)]);
+    const aKey = json([state.status, Boolean(state.suspendRequest), eventsShown()]);
     if (aKey !== actionsKey) {
       actionsKey = aKey;
       drawActions();
     }
     drawTimeline();
+    drawMailbox();
   }
 
   // The outcome's countdown lives until the outcome is drawn again.
@@ -141,6 +157,16 @@ export async function render({ main, params, signal, title }) {
           ["Deadline", s.deadline ? h("span", {}, time(s.deadline), " · ", countdown(s.deadline, outcomeTimers.signal)) : undefined],
           ["Suspend data", s.suspendData !== null && s.suspendData !== undefined ? h("pre", {}, json(s.suspendData)) : undefined],
         ]),
+        s.event
+          ? h(
+              "p",
+              {},
+              "Waits for event ",
+              h("code", {}, s.event.name),
+              s.event.key ? [" with key ", h("code", {}, s.event.key)] : " (sent to this execution only)",
+              ".",
+            )
+          : null,
       );
     } else if (state.status === "running") {
       heading = "Progress";
@@ -152,6 +178,20 @@ export async function render({ main, params, signal, title }) {
     replace(outcome, h("h2", { id: "outcome-title" }, heading), parts);
   }
 
+  // The retry, fork and event forms are made once and kept across redraws (what was typed in
+  // them, and their answers, stay).
+  const card = (id, title, body) => h("section", { class: "card", "aria-labelledby": id }, h("h3", { id }, title), body);
+  let busy = 0; // retries in flight: the page watches the state meanwhile
+  let retry = null;
+  const fork = workflow.steps.length
+    ? card("fork-title", "Fork", forkForm(workflow, executionId, { input: state.input, fromStep: state.error?.stepId }))
+    : null;
+  let sendEvent = null;
+  let eventSent = false;
+  // An event can be sent while it waits for one or has a mailbox (and, once sent, the answer stays).
+  const eventsShown = () =>
+    eventSent || (!TERMINAL.has(state.status) && Boolean(state.suspension?.event || state.mailbox?.length));
+
   function drawActions() {
     const done = () => afterAction();
     const list = [];
@@ -159,15 +199,68 @@ export async function render({ main, params, signal, title }) {
       list.push(suspendForm(state.workflowId, executionId, { onDone: done }));
     }
     if (state.status === "suspended") {
-      list.push(
-        h("div", { class: "card" }, h("h3", {}, "Resume"), resumeForm(workflow, executionId, { onDone: done, linkToExecution: false })),
-      );
+      list.push(card("resume-title", "Resume", resumeForm(workflow, executionId, { onDone: done, linkToExecution: false })));
     }
     if (state.status === "running" || state.status === "suspended") {
       list.push(cancelButton(state.workflowId, executionId, { onDone: done }));
     }
-    if (!list.length) list.push(h("p", { class: "muted" }, `None: the execution is ${state.status}.`));
-    replace(actions, list);
+    if (state.status === "error") {
+      retry ??= retryButton(state.workflowId, executionId, {
+        onStart: () => busy++,
+        onDone: () => {
+          busy--;
+          afterAction();
+        },
+      });
+      list.push(retry);
+    }
+    if (eventsShown()) {
+      sendEvent ??= card(
+        "event-title",
+        "Send an event",
+        eventForm(state.workflowId, executionId, {
+          name: state.suspension?.event?.name,
+          onDone: () => {
+            eventSent = true;
+            afterAction();
+          },
+        }),
+      );
+      list.push(sendEvent);
+    }
+    if (!list.length && !fork) list.push(h("p", { class: "muted" }, `None: the execution is ${state.status}.`));
+    replace(actions, list, fork);
+  }
+
+  function drawMailbox() {
+    const entries = state.mailbox || [];
+    const key = json(entries);
+    if (key === mailboxKey) return;
+    mailboxKey = key;
+    mailboxSection.hidden = !entries.length;
+    const part = keptOpen(mailbox);
+    replace(
+      mailbox,
+      entries.map((m) =>
+        h(
+          "li",
+          { dataset: { eventId: m.eventId } },
+          h(
+            "div",
+            { class: "step" },
+            h("div", { class: "step-head" }, statusBadge(m.status), h("span", { class: "step-id" }, m.name), h("span", { class: "small muted mono" }, m.eventId)),
+            h(
+              "div",
+              { class: "step-meta" },
+              h("span", {}, "received ", time(m.receivedAt)),
+              m.key ? h("span", {}, "key ", h("code", {}, m.key)) : null,
+              m.takenBy ? h("span", {}, "taken by ", h("code", {}, m.takenBy), " ", time(m.takenAt)) : null,
+            ),
+            part(m.eventId, "Data", m.data),
+          ),
+        ),
+      ),
+    );
   }
 
   function drawTimeline() {
@@ -243,19 +336,12 @@ export async function render({ main, params, signal, title }) {
       h("span", {}, ms !== null ? `took ${duration(ms)}` : rec.status === "suspended" ? "waiting" : "running…"),
       rec.failures && rec.failures.length ? h("span", {}, `${rec.failures.length} failed attempt${rec.failures.length > 1 ? "s" : ""}`) : null,
     );
-    // Keep each <details> open or closed as the reader left it.
-    const open = {};
-    for (const d of row.io.querySelectorAll("details")) open[d.dataset.part] = d.open;
-    const part = (name, value) => {
-      const d = jsonDetails(name, value, open[name] ?? false);
-      d.dataset.part = name;
-      return d;
-    };
+    const part = keptOpen(row.io);
     replace(
       row.io,
-      part("Input", rec.input),
-      rec.output !== null && rec.output !== undefined ? part("Output", rec.output) : null,
-      rec.failures && rec.failures.length ? part("Failures", rec.failures) : null,
+      part("Input", "Input", rec.input),
+      rec.output !== null && rec.output !== undefined ? part("Output", "Output", rec.output) : null,
+      rec.failures && rec.failures.length ? part("Failures", "Failures", rec.failures) : null,
     );
   }
 
@@ -372,11 +458,25 @@ export async function render({ main, params, signal, title }) {
   // While not terminal, and not following, look for a change (a resume elsewhere, a deadline).
   poll(
     async () => {
-      if (following || (TERMINAL.has(state.status) && followedStatus === state.status)) return;
+      if (following || (!busy && TERMINAL.has(state.status) && followedStatus === state.status)) return;
       await refreshState();
       if (!following && state.status !== followedStatus) follow();
     },
     2000,
     signal,
   );
+}
+
+/**
+ * Makes the `<details>` of JSON values for `container`'s next drawing, `part(key, label, value)`,
+ * each open or closed as the reader left the one of the same key.
+ */
+function keptOpen(container) {
+  const open = {};
+  for (const d of container.querySelectorAll("details")) open[d.dataset.part] = d.open;
+  return (key, label, value) => {
+    const d = jsonDetails(label, value, open[key] ?? false);
+    d.dataset.part = key;
+    return d;
+  };
 }
