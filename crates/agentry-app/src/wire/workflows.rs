@@ -153,6 +153,18 @@ pub struct WorkflowDetail {
     pub suspend_schema: Option<Value>,
     #[schema(required = true, value_type = Option<Object>)]
     pub resume_schema: Option<Value>,
+    /// The events its steps may wait for (`POST .../events/{name}`, `POST /events/{name}`);
+    /// absent when it declares none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventView>,
+}
+
+/// An event a workflow declares, with the JSON Schema of its data.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventView {
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub schema: Value,
 }
 
 impl From<&Workflow> for WorkflowDetail {
@@ -167,6 +179,13 @@ impl From<&Workflow> for WorkflowDetail {
             input_schema: w.input_schema_json(),
             suspend_schema: w.suspend_schema_json().cloned(),
             resume_schema: w.resume_schema_json().cloned(),
+            events: w
+                .events()
+                .map(|(name, schema)| EventView {
+                    name: name.to_owned(),
+                    schema: schema.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -4,8 +4,8 @@
 // parent); its mailbox (the events delivered to it, waiting or taken); its events, followed live
 // through the re-attach stream (`GET /workflows/{id}/executions/{executionId}/stream`, resumed
 // after the last event id); and the actions its status allows: suspend, resume, cancel, retry
-// (when failed), fork (from one of the workflow's steps), send an event (when it waits for one
-// or has a mailbox; the workflow detail does not name its events, so the operator types the name).
+// (when failed), fork (from one of the workflow's steps), send an event (one its workflow
+// declares, while it has not ended).
 //
 // The stream ends whenever the execution stops running (suspended, completed, ...). While it
 // is not terminal, or a retry is in flight, the page reads the state every two seconds (tab
@@ -188,9 +188,9 @@ export async function render({ main, params, signal, title }) {
     : null;
   let sendEvent = null;
   let eventSent = false;
-  // An event can be sent while it waits for one or has a mailbox (and, once sent, the answer stays).
-  const eventsShown = () =>
-    eventSent || (!TERMINAL.has(state.status) && Boolean(state.suspension?.event || state.mailbox?.length));
+  // An event its workflow declares can be sent while it has not ended (and, once sent, the
+  // answer stays).
+  const eventsShown = () => eventSent || (!TERMINAL.has(state.status) && Boolean(workflow.events?.length));
 
   function drawActions() {
     const done = () => afterAction();
@@ -219,7 +219,7 @@ export async function render({ main, params, signal, title }) {
         "event-title",
         "Send an event",
         eventForm(state.workflowId, executionId, {
-          name: state.suspension?.event?.name,
+          name: state.suspension?.event?.name ?? workflow.events[0].name,
           onDone: () => {
             eventSent = true;
             afterAction();
