@@ -11,6 +11,7 @@ pub mod agents;
 pub mod chat;
 pub mod events;
 pub mod runs;
+pub mod schedules;
 pub mod server;
 pub mod workflows;
 

@@ -88,6 +88,23 @@ impl Scheduler {
         }
     }
 
+    /// The same schedules kept in `store` instead (the declared ones go with them).
+    pub fn with_store(&self, store: Arc<dyn ScheduleStore>) -> Self {
+        let declared = self
+            .inner
+            .declared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let scheduler = Self::new(self.inner.engine.clone(), store);
+        *scheduler
+            .inner
+            .declared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = declared;
+        scheduler
+    }
+
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
     }
