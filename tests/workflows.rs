@@ -148,6 +148,13 @@ async fn lists_the_example_workflows(backend: Backend) {
                 "purpose": "Waits for an approval, at most timeoutMs: then it expires by itself.",
                 "stepsCount": 1,
                 "status": "idle"
+            },
+            {
+                "id": "nightly-report",
+                "name": "Nightly Report",
+                "purpose": "Counts the executions of every workflow that started on a day; its schedule runs it each night.",
+                "stepsCount": 1,
+                "status": "idle"
             }
         ])
     );
