@@ -7,6 +7,7 @@ the test triggers, and deletes them at the end.
 
 import re
 import time
+from urllib.parse import quote
 
 from playwright.sync_api import expect
 from support import new_id
@@ -63,7 +64,7 @@ def test_the_schedules_page_pauses_unpauses_and_triggers(page, api, base, screen
         assert time.monotonic() < deadline
         time.sleep(0.1)
     link.click()
-    expect(page).to_have_url(re.compile(rf"/console/executions/{re.escape(execution_id)}$"))
+    expect(page).to_have_url(re.compile(rf"/console/executions/{re.escape(quote(execution_id, safe=''))}$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text(execution_id)
     api.data("DELETE", f"/schedules/{schedule_id}")
 
