@@ -370,7 +370,6 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
                 InvalidSchedule,
                 ScheduleExists,
                 ScheduleLimit,
-                Conflict,
                 Internal,
                 DatabaseUnavailable,
             ],
