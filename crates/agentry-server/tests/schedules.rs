@@ -254,7 +254,9 @@ async fn missed_ticks_are_caught_up_within_the_window(backend: Backend) {
             (start.with_timezone(&Utc) - *t).num_milliseconds()
         })
         .collect();
-    let caught_up = late.iter().take_while(|ms| **ms > 1200).count();
+    // A fire on time starts within a few hundred milliseconds of its tick; the caught-up ones
+    // (their tick passed before the server was up) start a second or more late.
+    let caught_up = late.iter().take_while(|ms| **ms > 900).count();
     assert!(caught_up >= 2, "late starts: {late:?}");
     assert!(late.iter().all(|ms| *ms <= 4200), "late starts: {late:?}");
     let skipped = s["skipped"].as_u64().unwrap();
