@@ -400,7 +400,9 @@ async fn overlap_skip_and_buffer_one(backend: Backend) {
         !s["buffered"].is_null()
     })
     .await;
-    assert_eq!(buffered["fires"][0]["status"], "running", "{buffered}");
+    // A tick waits only while a fire is active (it may end as the state is read).
+    let active = &buffered["fires"][0]["status"];
+    assert!(active == "running" || active == "completed", "{buffered}");
     tokio::time::sleep(Duration::from_millis(4500)).await;
     for id in ["skipping", "buffering"] {
         ok(&r, "POST", &format!("/schedules/{id}/pause"), None).await;
