@@ -178,6 +178,12 @@ impl Scheduler {
             Some(id) => check_id(id)?,
             None => uuid::Uuid::now_v7().to_string(),
         };
+        if !crate::id::is_valid_id(&spec.workflow_id) {
+            return Err(ScheduleError::invalid(
+                "workflowId",
+                "no workflow has such an id (1 to 128 letters, digits, '-', '_' or '.')",
+            ));
+        }
         let workflow = self
             .inner
             .engine

@@ -467,6 +467,8 @@ async fn bad_schedules_name_their_field() {
     let cases = [
         (every_second("bad id!", "quick"), "id"),
         (every_second("x", "nope"), "workflowId"),
+        (every_second("x", "agent:assistant"), "workflowId"),
+        (every_second("x", &"w".repeat(10_000)), "workflowId"),
         (ScheduleSpec::new("x", "quick", "every day"), "cron"),
         (
             every_second("x", "quick").timezone("Nowhere/Else"),
