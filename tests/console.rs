@@ -48,6 +48,8 @@ async fn the_console_is_served_from_the_binary() {
         "/console/agents/assistant",
         "/console/agents/operator/runs/some-run-id",
         "/console/logs",
+        "/console/schedules",
+        "/console/schedules/nightly-report",
     ] {
         let resp = plain.get(s.url(path)).send().await.expect(path);
         assert_eq!(resp.status(), 200, "{path}");

@@ -157,6 +157,13 @@ async fn lists_the_example_workflows(backend: Backend) {
                 "status": "idle"
             },
             {
+                "id": "nightly-report",
+                "name": "Nightly Report",
+                "purpose": "Counts the executions of every workflow that started on a day; its schedule runs it each night.",
+                "stepsCount": 1,
+                "status": "idle"
+            },
+            {
                 "id": "batch-enrich",
                 "name": "Batch Enrich",
                 "purpose": "Enriches each item (at most concurrency at once), streaming the progress; then totals.",

@@ -10,6 +10,7 @@
 use agentry_auth::AuthError;
 use agentry_core::EngineError;
 use agentry_core::agent::{AgentError, ModelErrorKind};
+use agentry_core::schedule::ScheduleError;
 use agentry_core::store::StoreError;
 
 /// The HTTP statuses of the table's rows, by name (this crate knows no web framework).
@@ -81,6 +82,8 @@ error_table! {
     InvalidResumeData => BAD_REQUEST, "invalid_resume_data", "Resume data fails the resume schema (`Resume data validation failed: ...`).";
     InvalidExecutionId => BAD_REQUEST, "invalid_execution_id", "A caller-chosen execution id outside the allowed alphabet.";
     UnknownStep => BAD_REQUEST, "unknown_step", "A resume from a step the workflow does not have.";
+    InvalidSchedule => BAD_REQUEST, "invalid_schedule", "A schedule's field is wrong, and named (`Invalid schedule: <field>: ...`): an id outside the alphabet, an unknown workflow, an input its schema refuses or over 64 KiB, a cron expression that is not 5 or 6 fields or never fires, an unknown time zone, a duration that is not `30s`, `1m`, `1h`, `1d` or out of range, an unknown overlap policy.";
+    InvalidBackfill => BAD_REQUEST, "invalid_backfill", "A backfill's `from` or `to` is wrong, and named (`Invalid backfill: <field>: ...`): not RFC 3339, `to` before `from` or in the future, a range of more than 1000 ticks.";
     NotSuspendable => BAD_REQUEST, "not_suspendable", "Suspend of an execution that is not running (completed, failed, cancelled or already suspended).";
     NotCancellable => BAD_REQUEST, "not_cancellable", "Cancel of an execution that is completed, failed or cancelled.";
     NotRetryable => BAD_REQUEST, "not_retryable", "Retry of an execution that did not fail (only one in `error` can be retried).";
@@ -95,6 +98,7 @@ error_table! {
     WorkflowNotFound => NOT_FOUND, "workflow_not_found", "An unknown workflow (`Workflow <id> not found`).";
     AgentNotFound => NOT_FOUND, "agent_not_found", "An unknown agent (`Agent <id> not found`).";
     ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`, or `Execution <id> not found` by id alone).";
+    ScheduleNotFound => NOT_FOUND, "schedule_not_found", "An unknown schedule, or (strict mode) another user's (`Schedule <id> not found`).";
     RunNotFound => NOT_FOUND, "run_not_found", "An unknown durable run, or one of another agent (`Run <id> of agent <id> not found`).";
     ApprovalNotFound => NOT_FOUND, "approval_not_found", "An approval id that the run never asked for (`Approval <id> not found in run <id>`).";
     EventNotFound => NOT_FOUND, "event_not_found", "An event the workflow does not declare (or, sent by key, that no workflow declares).";
@@ -107,6 +111,8 @@ error_table! {
     ExecutionEnded => CONFLICT, "execution_ended", "An event for an execution that completed, failed or was cancelled: no step will take it.";
     MailboxFull => CONFLICT, "mailbox_full", "An event for an execution whose mailbox already holds 100 events no step took.";
     ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
+    ScheduleExists => CONFLICT, "schedule_exists", "A schedule with this id exists already (`Schedule <id> already exists`).";
+    ScheduleLimit => CONFLICT, "schedule_limit", "The server keeps 1000 schedules already: delete one first.";
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
@@ -229,6 +235,28 @@ impl AppError {
             E::DuplicateWorkflow(_) | E::Store(_) | E::Internal(_) | E::Unchanged => {
                 tracing::error!(error = %err, "{server_message}");
                 return Self::internal(server_message);
+            }
+        };
+        Self::new(code, err.to_string())
+    }
+
+    /// A schedule's failure: its own rows, or the engine's (a trigger's or a backfill's start)
+    /// and the store's.
+    pub fn schedule(err: ScheduleError) -> Self {
+        const FAILED: &str = "Failed to handle the schedule";
+        let code = match &err {
+            ScheduleError::NotFound(_) => Code::ScheduleNotFound,
+            ScheduleError::Exists(_) => Code::ScheduleExists,
+            ScheduleError::Invalid { .. } => Code::InvalidSchedule,
+            ScheduleError::InvalidBackfill { .. } => Code::InvalidBackfill,
+            ScheduleError::Limit => Code::ScheduleLimit,
+            ScheduleError::Contention(_) => Code::Conflict,
+            ScheduleError::Engine(_) | ScheduleError::Store(_) => {
+                return match err {
+                    ScheduleError::Engine(e) => Self::engine(e, FAILED),
+                    ScheduleError::Store(e) => Self::engine(e.into(), FAILED),
+                    _ => Self::internal(FAILED),
+                };
             }
         };
         Self::new(code, err.to_string())

@@ -1,5 +1,6 @@
 //! agentry-app: the application layer. Its use cases (start, suspend, resume, cancel, read and
-//! list executions, re-attach, generate with an agent, read the catalogue, read the logs) as
+//! list executions, re-attach, generate with an agent, read the catalogue, read the logs, manage
+//! schedules) as
 //! typed commands and queries on [`App`], each taking a verified [`Caller`] and a typed input
 //! and answering a wire type or an [`AppError`] (a row of the error table). Who may do what ([`Policy`]), the
 //! context's `user`/`userId` and the memory namespace are decided here, once, for every front
@@ -19,6 +20,7 @@ pub mod operations;
 pub mod policy;
 pub mod routes;
 pub mod runs;
+pub mod schedules;
 pub mod wire;
 pub mod workflows;
 
@@ -26,6 +28,7 @@ use std::sync::Arc;
 
 use agentry_core::Engine;
 use agentry_core::agent::{AgentHub, OfflineModel};
+use agentry_core::schedule::{InMemoryScheduleStore, ScheduleStore, Scheduler};
 use agentry_metrics::Metrics;
 
 pub use caller::Caller;
@@ -40,6 +43,8 @@ pub struct App {
     agents: AgentHub,
     policy: Arc<Policy>,
     metrics: Arc<Metrics>,
+    /// The schedules of the engine (in memory until [`App::with_schedule_store`]).
+    scheduler: Scheduler,
 }
 
 impl App {
@@ -51,11 +56,13 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         engine.set_telemetry(metrics.clone());
         agents.set_telemetry(metrics.clone());
+        let scheduler = Scheduler::new(engine.clone(), Arc::new(InMemoryScheduleStore::new()));
         let app = Self {
             engine,
             agents,
             policy: Arc::new(Policy::default()),
             metrics,
+            scheduler,
         };
         app.register_run_workflows();
         app
@@ -70,6 +77,19 @@ impl App {
     pub fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = Arc::new(policy);
         self
+    }
+
+    /// The same application keeping its schedules in `store` (the schedules declared so far
+    /// go with them).
+    pub fn with_schedule_store(mut self, store: Arc<dyn ScheduleStore>) -> Self {
+        self.scheduler = self.scheduler.with_store(store);
+        self
+    }
+
+    /// The schedules: declare them ([`Scheduler::declare`]), then start the loop that fires
+    /// them ([`Scheduler::start`]).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
     }
 
     pub fn engine(&self) -> &Engine {

@@ -95,6 +95,21 @@ impl Policy {
         Ok(Some(user.id().unwrap_or_default().into()))
     }
 
+    /// Whether the caller may see and act on a schedule owned by `owner`: always outside strict
+    /// mode; in strict mode its owner and admins (401 for a caller without a user). A schedule
+    /// the caller may not touch is answered as not found, so its existence is not revealed.
+    pub fn may_touch_schedule(
+        &self,
+        caller: &Caller,
+        owner: Option<&str>,
+    ) -> Result<bool, AppError> {
+        if !self.strict {
+            return Ok(true);
+        }
+        let user = caller.user().ok_or_else(unauthenticated)?;
+        Ok(user.has_role(ADMIN_ROLE) || (owner.is_some() && owner.map(str::to_owned) == user.id()))
+    }
+
     /// In strict mode the logs (every user's requests and executions) are for admins only.
     pub fn authorize_logs(&self, caller: &Caller) -> Result<(), AppError> {
         if !self.strict {

@@ -71,6 +71,15 @@ pub const LIST_ALL_EXECUTIONS: Route = Route::new("GET", "/executions");
 pub const FIND_EXECUTION: Route = Route::new("GET", "/executions/{execution_id}");
 pub const COUNT_EXECUTIONS: Route = Route::new("GET", "/api/execution-counts");
 
+pub const LIST_SCHEDULES: Route = Route::new("GET", "/schedules");
+pub const CREATE_SCHEDULE: Route = Route::new("POST", "/schedules");
+pub const GET_SCHEDULE: Route = Route::new("GET", "/schedules/{id}");
+pub const DELETE_SCHEDULE: Route = Route::new("DELETE", "/schedules/{id}");
+pub const PAUSE_SCHEDULE: Route = Route::new("POST", "/schedules/{id}/pause");
+pub const UNPAUSE_SCHEDULE: Route = Route::new("POST", "/schedules/{id}/unpause");
+pub const TRIGGER_SCHEDULE: Route = Route::new("POST", "/schedules/{id}/trigger");
+pub const BACKFILL_SCHEDULE: Route = Route::new("POST", "/schedules/{id}/backfill");
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ use agentry_auth::AuthError;
 use agentry_core::EngineError;
 use agentry_core::Status;
 use agentry_core::agent::{AgentError, ModelError, ModelErrorKind};
+use agentry_core::schedule::ScheduleError;
 use agentry_core::store::StoreError;
 
 /// `docs/ERRORS.md`'s table: code → status.
@@ -190,6 +191,39 @@ fn agent_errors() -> Vec<AgentError> {
     all
 }
 
+fn schedule_errors() -> Vec<ScheduleError> {
+    let s = || "x".to_owned();
+    let mut all = vec![
+        ScheduleError::NotFound(s()),
+        ScheduleError::Exists(s()),
+        ScheduleError::Invalid {
+            field: "cron",
+            message: s(),
+        },
+        ScheduleError::InvalidBackfill {
+            field: "to",
+            message: s(),
+        },
+        ScheduleError::Limit,
+        ScheduleError::Contention(s()),
+    ];
+    all.extend(engine_errors().into_iter().map(ScheduleError::Engine));
+    all.extend(store_errors().into_iter().map(ScheduleError::Store));
+    for e in &all {
+        match e {
+            ScheduleError::NotFound(_)
+            | ScheduleError::Exists(_)
+            | ScheduleError::Invalid { .. }
+            | ScheduleError::InvalidBackfill { .. }
+            | ScheduleError::Limit
+            | ScheduleError::Contention(_)
+            | ScheduleError::Engine(_)
+            | ScheduleError::Store(_) => {}
+        }
+    }
+    all
+}
+
 fn auth_errors() -> Vec<AuthError> {
     let all = vec![
         AuthError::Missing,
@@ -239,6 +273,10 @@ fn every_error_becomes_a_published_row_with_its_status() {
     for e in auth_errors() {
         assert_published(&AppError::auth(&e), &format!("{e:?}"), &table);
     }
+    for e in schedule_errors() {
+        let from = format!("{e:?}");
+        assert_published(&AppError::schedule(e), &from, &table);
+    }
 }
 
 #[test]
@@ -268,4 +306,19 @@ fn the_rows_are_the_expected_ones() {
         Code::ModelRateLimited
     );
     assert_eq!(AppError::auth(&AuthError::Expired).code, Code::TokenExpired);
+    let schedule = |e: ScheduleError| AppError::schedule(e).code;
+    assert_eq!(
+        schedule(ScheduleError::NotFound("s".into())),
+        Code::ScheduleNotFound
+    );
+    assert_eq!(
+        schedule(ScheduleError::Store(StoreError::Unavailable("down".into()))),
+        Code::DatabaseUnavailable
+    );
+    assert_eq!(
+        schedule(ScheduleError::Engine(EngineError::WorkflowNotFound(
+            "w".into()
+        ))),
+        Code::WorkflowNotFound
+    );
 }

@@ -16,6 +16,8 @@ import * as executions from "./views/executions.js";
 import * as logs from "./views/logs.js";
 import * as overview from "./views/overview.js";
 import * as run from "./views/run.js";
+import * as schedule from "./views/schedule.js";
+import * as schedules from "./views/schedules.js";
 
 const ROUTES = [
   ["", overview],
@@ -25,6 +27,8 @@ const ROUTES = [
   ["/agents", agents],
   ["/agents/:id", agent],
   ["/agents/:id/runs/:runId", run],
+  ["/schedules", schedules],
+  ["/schedules/:id", schedule],
   ["/logs", logs],
 ];
 

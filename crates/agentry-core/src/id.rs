@@ -10,6 +10,13 @@ pub fn is_valid_id(id: &str) -> bool {
     is_plain_word(id, &[])
 }
 
+/// Whether `id` is a valid execution id: the rule of [`is_valid_id`], plus `:` (`order:42`)
+/// and `@` (a schedule's fire: `nightly-report@2026-11-27T02:00:00Z`). Both are allowed
+/// unescaped in a URL path segment (RFC 3986's `pchar`), so an id still needs no escaping.
+pub fn is_execution_id(id: &str) -> bool {
+    is_plain_word(id, &[':', '@'])
+}
+
 /// 1 to [`MAX_ID_LEN`] ASCII letters, digits, `-`, `_`, `.` or one of `also`.
 pub(crate) fn is_plain_word(id: &str, also: &[char]) -> bool {
     !id.is_empty()
@@ -153,6 +160,11 @@ mod tests {
         let long = "a".repeat(129);
         for bad in ["", "x?", "a/b", "a b", "x#", "x%3F", "é", long.as_str()] {
             assert!(!is_valid_id(bad), "{bad}");
+            assert!(!super::is_execution_id(bad), "{bad}");
         }
+        assert!(!is_valid_id("s@2026-11-27T02:00:00Z"));
+        assert!(super::is_execution_id("s@2026-11-27T02:00:00.250Z"));
+        assert!(super::is_execution_id("order:42"));
+        assert!(!super::is_execution_id("s@2026-11-27T02:00:00+01:00"));
     }
 }

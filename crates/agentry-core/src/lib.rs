@@ -1,8 +1,9 @@
 //! agentry-core: the domain of agentry.
 //!
 //! Workflows ([`workflow`]), the execution state machine ([`state`]), the engine that runs,
-//! checkpoints, suspends and resumes executions ([`engine`]), the events it emits ([`event`]) and
-//! the store trait it persists through ([`store`]).
+//! checkpoints, suspends and resumes executions ([`engine`]), the events it emits ([`event`]),
+//! the store trait it persists through ([`store`]) and the schedules that start workflows on a
+//! clock ([`schedule`]).
 //!
 //! This crate knows nothing of HTTP, SQL or any model vendor: it is reused by the server, by
 //! tests and by any tool that wants to run workflows in-process (see
@@ -13,6 +14,7 @@ pub mod clock;
 pub mod engine;
 pub mod event;
 pub mod id;
+pub mod schedule;
 pub mod schema;
 pub mod state;
 pub mod store;
@@ -22,6 +24,7 @@ pub mod workflow;
 pub use engine::{AgentRunner, Engine, EngineConfig, EngineError, ExecuteOptions, RunHandle};
 pub use event::{EventKind, WorkflowEvent};
 pub use id::{AgentId, ExecutionId, UserId, WorkflowId};
+pub use schedule::{Overlap, Schedule, ScheduleSpec, ScheduleStore, Scheduler};
 pub use state::{ExecutionState, Status, Suspension};
 pub use store::{ExecutionRecord, ExecutionStore, InMemoryExecutionStore};
 pub use workflow::{Step, StepContext, StepError, StepType, Workflow, step};

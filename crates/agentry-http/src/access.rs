@@ -416,6 +416,68 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             &[Forbidden, ExecutionNotFound, Internal, DatabaseUnavailable],
         ),
         sensitive(routes::COUNT_EXECUTIONS, &[Internal, DatabaseUnavailable]),
+        // Schedules (extensions.md): changed like execute (protected), read like the
+        // executions list (protected in strict mode, where another user's is not found).
+        sensitive(routes::LIST_SCHEDULES, &[Internal, DatabaseUnavailable]),
+        protected(
+            routes::CREATE_SCHEDULE,
+            &[
+                InvalidSchedule,
+                ScheduleExists,
+                ScheduleLimit,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
+        sensitive(
+            routes::GET_SCHEDULE,
+            &[ScheduleNotFound, Internal, DatabaseUnavailable],
+        ),
+        protected(
+            routes::DELETE_SCHEDULE,
+            &[ScheduleNotFound, Internal, DatabaseUnavailable],
+        ),
+        protected(
+            routes::PAUSE_SCHEDULE,
+            &[ScheduleNotFound, Conflict, Internal, DatabaseUnavailable],
+        ),
+        protected(
+            routes::UNPAUSE_SCHEDULE,
+            &[ScheduleNotFound, Conflict, Internal, DatabaseUnavailable],
+        ),
+        // A fire's start: what a start may answer (the workflow or its input may have changed
+        // since the schedule was made).
+        protected(
+            routes::TRIGGER_SCHEDULE,
+            &[
+                InvalidInput,
+                InvalidExecutionId,
+                WorkflowNotFound,
+                ScheduleNotFound,
+                ExecutionExists,
+                Conflict,
+                Internal,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        ),
+        protected(
+            routes::BACKFILL_SCHEDULE,
+            &[
+                InvalidInput,
+                InvalidExecutionId,
+                InvalidBackfill,
+                WorkflowNotFound,
+                ScheduleNotFound,
+                ExecutionExists,
+                Conflict,
+                Internal,
+                ServerShuttingDown,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
         // What the server is (public, like /doc), and whom a token stands for (protected: a
         // client checks its token with it).
         public(Route::new("GET", "/api/info"), &[]),
@@ -658,6 +720,13 @@ mod tests {
             "POST /workflows/{id}/executions/{execution_id}/fork",
             // Whom a token stands for: protected, so that a client can check its token.
             "GET /api/me",
+            // extensions.md: schedules are changed like execute.
+            "POST /schedules",
+            "DELETE /schedules/{id}",
+            "POST /schedules/{id}/pause",
+            "POST /schedules/{id}/unpause",
+            "POST /schedules/{id}/trigger",
+            "POST /schedules/{id}/backfill",
             // MCP: it runs agents and workflows.
             "POST /mcp",
             "GET /mcp",
@@ -705,6 +774,9 @@ mod tests {
             "GET /agents/{id}/runs/{run_id}/stream",
             "GET /agents/{id}/chat/{conversation_id}/stream",
             "POST /agents/{id}/runs/{run_id}/approvals/{approval_id}",
+            // Schedules (extensions.md): read like the executions list.
+            "GET /schedules",
+            "GET /schedules/{id}",
         ]
         .into_iter()
         .map(str::to_owned)

@@ -1,6 +1,6 @@
 //! The host application API: a builder with which a host composes agentry with its own agents,
-//! workflows, routes, middleware, validation and error handling, under the same authentication
-//! rules as the built-in routes.
+//! workflows, schedules, routes, middleware, validation and error handling, under the same
+//! authentication rules as the built-in routes.
 //!
 //! ```no_run
 //! use actix_web::{HttpResponse, web};
@@ -33,6 +33,7 @@ use actix_web::http::Method;
 use actix_web::{Error, FromRequest, Handler, HttpRequest, HttpResponse, Responder, web};
 use agentry_auth::{AuthConfigError, AuthProvider, RoutePattern};
 use agentry_core::agent::{Agent, AgentHub, OfflineModel};
+use agentry_core::schedule::{ScheduleSpec, ScheduleStore};
 use agentry_core::{Engine, Workflow};
 use futures::future::LocalBoxFuture;
 
@@ -223,6 +224,21 @@ impl Host {
             }
             Err(e) => self.errors.push(HostError::Workflow(e)),
         }
+        self
+    }
+
+    /// Keeps the schedules in `store` (default: in memory, lost at a restart). Set it before
+    /// declaring schedules with [`Host::schedule`].
+    pub fn schedule_store(mut self, store: Arc<dyn ScheduleStore>) -> Self {
+        self.app = self.app.with_schedule_store(store);
+        self
+    }
+
+    /// Declares a schedule in code: written to the store (created, or given this definition
+    /// and left in its state) when the scheduler starts (`App::scheduler().start()`, which
+    /// `agentry-server` calls before it serves).
+    pub fn schedule(self, spec: ScheduleSpec) -> Self {
+        self.app.scheduler().declare(spec);
         self
     }
 

@@ -25,6 +25,7 @@ pub mod origin;
 pub mod page;
 pub mod request_log;
 pub mod runs;
+pub mod schedules;
 pub mod server_info;
 pub mod trace;
 pub mod ui_stream;
@@ -173,6 +174,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(workflows::routes)
         .configure(operations::routes)
         .configure(executions::routes)
+        .configure(schedules::routes)
         .configure(server_info::routes)
         .configure(health::routes)
         .configure(logs::routes)

@@ -9,8 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use agentry_core::agent::{
     Agent, AgentHub, Approval, FnTool, InstructionContext, MemoryConfig, Tool,
 };
+use agentry_core::schedule::{Overlap, ScheduleSpec};
+use agentry_core::store::{ExecutionStore, Family, ListQuery};
 use agentry_core::workflow::{StepContext, Workflow, step};
 use agentry_core::{Engine, EngineError, StepError};
+use chrono::{NaiveDate, NaiveTime};
 use serde_json::{Value, json};
 
 use crate::calc;
@@ -46,6 +49,7 @@ pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
         flaky_step(),
         approval_deadline(),
         payment_webhook(),
+        nightly_report(engine.store().clone()),
         batch_enrich(),
     ];
     for wf in defs {
@@ -514,6 +518,99 @@ pub fn approval_deadline() -> Def {
             .purpose("Suspends until approved, rejected, or timeoutMs have passed."),
         )
         .build()
+}
+
+/// The example schedules: `nightly-report` at 02:00 UTC, paused (a fresh server fires nothing).
+pub fn schedules() -> Vec<ScheduleSpec> {
+    vec![
+        ScheduleSpec::new("nightly-report", "nightly-report", "0 2 * * *")
+            .timezone("UTC")
+            .overlap(Overlap::Skip)
+            .catchup_window(Duration::from_secs(3600))
+            .paused(true),
+    ]
+}
+
+/// `nightly-report`: one step `report` counting the executions of every workflow that started on
+/// `day` (default: the date of the fire time of the schedule that started it, else today).
+pub fn nightly_report(executions: Arc<dyn ExecutionStore>) -> Def {
+    Workflow::new("nightly-report", "Nightly Report")
+        .purpose("Counts the executions of every workflow that started on a day; its schedule runs it each night.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "day": {
+                    "type": "string",
+                    "format": "date",
+                    "description": "YYYY-MM-DD (default: the fire time's date)"
+                }
+            }
+        }))
+        .and_then(
+            step("report", move |ctx: StepContext| {
+                let executions = executions.clone();
+                async move {
+                    let day = report_day(&ctx)?;
+                    let count = executions_started_on(executions.as_ref(), day).await?;
+                    Ok::<Value, StepError>(json!({"day": day.to_string(), "executions": count}))
+                }
+            })
+            .name("Report")
+            .purpose("Counts the executions of every workflow that started that day."),
+        )
+        .build()
+}
+
+/// The day a report is about: the input's `day`, else the date (UTC) of the schedule's fire
+/// time in the context, else today.
+fn report_day(ctx: &StepContext) -> Result<NaiveDate, StepError> {
+    if let Some(day) = ctx.input.get("day").and_then(Value::as_str) {
+        return NaiveDate::parse_from_str(day, "%Y-%m-%d")
+            .map_err(|_| StepError::failed(format!("day {day:?} is not a date (YYYY-MM-DD)")));
+    }
+    let fire_time = ctx
+        .context
+        .get("schedule")
+        .and_then(|s| s.get("fireTime"))
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    Ok(match fire_time {
+        Some(t) => t.with_timezone(&chrono::Utc).date_naive(),
+        None => ctx.now().date_naive(),
+    })
+}
+
+/// How many executions of every workflow started on `day` (UTC), read newest first a page at a
+/// time from the end of the day.
+async fn executions_started_on(
+    executions: &dyn ExecutionStore,
+    day: NaiveDate,
+) -> Result<u64, StepError> {
+    const PAGE: u32 = 1000;
+    let start = day.and_time(NaiveTime::MIN).and_utc();
+    let end = start + chrono::Duration::days(1);
+    let mut before = Some((end, String::new()));
+    let mut count = 0;
+    loop {
+        let page = executions
+            .list(&ListQuery {
+                workflow_id: None,
+                family: Family::default(),
+                status: None,
+                owner: None,
+                before: before.take(),
+                limit: PAGE,
+            })
+            .await
+            .map_err(|e| StepError::failed(format!("reading the executions: {e}")))?;
+        count += page.iter().filter(|r| r.start_at >= start).count() as u64;
+        match page.last() {
+            Some(last) if page.len() == PAGE as usize && last.start_at >= start => {
+                before = Some((last.start_at, last.id.clone()));
+            }
+            _ => return Ok(count),
+        }
+    }
 }
 
 /// `get_weather`: `{city}` gives `{city, temperatureC: 21, condition: "sunny"}`.

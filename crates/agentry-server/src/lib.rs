@@ -252,7 +252,13 @@ pub async fn start_with(
     let mut host = Host::new(engine.clone(), agents.clone())
         .config(http)
         .database(database.kind())
-        .strict(settings.auth.strict);
+        .strict(settings.auth.strict)
+        .schedule_store(database.schedule_store());
+    if settings.examples {
+        for schedule in examples::schedules() {
+            host = host.schedule(schedule);
+        }
+    }
     if let Some(provider) = settings.auth.provider()? {
         tracing::info!(provider = provider.kind(), "authentication is on");
         host = host.auth_shared(provider);
@@ -272,6 +278,14 @@ pub async fn start_with(
         Some(l) => Some(agentry_http::serve_metrics(l, state.clone())?),
         None => None,
     };
+    // The declared schedules are written before the first request; the loop that fires them
+    // runs on every replica and stops when the engine drains.
+    state
+        .app
+        .scheduler()
+        .start()
+        .await
+        .context("starting the schedules")?;
     let server = agentry_http::serve(listener, state)?;
     spawn_maintenance(engine.clone(), settings.lease_ttl);
     if let Some(retention) = settings.retention {

@@ -7,6 +7,7 @@
 mod memory;
 mod postgres;
 mod row;
+mod schedules;
 mod sql;
 mod sqlite;
 
@@ -14,10 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_core::agent::ConversationStore;
+use agentry_core::schedule::ScheduleStore;
 use agentry_core::store::ExecutionStore;
 
 pub use memory::SqlConversationStore;
 pub use postgres::PgStore;
+pub use schedules::SqlScheduleStore;
 pub use sql::{Dialect, SqlStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
@@ -129,6 +132,14 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqlConversationStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(SqlConversationStore::new(pool.clone())),
+        }
+    }
+
+    /// The schedules on this database.
+    pub fn schedule_store(&self) -> Arc<dyn ScheduleStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlScheduleStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlScheduleStore::new(pool.clone())),
         }
     }
 

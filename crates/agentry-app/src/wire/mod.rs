@@ -12,6 +12,7 @@ pub mod chat;
 pub mod events;
 pub mod operations;
 pub mod runs;
+pub mod schedules;
 pub mod server;
 pub mod workflows;
 

@@ -316,12 +316,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Execution ids are used in paths: keep them to a safe alphabet.
 fn check_execution_id(id: &str) -> Result<(), EngineError> {
-    // The rule of agent and workflow ids, and `:` (for ids such as `order:42`).
-    if crate::id::is_plain_word(id, &[':']) {
+    // The rule of agent and workflow ids, `:` (for ids such as `order:42`) and `@` (a
+    // schedule's fire, `<scheduleId>@<fire time>`): both may stand in a URL path unescaped.
+    if crate::id::is_execution_id(id) {
         Ok(())
     } else {
         Err(EngineError::InvalidExecutionId(
-            "use 1 to 128 letters, digits, '-', '_', '.' or ':'".into(),
+            "use 1 to 128 letters, digits, '-', '_', '.', ':' or '@'".into(),
         ))
     }
 }
@@ -439,6 +440,11 @@ impl Engine {
     fn require_workflow(&self, id: &str) -> Result<Arc<Workflow>, EngineError> {
         self.registered(id)
             .ok_or_else(|| EngineError::WorkflowNotFound(id.to_owned()))
+    }
+
+    /// The clock this engine reads and waits on (a schedule's ticks are read on it too).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
     }
 
     pub fn store(&self) -> &Arc<dyn ExecutionStore> {
