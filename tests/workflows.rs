@@ -232,6 +232,13 @@ async fn workflow_detail_lists_steps_and_schemas(backend: Backend) {
             "required": ["approved", "managerId"]
         })
     );
+    // No declared version: the digest of the step graph, the only one, nothing in flight.
+    let version = d["version"].as_str().unwrap();
+    assert!(version.starts_with("g-"), "{d}");
+    assert_eq!(
+        d["versions"],
+        json!([{"version": version, "current": true, "registered": true, "inFlight": 0}])
+    );
 
     let d = s.get_data("/workflows/order-fulfillment").await;
     assert_eq!(d["stepsCount"], 6);
@@ -283,7 +290,10 @@ async fn workflow_detail_lists_steps_and_schemas(backend: Backend) {
                 "required": ["text"]
             },
             "suspendSchema": null,
-            "resumeSchema": null
+            "resumeSchema": null,
+            // The digest of its step graph, the same on every server and build.
+            "version": "g-ba74d58b8b23e7a8",
+            "versions": [{"version": "g-ba74d58b8b23e7a8", "current": true, "registered": true, "inFlight": 0}]
         })
     );
 

@@ -110,6 +110,7 @@ error_table! {
     ApprovalNotPending => CONFLICT, "approval_not_pending", "An answer to a tool approval that is answered already (another answer won), expired, or whose run ended.";
     ExecutionEnded => CONFLICT, "execution_ended", "An event for an execution that completed, failed or was cancelled: no step will take it.";
     MailboxFull => CONFLICT, "mailbox_full", "An event for an execution whose mailbox already holds 100 events no step took.";
+    VersionUnavailable => CONFLICT, "version_unavailable", "A resume, event, retry or timer of an execution whose workflow version this server does not have (`... needs a server that has that version`): send it to a server that runs that version.";
     ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
     ScheduleExists => CONFLICT, "schedule_exists", "A schedule with this id exists already (`Schedule <id> already exists`).";
     ScheduleLimit => CONFLICT, "schedule_limit", "The server keeps 1000 schedules already: delete one first.";
@@ -221,6 +222,7 @@ impl AppError {
             E::InvalidEventData(_) => Code::InvalidEvent,
             E::EventAfterEnd { .. } => Code::ExecutionEnded,
             E::MailboxFull(_) => Code::MailboxFull,
+            E::VersionUnavailable { .. } => Code::VersionUnavailable,
             // Only inside a run (a cancel while a step ran, a timer a resume beat), which
             // answers with the record instead.
             E::Contention(_) | E::Cancelled(_) | E::NotDue(_) => Code::Conflict,

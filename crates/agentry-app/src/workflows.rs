@@ -133,18 +133,25 @@ impl App {
             .collect()
     }
 
-    /// One workflow: its steps and schemas.
-    pub fn workflow(&self, id: &WorkflowId) -> Result<WorkflowDetail, AppError> {
+    /// One workflow: its steps and schemas (of its newest version), and its versions with their
+    /// executions in flight.
+    pub async fn workflow(&self, id: &WorkflowId) -> Result<WorkflowDetail, AppError> {
         self.host_workflow(id)?;
-        self.engine
-            .workflow(id)
-            .map(|w| WorkflowDetail::from(w.as_ref()))
-            .ok_or_else(|| {
-                AppError::engine(
-                    agentry_core::EngineError::WorkflowNotFound(id.to_string()),
-                    "",
-                )
-            })
+        let wf = self.engine.workflow(id).ok_or_else(|| {
+            AppError::engine(
+                agentry_core::EngineError::WorkflowNotFound(id.to_string()),
+                "",
+            )
+        })?;
+        let versions = self
+            .engine
+            .versions_in_flight(id)
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to read the workflow's versions"))?;
+        Ok(WorkflowDetail::of(
+            &wf,
+            versions.iter().map(Into::into).collect(),
+        ))
     }
 
     /// Starts an execution of `workflow_id` (or rejoins the one its `executionId` names, when

@@ -83,6 +83,10 @@ fn engine_errors() -> Vec<EngineError> {
             reason: s(),
         },
         EngineError::Unchanged,
+        EngineError::VersionUnavailable {
+            workflow_id: s(),
+            version: s(),
+        },
         EngineError::Internal(s()),
     ];
     let mut all: Vec<EngineError> = all;
@@ -118,6 +122,7 @@ fn engine_errors() -> Vec<EngineError> {
             | EngineError::NotRetryable { .. }
             | EngineError::NotForkable { .. }
             | EngineError::Unchanged
+            | EngineError::VersionUnavailable { .. }
             | EngineError::Store(_)
             | EngineError::Internal(_) => {}
         }

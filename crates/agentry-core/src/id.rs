@@ -4,6 +4,21 @@
 /// The longest id accepted.
 pub const MAX_ID_LEN: usize = 128;
 
+/// A stable digest of `text` (FNV-1a, twice with different offsets: the same across builds,
+/// processes and machines), 32 hexadecimal digits.
+pub fn digest(text: &str) -> String {
+    let fnv = |offset: u64| {
+        text.bytes().fold(offset, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    format!(
+        "{:016x}{:016x}",
+        fnv(0xcbf2_9ce4_8422_2325),
+        fnv(0x8422_2325_cbf2_9ce4)
+    )
+}
+
 /// Whether `id` is a valid agent or workflow id: 1 to [`MAX_ID_LEN`] ASCII letters, digits,
 /// `-`, `_` or `.`.
 pub fn is_valid_id(id: &str) -> bool {

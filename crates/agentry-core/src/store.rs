@@ -24,6 +24,9 @@ use crate::state::{ExecutionState, Status};
 pub struct ExecutionRecord {
     pub id: String,
     pub workflow_id: String,
+    /// The version of the workflow it started on (`None`: recorded before versions, continued
+    /// on the newest). Set once at the insert.
+    pub workflow_version: Option<String>,
     pub state: ExecutionState,
     /// The input the execution was started with.
     pub input: Value,
@@ -305,6 +308,19 @@ impl ExecutionRecord {
     }
 }
 
+/// The key of a workflow version that claims and timers compare (`<id>@<version>`, and
+/// `<id>@` for the executions recorded before versions).
+pub fn workflow_key(workflow_id: &str, version: Option<&str>) -> String {
+    format!("{workflow_id}@{}", version.unwrap_or_default())
+}
+
+impl ExecutionRecord {
+    /// Its workflow version's key ([`workflow_key`]).
+    pub fn workflow_key(&self) -> String {
+        workflow_key(&self.workflow_id, self.workflow_version.as_deref())
+    }
+}
+
 /// What a recovery pass may take.
 #[derive(Debug, Clone)]
 pub struct Claim<'a> {
@@ -315,7 +331,8 @@ pub struct Claim<'a> {
     /// Also the executions `node` holds, expired or not: a restarted process fencing its
     /// previous incarnation.
     pub own: bool,
-    /// Only executions of these workflows: the ones the claiming process can run.
+    /// Only executions of these workflow versions, by [`workflow_key`]: the ones the claiming
+    /// process can run.
     pub workflows: &'a [String],
     /// At most this many.
     pub limit: u32,
@@ -397,6 +414,13 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// for an overview, not for a hot path.
     async fn count_by_status(&self, owner: Option<&str>) -> Result<Vec<StatusCount>, StoreError>;
 
+    /// How many executions of `workflow_id` are running or suspended on each version (`None`:
+    /// recorded before versions); a version with none is left out.
+    async fn in_flight_by_version(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError>;
+
     /// Deletes up to `limit` finished executions of `statuses` (final ones only) that ended
     /// before `ended_before`, with their steps and events; returns how many. Call it again while
     /// it returns `limit`.
@@ -407,8 +431,9 @@ pub trait ExecutionStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<u64, StoreError>;
 
-    /// Up to `limit` suspended executions of `workflows` whose deadline has passed by the
-    /// database's clock, the most overdue first (a durable timer is due). Their ids.
+    /// Up to `limit` suspended executions of the workflow versions `workflows` (by
+    /// [`workflow_key`]) whose deadline has passed by the database's clock, the most overdue
+    /// first (a durable timer is due). Their ids.
     async fn due_timers(&self, workflows: &[String], limit: u32)
     -> Result<Vec<String>, StoreError>;
 
@@ -690,6 +715,20 @@ impl ExecutionStore for InMemoryExecutionStore {
             .collect())
     }
 
+    async fn in_flight_by_version(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let mut counts: BTreeMap<Option<String>, u64> = BTreeMap::new();
+        for (r, _) in self.rows().values() {
+            let live = matches!(r.state.status(), Status::Running | Status::Suspended);
+            if live && r.workflow_id == workflow_id {
+                *counts.entry(r.workflow_version.clone()).or_default() += 1;
+            }
+        }
+        Ok(counts.into_iter().collect())
+    }
+
     async fn due_timers(
         &self,
         workflows: &[String],
@@ -699,7 +738,7 @@ impl ExecutionStore for InMemoryExecutionStore {
         let mut due: Vec<(i64, String)> = self
             .rows()
             .values()
-            .filter(|(r, _)| workflows.contains(&r.workflow_id))
+            .filter(|(r, _)| workflows.contains(&r.workflow_key()))
             .filter_map(|(r, _)| {
                 let at = r.state.suspension()?.deadline?.timestamp_millis();
                 (at <= now).then(|| (at, r.id.clone()))
@@ -797,7 +836,7 @@ impl ExecutionStore for InMemoryExecutionStore {
             }
             let held_by_me = r.lease.as_ref().is_some_and(|l| l.node == claim.node);
             let claimable = r.state.status() == Status::Running
-                && claim.workflows.contains(&r.workflow_id)
+                && claim.workflows.contains(&r.workflow_key())
                 && (expires.is_none_or(|e| e < now) || (claim.own && held_by_me));
             if !claimable {
                 continue;

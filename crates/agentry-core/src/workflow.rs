@@ -283,6 +283,38 @@ impl StepContext {
         journal.write(Vec::new(), vec![event]).await
     }
 
+    /// Whether this execution takes the branch of the change `change_id` (Temporal's
+    /// patching): one definition serves the executions started before a change of a step's
+    /// body and those after it. The first call records the answer in the step's journal
+    /// (`patch-<change_id>`), so every later run of the step (a crash, a takeover, a resume)
+    /// takes the same branch. That first answer is `true`, unless the step runs again without
+    /// the record after a suspension or an interrupted attempt (a crash, a takeover): it began
+    /// under the code before the change, whose effects the old branch expects. (A retry after
+    /// a failed attempt is a first run: the failed attempt ran this very code.)
+    pub async fn patched(&self, change_id: &str) -> Result<bool, StepError> {
+        let journal = self
+            .journal
+            .as_ref()
+            .ok_or_else(|| StepError::failed("patching needs the engine's journal"))?;
+        let key = format!("patch-{change_id}");
+        if let Some(marker) = journal.entry(&key).await {
+            return Ok(marker.output.and_then(|o| o.as_bool()).unwrap_or(false));
+        }
+        // Each failed attempt that was tried again is recorded; an interrupted one is not.
+        let failed_attempts = self.step(&self.step_id).map_or(0, |r| r.failures.len());
+        let interrupted = self.attempt as usize > 1 + failed_attempts;
+        let resumed = self.resume_data.is_some() || self.suspend_data.is_some() || self.timed_out;
+        let first_run = !interrupted && !resumed && !journal.has_entries().await;
+        let now = self.now();
+        let marker = StepRecord {
+            parent: Some(self.step_id.clone()),
+            ..StepRecord::started(json!({"patch": change_id}), self.attempt, now)
+        }
+        .finished(json!(first_run), true, now);
+        journal.write(vec![(key, marker)], Vec::new()).await?;
+        Ok(first_run)
+    }
+
     /// Waits for the event `name` (declared with [`WorkflowBuilder::event`]): its data once it
     /// is delivered, `None` when `deadline` passed first (then [`StepContext::timed_out`] is
     /// set). An event delivered to this execution before the step waits is in its mailbox and
@@ -305,6 +337,32 @@ impl StepContext {
             .ok_or_else(|| StepError::failed("waiting for an event needs the engine's journal"))?;
         journal.wait_for_event(self, name, key, deadline).await
     }
+}
+
+/// The longest declared version.
+pub const MAX_VERSION_LEN: usize = 64;
+
+/// The version of a definition that declares none: `g-` and a digest of its step graph (each
+/// step's id and type, its children in order), so that a change of the steps is a new version
+/// and the same steps are the same version on every server.
+fn graph_version(steps: &[Step]) -> String {
+    fn describe(step: &Step, out: &mut String) {
+        out.push_str(&step.id);
+        out.push(':');
+        out.push_str(step.step_type().as_str());
+        out.push('(');
+        for child in step.children() {
+            describe(child, out);
+            out.push(',');
+        }
+        out.push(')');
+    }
+    let mut graph = String::new();
+    for step in steps {
+        describe(step, &mut graph);
+        graph.push(';');
+    }
+    format!("g-{}", &crate::id::digest(&graph)[..16])
 }
 
 /// The most items one `andForEach` maps.
@@ -568,6 +626,7 @@ pub struct WorkflowBuilder {
     suspend_schema: Option<Value>,
     resume_schema: Option<Value>,
     events: Vec<(String, Value)>,
+    version: Option<String>,
     steps: Vec<Step>,
 }
 
@@ -588,6 +647,10 @@ pub enum DefinitionError {
     BadId(String),
     #[error("workflow {workflow}: the step that {step} maps must be a plain step (andThen)")]
     ForEachStep { workflow: String, step: String },
+    #[error(
+        "workflow {workflow}: version {version:?} is not 1 to 64 letters, digits, '-', '_' or '.'"
+    )]
+    BadVersion { workflow: String, version: String },
     #[error("workflow {workflow}: event {event:?} is declared twice or is not usable in a path")]
     BadEvent { workflow: String, event: String },
 }
@@ -610,6 +673,15 @@ impl WorkflowBuilder {
 
     pub fn resume_schema(mut self, s: Value) -> Self {
         self.resume_schema = Some(s);
+        self
+    }
+
+    /// Names this definition's version (1 to 64 letters, digits, `-`, `_` or `.`; a date like
+    /// `2026-11-25` reads well). Without it, the version is a digest of the step graph (ids,
+    /// types, nesting): a change of the steps is a new version. An execution is continued only
+    /// by a server that has the version it started on.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
         self
     }
 
@@ -822,8 +894,19 @@ impl WorkflowBuilder {
             let compiled = compile(what, &Some(schema.clone()))?.expect("a schema was given");
             events.push((name.clone(), compiled));
         }
+        let version = match self.version {
+            Some(v) if v.len() <= MAX_VERSION_LEN && crate::id::is_valid_id(&v) => v,
+            Some(v) => {
+                return Err(DefinitionError::BadVersion {
+                    workflow: self.id,
+                    version: v,
+                });
+            }
+            None => graph_version(&self.steps),
+        };
         Ok(Workflow {
             events,
+            version,
             id: self.id,
             name: self.name,
             purpose: self.purpose,
@@ -849,6 +932,8 @@ pub struct Workflow {
     step_suspend_schemas: Vec<Option<Schema>>,
     /// The events its steps may wait for, with the schema of their data.
     events: Vec<(String, Schema)>,
+    /// Declared, or the digest of its step graph.
+    version: String,
     steps: Vec<Step>,
 }
 
@@ -873,6 +958,7 @@ impl Workflow {
             suspend_schema: None,
             resume_schema: None,
             events: Vec::new(),
+            version: None,
             steps: Vec::new(),
         }
     }
@@ -891,6 +977,11 @@ impl Workflow {
 
     pub fn steps(&self) -> &[Step] {
         &self.steps
+    }
+
+    /// Its version: declared ([`WorkflowBuilder::version`]), or `g-<digest of its step graph>`.
+    pub fn version(&self) -> &str {
+        &self.version
     }
 
     /// The input schema as JSON Schema; `{"type": "object"}` when none was given.

@@ -268,7 +268,10 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         .with_json_body(),
         // Workflows.
         public(routes::LIST_WORKFLOWS, &[]),
-        public(routes::GET_WORKFLOW, &[WorkflowNotFound]),
+        public(
+            routes::GET_WORKFLOW,
+            &[WorkflowNotFound, Internal, DatabaseUnavailable],
+        ),
         // Execute and resume wait for the run: a failure after its start names the execution
         // (`X-Execution-Id`, documented for the rows that may answer `execution_failed`).
         protected(
@@ -322,6 +325,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
                 ExecutionNotFound,
                 ExecutionNotSuspended,
                 Conflict,
+                VersionUnavailable,
                 ExecutionFailed,
                 Internal,
                 ExecutionContinuesElsewhere,
@@ -362,6 +366,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
                 ExecutionEnded,
                 MailboxFull,
                 Conflict,
+                VersionUnavailable,
                 Internal,
                 ServerShuttingDown,
                 DatabaseUnavailable,
@@ -380,6 +385,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
                 WorkflowNotFound,
                 ExecutionNotFound,
                 Conflict,
+                VersionUnavailable,
                 ExecutionFailed,
                 Internal,
                 ExecutionContinuesElsewhere,

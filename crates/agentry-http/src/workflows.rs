@@ -61,7 +61,9 @@ pub async fn detail(
     app: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(envelope::ok(app.app.workflow(&id.into_inner().into())?))
+    Ok(envelope::ok(
+        app.app.workflow(&id.into_inner().into()).await?,
+    ))
 }
 
 /// POST /workflows/{id}/execute

@@ -57,6 +57,7 @@ async fn run(kind: &str, url: &str) {
     let mut rec = ExecutionRecord {
         id: format!("bench-{}", uuid::Uuid::new_v4().simple()),
         workflow_id: "bench".into(),
+        workflow_version: None,
         state: ExecutionState::Running {
             suspend_request: None,
         },

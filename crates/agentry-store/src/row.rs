@@ -17,6 +17,7 @@ use serde_json::Value;
 pub struct ExecutionRow {
     pub id: String,
     pub workflow_id: String,
+    pub workflow_version: Option<String>,
     pub status: String,
     pub input: String,
     pub context: String,
@@ -65,6 +66,13 @@ pub struct IdRow {
 pub struct CountRow {
     pub workflow_id: String,
     pub status: String,
+    pub count: i64,
+}
+
+/// How many executions of a workflow are in flight on a version.
+#[derive(Debug, sqlx::FromRow)]
+pub struct VersionCountRow {
+    pub workflow_version: Option<String>,
     pub count: i64,
 }
 
@@ -167,6 +175,7 @@ impl ExecutionRow {
         Self {
             id: r.id.clone(),
             workflow_id: r.workflow_id.clone(),
+            workflow_version: r.workflow_version.clone(),
             status: parts.status.as_str().to_owned(),
             input: String::new(),
             context: String::new(),
@@ -231,6 +240,7 @@ impl ExecutionRow {
         Ok(ExecutionRecord {
             id: self.id,
             workflow_id: self.workflow_id,
+            workflow_version: self.workflow_version,
             state,
             input: parse(&self.input).map_err(&corrupt)?,
             context,

@@ -34,7 +34,8 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::row::{
-    CountRow, EventRow, ExecutionRow, IdRow, PublishedRow, StepKeyRow, StepRow, db_err, to_json,
+    CountRow, EventRow, ExecutionRow, IdRow, PublishedRow, StepKeyRow, StepRow, VersionCountRow,
+    db_err, to_json,
 };
 
 /// What differs between the databases.
@@ -236,7 +237,7 @@ struct Column {
 
 /// The header's columns: the one place that lists them (with `lease_expires_at`, which the
 /// writes compute from the database's clock).
-static COLUMNS: [Column; 24] = {
+static COLUMNS: [Column; 25] = {
     use Cell::*;
     const fn column(
         name: &'static str,
@@ -255,6 +256,9 @@ static COLUMNS: [Column; 24] = {
     [
         column("id", false, false, |r| Text(&r.id)),
         column("workflow_id", false, false, |r| Text(&r.workflow_id)),
+        column("workflow_version", false, false, |r| {
+            MaybeText(r.workflow_version.as_deref())
+        }),
         column("status", false, true, |r| Text(&r.status)),
         column("input", true, false, |r| Text(&r.input)),
         column("context", true, false, |r| Text(&r.context)),
@@ -331,6 +335,9 @@ const STEP: [&str; 9] = [
     "ended_at",
     "failures",
 ];
+
+/// An execution's workflow key (`agentry_core::store::workflow_key`) in SQL.
+const WORKFLOW_KEY: &str = "(workflow_id || '@' || COALESCE(workflow_version, ''))";
 
 /// How many ids one statement binds at most.
 const CHUNK: usize = 500;
@@ -410,6 +417,7 @@ where
     for<'r> StepKeyRow: FromRow<'r, DB::Row>,
     for<'r> CountRow: FromRow<'r, DB::Row>,
     for<'r> PublishedRow: FromRow<'r, DB::Row>,
+    for<'r> VersionCountRow: FromRow<'r, DB::Row>,
 {
     async fn check(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
@@ -552,6 +560,32 @@ where
             .collect()
     }
 
+    async fn in_flight_by_version(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "SELECT workflow_version, COUNT(*) AS count FROM workflow_executions WHERE workflow_id = ",
+        );
+        q.push_bind(workflow_id.to_owned()).push(
+            " AND status IN ('running', 'suspended') GROUP BY workflow_version ORDER BY workflow_version",
+        );
+        let rows: Vec<VersionCountRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                (
+                    r.workflow_version,
+                    u64::try_from(r.count).unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
     async fn due_timers(
         &self,
         workflows: &[String],
@@ -562,7 +596,7 @@ where
         }
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT id FROM workflow_executions WHERE wake_at <= {} \
-             AND status = 'suspended' AND workflow_id IN (",
+             AND status = 'suspended' AND {WORKFLOW_KEY} IN (",
             DB::NOW_MS
         ));
         Self::push_list(&mut q, &workflows[..workflows.len().min(CHUNK)]);
@@ -679,7 +713,7 @@ where
             .push(format!(", lease_expires_at = {} + ", DB::NOW_MS))
             .push_bind(ttl_ms)
             .push(", version = version + 1 WHERE id IN (SELECT id FROM workflow_executions ")
-            .push("WHERE status = 'running' AND workflow_id IN (");
+            .push(format!("WHERE status = 'running' AND {WORKFLOW_KEY} IN ("));
         Self::push_list(&mut q, &claim.workflows[..claim.workflows.len().min(CHUNK)]);
         q.push(format!(
             ") AND (lease_expires_at IS NULL OR lease_expires_at < {} OR (",

@@ -67,6 +67,7 @@ contract!(
     lists_page_newest_first_by_status_and_owner,
     concurrent_writes_each_get_their_own_outcome,
     events_sent_by_key_are_kept_once_and_found_by_key,
+    claims_and_timers_take_only_the_versions_named,
 );
 
 /// A database for one test.
@@ -166,6 +167,7 @@ fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
     ExecutionRecord {
         id: format!("x-{}", uuid::Uuid::new_v4().simple()),
         workflow_id: workflow.into(),
+        workflow_version: Some(VERSION.into()),
         state: running(),
         input: json!({"text": "ünïcode", "list": [1, 2.5, null]}),
         context,
@@ -216,8 +218,15 @@ fn claim<'a>(node: &'a str, own: bool, workflows: &'a [String], limit: u32) -> C
     }
 }
 
+/// The version the records of these tests start on.
+const VERSION: &str = "2026-11-27";
+
+/// The claim keys of `names` in [`VERSION`].
 fn wf(names: &[&str]) -> Vec<String> {
-    names.iter().map(|s| (*s).to_owned()).collect()
+    names
+        .iter()
+        .map(|s| agentry_core::store::workflow_key(s, Some(VERSION)))
+        .collect()
 }
 
 async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
@@ -1008,5 +1017,64 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+/// A claim takes an execution only by its workflow version's key (an execution recorded before
+/// versions by `<id>@`); so do due timers; in-flight executions are counted by version.
+async fn claims_and_timers_take_only_the_versions_named(store: &dyn ExecutionStore) {
+    let mut legacy = record("w", None);
+    legacy.workflow_version = None;
+    let mut other = record("w", None);
+    other.workflow_version = Some("old".into());
+    let current = record("w", None);
+    for r in [&legacy, &other, &current] {
+        store.insert(r, &[]).await.unwrap();
+        assert_eq!(&get(store, &r.id).await, r);
+    }
+    let keys = vec![
+        agentry_core::store::workflow_key("w", Some(VERSION)),
+        agentry_core::store::workflow_key("w", None),
+    ];
+    let mut taken: Vec<String> = store
+        .claim_orphans(&Claim {
+            node: "n",
+            ttl: Duration::from_secs(10),
+            own: false,
+            workflows: &keys,
+            limit: 10,
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    taken.sort();
+    let mut want = vec![legacy.id.clone(), current.id.clone()];
+    want.sort();
+    assert_eq!(taken, want);
+    let counts = store.in_flight_by_version("w").await.unwrap();
+    assert_eq!(counts.iter().map(|(_, n)| n).sum::<u64>(), 3);
+    assert!(counts.contains(&(Some("old".to_owned()), 1)), "{counts:?}");
+    assert!(counts.contains(&(None, 1)), "{counts:?}");
+
+    // A due timer of a version not named is not due for this claimer.
+    let mut waiting = record("w", None);
+    waiting.workflow_version = Some("old".into());
+    waiting.state = ExecutionState::Suspended(agentry_core::Suspension {
+        suspended_at: now(),
+        reason: "later".into(),
+        step_index: 0,
+        step_id: "first".into(),
+        data: None,
+        deadline: Some(now() - chrono::Duration::seconds(5)),
+        event: None,
+    });
+    store.insert(&waiting, &[]).await.unwrap();
+    assert!(store.due_timers(&keys, 10).await.unwrap().is_empty());
+    let old = vec![agentry_core::store::workflow_key("w", Some("old"))];
+    assert_eq!(
+        store.due_timers(&old, 10).await.unwrap(),
+        vec![waiting.id.clone()]
     );
 }

@@ -157,6 +157,37 @@ pub struct WorkflowDetail {
     /// absent when it declares none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventView>,
+    /// The version new executions start on: declared by the host, or `g-<digest of the step
+    /// graph>`.
+    pub version: String,
+    /// Each version this server has, or that executions still run or wait on, with how many.
+    pub versions: Vec<VersionView>,
+}
+
+/// A version of a workflow and its executions in flight.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionView {
+    /// `null`: the executions recorded before versions (continued on the newest).
+    #[schema(required = true)]
+    pub version: Option<String>,
+    /// New executions start on it.
+    pub current: bool,
+    /// This server has it (and continues its executions).
+    pub registered: bool,
+    /// Its executions running or suspended.
+    pub in_flight: u64,
+}
+
+impl From<&agentry_core::engine::VersionInFlight> for VersionView {
+    fn from(v: &agentry_core::engine::VersionInFlight) -> Self {
+        Self {
+            version: v.version.clone(),
+            current: v.current,
+            registered: v.registered,
+            in_flight: v.in_flight,
+        }
+    }
 }
 
 /// An event a workflow declares, with the JSON Schema of its data.
@@ -167,8 +198,9 @@ pub struct EventView {
     pub schema: Value,
 }
 
-impl From<&Workflow> for WorkflowDetail {
-    fn from(w: &Workflow) -> Self {
+impl WorkflowDetail {
+    /// The detail of `w` (its newest version) with its `versions`.
+    pub fn of(w: &Workflow, versions: Vec<VersionView>) -> Self {
         Self {
             id: w.id().to_owned(),
             name: w.name().to_owned(),
@@ -186,6 +218,8 @@ impl From<&Workflow> for WorkflowDetail {
                     schema: schema.clone(),
                 })
                 .collect(),
+            version: w.version().to_owned(),
+            versions,
         }
     }
 }
@@ -730,6 +764,9 @@ impl From<&PendingRequest> for SuspendRequestRecord {
 pub struct ExecutionStateView {
     pub execution_id: String,
     pub workflow_id: String,
+    /// The workflow version it started on (`null`: recorded before versions).
+    #[schema(required = true)]
+    pub version: Option<String>,
     pub status: WorkflowStatus,
     pub start_at: Timestamp,
     #[schema(required = true)]
@@ -815,6 +852,7 @@ impl From<&ExecutionRecord> for ExecutionStateView {
         Self {
             execution_id: r.id.clone(),
             workflow_id: r.workflow_id.clone(),
+            version: r.workflow_version.clone(),
             status: state.status().into(),
             start_at: r.start_at.into(),
             end_at: state.end_at().map(Timestamp),

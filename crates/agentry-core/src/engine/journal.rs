@@ -81,6 +81,20 @@ impl Journal {
         Some(StepRecord::clone(record))
     }
 
+    /// Whether an earlier run of this step recorded anything under it (an entry, an event it
+    /// took, a foreach item).
+    pub async fn has_entries(&self) -> bool {
+        let latest = self.latest.lock().await;
+        let prefix = self.entry_id("");
+        latest.as_ref().is_some_and(|r| {
+            r.progress
+                .steps
+                .range(prefix.clone()..)
+                .next()
+                .is_some_and(|(id, _)| id.starts_with(&prefix))
+        })
+    }
+
     /// Writes the entries (by key) and reports `events`, in one fenced write; an entry with the
     /// key of an earlier one replaces it. A lost lease or a cancelled execution is
     /// [`StepError::Cancelled`]: the step must stop (its run ends the way a checkpoint's would).

@@ -230,11 +230,13 @@ impl Engine {
         execution_id: &ExecutionId,
         delivery: EventDelivery,
     ) -> Result<Delivered, EngineError> {
-        let wf = self.require_workflow(workflow_id)?;
-        Self::check_event(&wf, &delivery.name, &delivery.data)?;
+        self.require_workflow(workflow_id)?;
         let event_id = Self::event_id(delivery.event_id)?;
         self.refuse_when_draining()?;
         let current = self.load_to_update(workflow_id, execution_id).await?;
+        // The event is the one the execution's own version declares.
+        let wf = self.version_of(&current)?;
+        Self::check_event(&wf, &delivery.name, &delivery.data)?;
         let incoming = Incoming {
             event: MailboxEvent {
                 event_id,
@@ -363,7 +365,7 @@ impl Engine {
                 if event.owner.is_some() && rec.owner != event.owner {
                     continue;
                 }
-                let Some(wf) = self.registered(&rec.workflow_id) else {
+                let Some(wf) = self.registered_for(&rec) else {
                     continue;
                 };
                 let incoming = Incoming {
@@ -600,7 +602,7 @@ impl Engine {
         let Some(wait) = rec.state.suspension().and_then(|s| s.event.clone()) else {
             return;
         };
-        let Some(wf) = self.registered(&rec.workflow_id) else {
+        let Some(wf) = self.registered_for(&rec) else {
             return;
         };
         let waiting = mailbox(&rec)

@@ -144,6 +144,15 @@ pub enum EngineError {
     NotRetryable { id: String, status: Status },
     #[error("Execution {id} cannot be forked there: {reason}")]
     NotForkable { id: String, reason: String },
+    /// The execution started on a version of its workflow this server does not have: a
+    /// server that has it continues it.
+    #[error(
+        "Execution of workflow {workflow_id} version {version} needs a server that has that version"
+    )]
+    VersionUnavailable {
+        workflow_id: String,
+        version: String,
+    },
     /// A change found nothing to write (a closure of a write says so; never answered).
     #[error("nothing to write")]
     Unchanged,
@@ -151,6 +160,19 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Internal(String),
+}
+
+/// A version of a workflow and its executions in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionInFlight {
+    /// `None`: the executions recorded before versions.
+    pub version: Option<String>,
+    /// Whether new executions start on it here.
+    pub current: bool,
+    /// Whether this process can continue its executions.
+    pub registered: bool,
+    /// How many of its executions are running or suspended.
+    pub in_flight: u64,
 }
 
 /// Options of an execute call.
@@ -362,15 +384,25 @@ impl Engine {
         }
     }
 
-    /// Registers a workflow; ids are unique.
+    /// Registers a workflow. Another version of a registered id is kept beside it: executions
+    /// started on either are continued here, and new ones start on the version registered last
+    /// (register the new definition after the old one it drains). The same id and version twice
+    /// is [`EngineError::DuplicateWorkflow`].
     pub fn register(&self, wf: Workflow) -> Result<(), EngineError> {
         let mut wfs = self
             .inner
             .workflows
             .write()
             .unwrap_or_else(|p| p.into_inner());
-        if wfs.iter().any(|w| w.id() == wf.id()) {
-            return Err(EngineError::DuplicateWorkflow(wf.id().to_owned()));
+        if wfs
+            .iter()
+            .any(|w| w.id() == wf.id() && w.version() == wf.version())
+        {
+            return Err(EngineError::DuplicateWorkflow(format!(
+                "{} (version {})",
+                wf.id(),
+                wf.version()
+            )));
         }
         wfs.push(Arc::new(wf));
         Ok(())
@@ -398,8 +430,8 @@ impl Engine {
         *self.inner.agents.write().unwrap_or_else(|p| p.into_inner()) = Some(runner);
     }
 
-    /// Registered workflows, in registration order.
-    pub fn workflows(&self) -> Vec<Arc<Workflow>> {
+    /// Every registered definition, each version of an id apart, in registration order.
+    fn all_versions(&self) -> Vec<Arc<Workflow>> {
         self.inner
             .workflows
             .read()
@@ -407,7 +439,67 @@ impl Engine {
             .clone()
     }
 
-    /// The registered workflow `id`.
+    /// Registered workflows, in the order their ids were first registered, each in its newest
+    /// version (the one new executions start on).
+    pub fn workflows(&self) -> Vec<Arc<Workflow>> {
+        let mut newest: Vec<Arc<Workflow>> = Vec::new();
+        for wf in self.all_versions() {
+            match newest.iter_mut().find(|w| w.id() == wf.id()) {
+                Some(slot) => *slot = wf,
+                None => newest.push(wf),
+            }
+        }
+        newest
+    }
+
+    /// The registered versions of workflow `id`, in registration order (the newest last).
+    pub fn versions(&self, id: &WorkflowId) -> Vec<Arc<Workflow>> {
+        self.all_versions()
+            .into_iter()
+            .filter(|w| w.id() == id.as_str())
+            .collect()
+    }
+
+    /// Each version of workflow `id` this process has or that executions still run or wait on
+    /// (registered ones first, in registration order), with how many are in flight on it.
+    pub async fn versions_in_flight(
+        &self,
+        id: &WorkflowId,
+    ) -> Result<Vec<VersionInFlight>, EngineError> {
+        let registered = self.versions(id);
+        let newest = registered.last().map(|w| w.version().to_owned());
+        let mut counts = self.inner.store.in_flight_by_version(id).await?;
+        let mut out: Vec<VersionInFlight> = registered
+            .iter()
+            .map(|w| {
+                let version = Some(w.version().to_owned());
+                let in_flight = counts
+                    .iter()
+                    .position(|(v, _)| *v == version)
+                    .map_or(0, |i| counts.remove(i).1);
+                VersionInFlight {
+                    current: version == newest,
+                    version,
+                    registered: true,
+                    in_flight,
+                }
+            })
+            .collect();
+        out.extend(
+            counts
+                .into_iter()
+                .map(|(version, in_flight)| VersionInFlight {
+                    // Recorded before versions: continued on the newest, which this process has.
+                    registered: version.is_none() && newest.is_some(),
+                    current: false,
+                    version,
+                    in_flight,
+                }),
+        );
+        Ok(out)
+    }
+
+    /// The registered workflow `id`, in its newest version.
     pub fn workflow(&self, id: &WorkflowId) -> Option<Arc<Workflow>> {
         self.registered(id)
     }
@@ -419,8 +511,48 @@ impl Engine {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
+            .rev()
             .find(|w| w.id() == id)
             .cloned()
+    }
+
+    /// The definition an execution continues on: the version it started on (the newest for
+    /// an execution recorded before versions), if this process has it.
+    fn registered_for(&self, rec: &ExecutionRecord) -> Option<Arc<Workflow>> {
+        match &rec.workflow_version {
+            Some(version) => self
+                .all_versions()
+                .into_iter()
+                .find(|w| w.id() == rec.workflow_id && w.version() == version),
+            None => self.registered(&rec.workflow_id),
+        }
+    }
+
+    /// [`Engine::registered_for`], or [`EngineError::VersionUnavailable`] naming the version.
+    fn version_of(&self, rec: &ExecutionRecord) -> Result<Arc<Workflow>, EngineError> {
+        self.registered_for(rec)
+            .ok_or_else(|| EngineError::VersionUnavailable {
+                workflow_id: rec.workflow_id.clone(),
+                version: rec.workflow_version.clone().unwrap_or_default(),
+            })
+    }
+
+    /// The workflow keys ([`crate::store::workflow_key`]) of the executions this process can
+    /// continue: each registered version's, and each id's without a version (recorded before
+    /// versions, continued on the newest).
+    fn runnable_keys(&self) -> Vec<String> {
+        let all = self.all_versions();
+        let mut keys: Vec<String> = all
+            .iter()
+            .map(|w| crate::store::workflow_key(w.id(), Some(w.version())))
+            .collect();
+        for w in &all {
+            let legacy = crate::store::workflow_key(w.id(), None);
+            if !keys.contains(&legacy) {
+                keys.push(legacy);
+            }
+        }
+        keys
     }
 
     /// This process's node id.
@@ -508,6 +640,7 @@ impl Engine {
         let mut record = ExecutionRecord {
             id: id.clone(),
             workflow_id: wf.id().to_owned(),
+            workflow_version: Some(wf.version().to_owned()),
             state,
             input,
             context,
@@ -581,7 +714,7 @@ impl Engine {
         if found.state.status() != Status::Running || !ours || self.is_draining() {
             return;
         }
-        let Some(wf) = self.registered(&found.workflow_id) else {
+        let Some(wf) = self.registered_for(&found) else {
             return;
         };
         let id = found.id.clone();
@@ -735,9 +868,10 @@ impl Engine {
         execution_id: &str,
         wake: Wake<'_>,
     ) -> Result<RunHandle, EngineError> {
-        let wf = self.require_workflow(workflow_id)?;
+        self.require_workflow(workflow_id)?;
         self.refuse_when_draining()?;
         let current = self.load_to_update(workflow_id, execution_id).await?;
+        let wf = self.version_of(&current)?;
         let suspension = match &current.state {
             ExecutionState::Suspended(s) => s.clone(),
             other => {

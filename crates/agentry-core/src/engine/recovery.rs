@@ -73,7 +73,7 @@ impl Engine {
         if self.is_draining() {
             return Ok(0);
         }
-        let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
+        let workflows = self.runnable_keys();
         let due = self.inner.store.due_timers(&workflows, CLAIM_BATCH).await?;
         let mut fired = 0;
         for id in due.into_iter().map(ExecutionId::from) {
@@ -114,7 +114,7 @@ impl Engine {
             return Ok(0);
         }
         let config = &self.inner.config;
-        let workflows: Vec<String> = self.workflows().iter().map(|w| w.id().to_owned()).collect();
+        let workflows = self.runnable_keys();
         let claim = Claim {
             node: &config.node_id,
             ttl: config.lease_ttl,
@@ -153,7 +153,7 @@ impl Engine {
         &self,
         claimed: ExecutionRecord,
     ) -> Result<(), EngineError> {
-        let Some(wf) = self.registered(&claimed.workflow_id) else {
+        let Some(wf) = self.registered_for(&claimed) else {
             tracing::warn!(execution_id = %claimed.id, workflow_id = %claimed.workflow_id,
                 "cannot recover an execution of an unregistered workflow");
             return Ok(());

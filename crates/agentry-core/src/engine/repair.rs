@@ -28,9 +28,10 @@ impl Engine {
         workflow_id: &WorkflowId,
         execution_id: &ExecutionId,
     ) -> Result<RunHandle, EngineError> {
-        let wf = self.require_workflow(workflow_id)?;
+        self.require_workflow(workflow_id)?;
         self.refuse_when_draining()?;
         let current = self.load_to_update(workflow_id, execution_id).await?;
+        let wf = self.version_of(&current)?;
         let index = Mutex::new(0);
         let (rec, events) = self
             .commit(
@@ -169,6 +170,7 @@ impl Engine {
         let mut record = ExecutionRecord {
             id,
             workflow_id: wf.id().to_owned(),
+            workflow_version: Some(wf.version().to_owned()),
             state: transition(&ExecutionState::Idle, Transition::Start)
                 .map_err(|e| EngineError::Internal(e.to_string()))?,
             input: input.clone(),

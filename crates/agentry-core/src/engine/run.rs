@@ -1566,17 +1566,7 @@ fn child_execution_id(parent: &str, step_id: &str, attempt: u32) -> String {
     if id.len() <= crate::id::MAX_ID_LEN {
         return id;
     }
-    // FNV-1a, twice with different offsets: stable across builds and processes.
-    let digest = |offset: u64| {
-        id.bytes().fold(offset, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        })
-    };
-    format!(
-        "child:{:016x}{:016x}",
-        digest(0xcbf2_9ce4_8422_2325),
-        digest(0x8422_2325_cbf2_9ce4)
-    )
+    format!("child:{}", crate::id::digest(&id))
 }
 
 /// Awaits a user step, turning a panic into a step failure.

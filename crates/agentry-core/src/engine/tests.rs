@@ -59,6 +59,7 @@ fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
     ExecutionRecord {
         id: id.into(),
         workflow_id: "count".into(),
+        workflow_version: None,
         state: ExecutionState::Running {
             suspend_request: None,
         },
@@ -1033,4 +1034,202 @@ async fn a_foreach_maps_its_step_over_the_items_in_order_within_its_bound() {
             .unwrap()
             .contains("maps over an array")
     );
+}
+
+/// `approve` in a version: `v1` waits, then answers `{v: 1}`; `v2` has another step list.
+fn versioned(version: &str) -> Workflow {
+    let builder = Workflow::new("versioned", "Versioned").version(version);
+    let builder = if version == "v1" {
+        builder.and_then(step("gate", |ctx: StepContext| async move {
+            if ctx.resume_data.is_none() {
+                return Err(ctx.suspend("wait", None));
+            }
+            Ok(json!({"v": 1}))
+        }))
+    } else {
+        builder
+            .and_then(step(
+                "first",
+                |_ctx: StepContext| async move { Ok(json!(null)) },
+            ))
+            .and_then(step("second", |_ctx: StepContext| async move {
+                Ok(json!({"v": 2}))
+            }))
+    };
+    builder.build().unwrap()
+}
+
+#[tokio::test]
+async fn an_execution_continues_only_on_the_version_it_started_on() {
+    let store: Arc<dyn ExecutionStore> = Arc::new(InMemoryExecutionStore::new());
+    let old = Engine::new(store.clone());
+    old.register(versioned("v1")).unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("vx-1")),
+        ..Default::default()
+    };
+    let rec = old
+        .execute(&wf_id("versioned"), json!({}), start)
+        .await
+        .unwrap();
+    assert_eq!(rec.workflow_version.as_deref(), Some("v1"));
+    assert_eq!(rec.state.status(), Status::Suspended);
+
+    // A server with only v2 refuses to resume it, naming the version, and starts new ones on v2.
+    let new = Engine::new(store.clone());
+    new.register(versioned("v2")).unwrap();
+    let refused = new
+        .resume(&wf_id("versioned"), &ex_id("vx-1"), json!({}), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, EngineError::VersionUnavailable { version, .. } if version == "v1"),
+        "{refused}"
+    );
+    let fresh = new
+        .execute(&wf_id("versioned"), json!({}), ExecuteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(fresh.state.result(), Some(&json!({"v": 2})));
+
+    // A server with both drains v1 and starts new executions on v2 (registered last).
+    let both = Engine::new(store.clone());
+    both.register(versioned("v1")).unwrap();
+    both.register(versioned("v2")).unwrap();
+    assert!(matches!(
+        both.register(versioned("v2")),
+        Err(EngineError::DuplicateWorkflow(_))
+    ));
+    assert_eq!(both.workflows().len(), 1);
+    assert_eq!(both.workflow(&wf_id("versioned")).unwrap().version(), "v2");
+    let done = both
+        .resume(&wf_id("versioned"), &ex_id("vx-1"), json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(done.state.result(), Some(&json!({"v": 1})));
+    let versions = both.versions_in_flight(&wf_id("versioned")).await.unwrap();
+    assert_eq!(
+        versions
+            .iter()
+            .map(|v| (v.version.as_deref(), v.current, v.in_flight))
+            .collect::<Vec<_>>(),
+        [(Some("v1"), false, 0), (Some("v2"), true, 0)]
+    );
+}
+
+#[test]
+fn a_version_is_declared_or_the_digest_of_the_step_graph() {
+    let noop = |id: &str| step(id, |_ctx: StepContext| async move { Ok(json!(null)) });
+    let a = Workflow::new("g", "G").and_then(noop("x")).build().unwrap();
+    let same = Workflow::new("g", "Renamed")
+        .purpose("the same steps")
+        .and_then(noop("x"))
+        .build()
+        .unwrap();
+    let other = Workflow::new("g", "G")
+        .and_then(noop("x"))
+        .and_then(noop("y"))
+        .build()
+        .unwrap();
+    assert!(a.version().starts_with("g-"), "{}", a.version());
+    assert_eq!(a.version(), same.version());
+    assert_ne!(a.version(), other.version());
+    let declared = Workflow::new("g", "G")
+        .version("2026-11-25")
+        .and_then(noop("x"))
+        .build()
+        .unwrap();
+    assert_eq!(declared.version(), "2026-11-25");
+    assert!(
+        Workflow::new("g", "G")
+            .version("no spaces")
+            .and_then(noop("x"))
+            .build()
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn patched_answers_the_recorded_branch_when_the_step_runs_again() {
+    let engine = Engine::in_memory();
+    engine
+        .register(
+            Workflow::new("patchy", "Patchy")
+                .and_then(step("charge", |ctx: StepContext| async move {
+                    let new = ctx.patched("fee-v2").await?;
+                    if ctx.resume_data.is_none() {
+                        return Err(ctx.suspend("confirm", None));
+                    }
+                    Ok(json!({"new": new}))
+                }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("p-1")),
+        ..Default::default()
+    };
+    engine
+        .execute(&wf_id("patchy"), json!({}), start)
+        .await
+        .unwrap();
+    // Resumed, the step runs again: the recorded answer (true), not a resumed step's (false).
+    let done = engine
+        .resume(&wf_id("patchy"), &ex_id("p-1"), json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(done.state.result(), Some(&json!({"new": true})));
+    assert_eq!(
+        done.progress.steps["charge/patch-fee-v2"].output,
+        Some(json!(true))
+    );
+}
+
+#[tokio::test]
+async fn an_execution_started_before_a_patch_takes_the_old_branch() {
+    let store: Arc<dyn ExecutionStore> = Arc::new(InMemoryExecutionStore::new());
+    let gate = |patch: bool| {
+        Workflow::new("fees", "Fees")
+            .version("1")
+            .and_then(step("charge", move |ctx: StepContext| async move {
+                let new = if patch {
+                    ctx.patched("fee-v2").await?
+                } else {
+                    false
+                };
+                if ctx.resume_data.is_none() {
+                    return Err(ctx.suspend("confirm", None));
+                }
+                Ok(json!({"new": new}))
+            }))
+            .build()
+            .unwrap()
+    };
+    let before = Engine::new(store.clone());
+    before.register(gate(false)).unwrap();
+    let start = |id: &str| ExecuteOptions {
+        execution_id: Some(ex_id(id)),
+        ..Default::default()
+    };
+    before
+        .execute(&wf_id("fees"), json!({}), start("old"))
+        .await
+        .unwrap();
+    let after = Engine::new(store.clone());
+    after.register(gate(true)).unwrap();
+    let old = after
+        .resume(&wf_id("fees"), &ex_id("old"), json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(old.state.result(), Some(&json!({"new": false})));
+    after
+        .execute(&wf_id("fees"), json!({}), start("new"))
+        .await
+        .unwrap();
+    let new = after
+        .resume(&wf_id("fees"), &ex_id("new"), json!({}), None)
+        .await
+        .unwrap();
+    assert_eq!(new.state.result(), Some(&json!({"new": true})));
 }

@@ -825,6 +825,13 @@ impl ExecutionStore for FaultyStore {
         self.world.inner.release_leases(node).await
     }
 
+    async fn in_flight_by_version(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
+        self.world.inner.in_flight_by_version(workflow_id).await
+    }
+
     // The simulated workflows send no events: these only pass through.
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
         self.world.inner.publish_event(event).await
