@@ -16,6 +16,9 @@
 //! the items, two at once, each appending `start <index> <attempt>` before it sleeps its item's
 //! milliseconds and `end <index>` after) and `tester-mailbox` (`{ms}`: sleeps, then waits for
 //! the event `ping`, any object, up to `timeoutMs` when given, and outputs `{got, timedOut}`).
+//! `AGENTRY_TEST_VERSIONS=a,b` registers `tester-versioned` in those versions, in that order
+//! (the last one new executions start on): `a` is one step `gate` that waits for a resume and
+//! answers `{v: "a"}`; `b` is `prepare` then `gate`, answering `{v: "b"}`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -39,6 +42,11 @@ pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> 
     };
     for wf in [tester_foreach(PathBuf::from(&dir)), tester_mailbox()] {
         engine.register(wf?)?;
+    }
+    if let Ok(versions) = std::env::var("AGENTRY_TEST_VERSIONS") {
+        for version in versions.split(',').filter(|v| !v.is_empty()) {
+            engine.register(tester_versioned(version)?)?;
+        }
     }
     let approval_ms = std::env::var("AGENTRY_TEST_APPROVAL_MS")
         .ok()
@@ -79,6 +87,30 @@ fn tester_foreach(dir: PathBuf) -> Def {
             }),
         )
         .build()
+}
+
+/// `tester-versioned` in `version` (`a`: one step; anything else: two).
+fn tester_versioned(version: &str) -> Def {
+    let tag = version.to_owned();
+    let gate = step("gate", move |ctx: StepContext| {
+        let tag = tag.clone();
+        async move {
+            if ctx.resume_data.is_none() {
+                return Err(ctx.suspend("Waiting for a resume", None));
+            }
+            Ok(json!({"v": tag}))
+        }
+    });
+    let builder = Workflow::new("tester-versioned", "Tester Versioned").version(version);
+    let builder = if version == "a" {
+        builder
+    } else {
+        builder.and_then(step(
+            "prepare",
+            |_ctx: StepContext| async move { Ok(json!({})) },
+        ))
+    };
+    builder.and_then(gate).build()
 }
 
 /// `tester-mailbox`: sleeps `ms`, then waits for the event `ping`.

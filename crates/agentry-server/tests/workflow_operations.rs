@@ -673,3 +673,96 @@ async fn strict_mode_guards_the_operations() {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+on_both_databases!(
+    a_version_is_continued_only_where_it_is_registered,
+    a_version_is_continued_only_where_it_is_registered_on_sqlite,
+    a_version_is_continued_only_where_it_is_registered_on_postgres
+);
+
+/// An execution suspended on version `a` is refused (`version_unavailable`) by a server that
+/// has only `b`, which starts new executions on `b`; a server with both completes it on `a` and
+/// starts new ones on `b` (registered last).
+async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
+    let dir = scratch_dir();
+    let with = |versions: &str| {
+        Replica::with_test_registry(url, "ver", &dir, &[("AGENTRY_TEST_VERSIONS", versions)])
+    };
+    let start = |r: &Replica, id: &str| {
+        let url = r.url("/workflows/tester-versioned/execute");
+        let body = json!({"input": {}, "options": {"executionId": id}});
+        async move {
+            let resp = client()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("execute");
+            resp.json::<Value>().await.expect("json")
+        }
+    };
+    let old = with("a");
+    let answer = start(&old, "tv-1").await;
+    assert_eq!(answer["data"]["status"], "suspended", "{answer}");
+    drop(old);
+
+    let new = with("b");
+    let (status, body) = post(
+        &new,
+        "/workflows/tester-versioned/executions/tv-1/resume",
+        json!({"resumeData": {}}),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (409, &json!("version_unavailable")),
+        "{body}"
+    );
+    assert!(
+        body["error"].as_str().unwrap().contains("version a"),
+        "{body}"
+    );
+    assert_eq!(
+        state(&new, "tester-versioned", "tv-1").await["version"],
+        "a"
+    );
+    start(&new, "tv-2").await;
+    assert_eq!(
+        state(&new, "tester-versioned", "tv-2").await["version"],
+        "b"
+    );
+    let (_, detail) = get(&new, "/workflows/tester-versioned", None).await;
+    assert_eq!(detail["data"]["version"], "b");
+    assert_eq!(
+        detail["data"]["versions"],
+        json!([
+            {"version": "b", "current": true, "registered": true, "inFlight": 1},
+            {"version": "a", "current": false, "registered": false, "inFlight": 1}
+        ])
+    );
+    drop(new);
+
+    let both = with("a,b");
+    let (status, body) = post(
+        &both,
+        "/workflows/tester-versioned/executions/tv-1/resume",
+        json!({"resumeData": {}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["result"], json!({"v": "a"}));
+    start(&both, "tv-3").await;
+    let (status, body) = post(
+        &both,
+        "/workflows/tester-versioned/executions/tv-3/resume",
+        json!({"resumeData": {}}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["result"], json!({"v": "b"}));
+    drop(both);
+    let _ = std::fs::remove_dir_all(dir);
+}
