@@ -135,3 +135,15 @@ def test_send_an_event_to_a_payment_webhook_from_its_page(page, api, base):
     entry.get_by_text("Data").click()
     expect(entry.locator("pre")).to_contain_text('"amount": 12.5')
     assert api.state(execution_id)["result"] == {"orderId": "o-1", "status": "paid", "amount": 12.5}
+
+
+def test_versions_show_on_the_execution_and_the_workflow_s_executions(page, api, base):
+    execution_id = new_id("version")
+    api.execute("word-count", {"text": "one two"}, execution_id)
+    version = api.state(execution_id)["version"]
+    assert version.startswith("g-"), version
+    page.goto(f"{base}/console/executions/{execution_id}")
+    expect(page.get_by_test_id("execution-version")).to_have_text(version)
+    page.goto(f"{base}/console/executions?workflow=word-count")
+    expect(page.get_by_test_id("workflow-versions")).to_contain_text(f"{version}: ")
+    expect(page.get_by_test_id("workflow-versions")).to_contain_text("new executions")

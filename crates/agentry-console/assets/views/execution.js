@@ -77,6 +77,7 @@ export async function render({ main, params, signal, title }) {
           ["Ended", ended],
           ["Duration", took],
           ["User", state.userId ? h("code", {}, state.userId) : h("span", { class: "muted" }, "—")],
+          ["Version", state.version ? h("code", { "data-testid": "execution-version" }, state.version) : h("span", { class: "muted" }, "before versions")],
           [
             "Origin",
             state.forkedFrom

@@ -3,7 +3,7 @@
 // live: every two seconds, while the tab is visible, the pages shown are read again and the
 // rows updated in place (a row never moves unless an execution is added above it).
 
-import { api, executionPages, query } from "../api.js";
+import { api, executionPages, query, seg } from "../api.js";
 import { consoleUrl, duration, executionLink, h, replace, setStatus, setText, setTime, statusBadge, time } from "../dom.js";
 import { poll } from "../live.js";
 import { pushUrl } from "../router.js";
@@ -43,11 +43,25 @@ export async function render({ main, query: params, signal, title }) {
   const error = h("p", { class: "alert", role: "alert" });
   const more = h("button", { type: "button", hidden: true }, "Load more");
   const heading = h("h1", {}, "Executions");
+  // A workflow's versions and their executions in flight (a deploy draining an older one).
+  const versions = h("p", { class: "small muted", "data-testid": "workflow-versions" });
+  if (filter.workflow) {
+    api(`/workflows/${seg(filter.workflow)}`, { signal })
+      .then((w) => {
+        const parts = (w.versions || []).map((v) => {
+          const notes = [v.current ? "new executions" : null, v.registered ? null : "not on this server"].filter(Boolean);
+          return `${v.version ?? "before versions"}: ${v.inFlight} in flight${notes.length ? ` (${notes.join(", ")})` : ""}`;
+        });
+        versions.textContent = parts.length ? `Versions — ${parts.join(" · ")}` : "";
+      })
+      .catch(() => {});
+  }
 
   replace(
     main,
     h("div", { class: "page-head" }, heading),
     filters,
+    versions,
     error,
     h(
       "div",
