@@ -329,7 +329,15 @@ impl App {
         execution_id: &ExecutionId,
     ) -> Result<ExecutionStateView, AppError> {
         let rec = self.owned(caller, workflow_id, execution_id).await?;
-        Ok(ExecutionStateView::from(&rec))
+        Ok(self.state_view(&rec).await)
+    }
+
+    /// An execution's state, with the version it waits for while no live server has it.
+    async fn state_view(&self, rec: &ExecutionRecord) -> ExecutionStateView {
+        ExecutionStateView {
+            waiting_for_version: self.engine.waiting_for_version(rec).await,
+            ..ExecutionStateView::from(rec)
+        }
     }
 
     /// An execution's complete state, by its id alone.
@@ -350,7 +358,7 @@ impl App {
             ));
         }
         self.policy.authorize_execution(caller, &rec)?;
-        Ok(ExecutionStateView::from(&rec))
+        Ok(self.state_view(&rec).await)
     }
 
     /// One page of executions, of one workflow or of all, newest first; in strict mode only

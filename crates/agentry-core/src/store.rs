@@ -480,6 +480,17 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// takes them at once (a graceful shutdown hands its work over).
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError>;
 
+    /// Records that `node` is alive with the workflow versions `keys` ([`workflow_key`]), now
+    /// by the database's clock.
+    async fn announce_node(&self, node: &str, keys: &[String]) -> Result<(), StoreError>;
+
+    /// Forgets `node` (it stops).
+    async fn forget_node(&self, node: &str) -> Result<(), StoreError>;
+
+    /// The workflow versions of the nodes announced within the last `within`, by key; empty
+    /// when none was.
+    async fn live_versions(&self, within: Duration) -> Result<Vec<String>, StoreError>;
+
     /// Keeps an event sent by key; `false` (and nothing written) when its name and id are
     /// taken: it was sent before.
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError>;
@@ -536,6 +547,7 @@ pub struct InMemoryExecutionStore {
     rows: Mutex<HashMap<String, (ExecutionRecord, Option<i64>)>>,
     events: Mutex<HashMap<String, Vec<WorkflowEvent>>>,
     published: Mutex<Vec<PublishedEvent>>,
+    nodes: Mutex<HashMap<String, (Vec<String>, i64)>>,
 }
 
 /// When a lease written now on `r` expires (none unless it runs and is held).
@@ -855,6 +867,37 @@ impl ExecutionStore for InMemoryExecutionStore {
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
         Ok(self.set_expiries(node, None, |_| Some(0)).len() as u64)
+    }
+
+    async fn announce_node(&self, node: &str, keys: &[String]) -> Result<(), StoreError> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node.to_owned(), (keys.to_vec(), now_ms()));
+        Ok(())
+    }
+
+    async fn forget_node(&self, node: &str) -> Result<(), StoreError> {
+        self.nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
+        Ok(())
+    }
+
+    async fn live_versions(&self, within: Duration) -> Result<Vec<String>, StoreError> {
+        let since = now_ms().saturating_sub(i64::try_from(within.as_millis()).unwrap_or(i64::MAX));
+        let mut keys: Vec<String> = self
+            .nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|(_, seen)| *seen >= since)
+            .flat_map(|(keys, _)| keys.iter().cloned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {

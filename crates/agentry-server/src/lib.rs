@@ -403,6 +403,7 @@ fn spawn_maintenance(engine: Engine, lease_ttl: Duration) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            engine.announce().await;
             engine.heartbeat().await;
             match engine.recover().await {
                 Ok(0) => {}

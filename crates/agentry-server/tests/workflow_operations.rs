@@ -727,6 +727,11 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
         state(&new, "tester-versioned", "tv-1").await["version"],
         "a"
     );
+    // No live server has `a`: the state says what the execution waits for.
+    wait_for(&new, "tester-versioned", "tv-1", "waitingForVersion", |s| {
+        s["waitingForVersion"] == "a"
+    })
+    .await;
     start(&new, "tv-2").await;
     assert_eq!(
         state(&new, "tester-versioned", "tv-2").await["version"],
@@ -753,6 +758,7 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["result"], json!({"v": "a"}));
+    assert!(state(&both, "tester-versioned", "tv-1").await["waitingForVersion"].is_null());
     start(&both, "tv-3").await;
     let (status, body) = post(
         &both,

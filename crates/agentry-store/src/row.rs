@@ -69,6 +69,12 @@ pub struct CountRow {
     pub count: i64,
 }
 
+/// A live node's workflow versions (a JSON array of keys, as text).
+#[derive(Debug, sqlx::FromRow)]
+pub struct NodeRow {
+    pub versions: String,
+}
+
 /// How many executions of a workflow are in flight on a version.
 #[derive(Debug, sqlx::FromRow)]
 pub struct VersionCountRow {

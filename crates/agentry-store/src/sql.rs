@@ -31,11 +31,12 @@ use sqlx::query_builder::Separated;
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Pool, QueryBuilder, Type};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::row::{
-    CountRow, EventRow, ExecutionRow, IdRow, PublishedRow, StepKeyRow, StepRow, VersionCountRow,
-    db_err, to_json,
+    CountRow, EventRow, ExecutionRow, IdRow, NodeRow, PublishedRow, StepKeyRow, StepRow,
+    VersionCountRow, db_err, to_json,
 };
 
 /// What differs between the databases.
@@ -418,6 +419,7 @@ where
     for<'r> CountRow: FromRow<'r, DB::Row>,
     for<'r> PublishedRow: FromRow<'r, DB::Row>,
     for<'r> VersionCountRow: FromRow<'r, DB::Row>,
+    for<'r> NodeRow: FromRow<'r, DB::Row>,
 {
     async fn check(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
@@ -751,6 +753,51 @@ where
             .push(format!(" ORDER BY id{})", DB::FOR_UPDATE));
         let res = q.build().execute(&self.pool).await.map_err(db_err)?;
         Ok(DB::rows_affected(&res))
+    }
+
+    async fn announce_node(&self, node: &str, keys: &[String]) -> Result<(), StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "INSERT INTO workflow_nodes (node_id, versions, seen_at_ms) VALUES (",
+        );
+        q.push_bind(node.to_owned())
+            .push(", ")
+            .push_bind(to_json(&keys))
+            .push(format!(
+                ", {now}) ON CONFLICT (node_id) DO UPDATE SET versions = excluded.versions, \
+                 seen_at_ms = {now}",
+                now = DB::NOW_MS
+            ));
+        q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn forget_node(&self, node: &str) -> Result<(), StoreError> {
+        let mut q = QueryBuilder::<DB>::new("DELETE FROM workflow_nodes WHERE node_id = ");
+        q.push_bind(node.to_owned());
+        q.build().execute(&self.pool).await.map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn live_versions(&self, within: Duration) -> Result<Vec<String>, StoreError> {
+        let within_ms = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
+        let mut q = QueryBuilder::<DB>::new(format!(
+            "SELECT versions FROM workflow_nodes WHERE seen_at_ms >= {} - ",
+            DB::NOW_MS
+        ));
+        q.push_bind(within_ms);
+        let rows: Vec<NodeRow> = q
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let mut keys: Vec<String> = rows
+            .iter()
+            .filter_map(|r| serde_json::from_str::<Vec<String>>(&r.versions).ok())
+            .flatten()
+            .collect();
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {

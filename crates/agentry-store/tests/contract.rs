@@ -68,6 +68,7 @@ contract!(
     concurrent_writes_each_get_their_own_outcome,
     events_sent_by_key_are_kept_once_and_found_by_key,
     claims_and_timers_take_only_the_versions_named,
+    live_nodes_are_known_by_their_versions,
 );
 
 /// A database for one test.
@@ -1076,5 +1077,31 @@ async fn claims_and_timers_take_only_the_versions_named(store: &dyn ExecutionSto
     assert_eq!(
         store.due_timers(&old, 10).await.unwrap(),
         vec![waiting.id.clone()]
+    );
+}
+
+/// The versions of the nodes announced lately are live; a forgotten node's are not.
+async fn live_nodes_are_known_by_their_versions(store: &dyn ExecutionStore) {
+    let minute = Duration::from_secs(60);
+    assert!(store.live_versions(minute).await.unwrap().is_empty());
+    store
+        .announce_node("a", &["w@1".into(), "w@2".into()])
+        .await
+        .unwrap();
+    store.announce_node("b", &["w@2".into()]).await.unwrap();
+    store.announce_node("b", &["v@9".into()]).await.unwrap();
+    assert_eq!(
+        store.live_versions(minute).await.unwrap(),
+        ["v@9", "w@1", "w@2"]
+    );
+    store.forget_node("a").await.unwrap();
+    assert_eq!(store.live_versions(minute).await.unwrap(), ["v@9"]);
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert!(
+        store
+            .live_versions(Duration::from_millis(10))
+            .await
+            .unwrap()
+            .is_empty()
     );
 }

@@ -767,6 +767,11 @@ pub struct ExecutionStateView {
     /// The workflow version it started on (`null`: recorded before versions).
     #[schema(required = true)]
     pub version: Option<String>,
+    /// Its version, while no live server has it: it waits (nothing continues it) until a
+    /// server with that version runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub waiting_for_version: Option<String>,
     pub status: WorkflowStatus,
     pub start_at: Timestamp,
     #[schema(required = true)]
@@ -853,6 +858,7 @@ impl From<&ExecutionRecord> for ExecutionStateView {
             execution_id: r.id.clone(),
             workflow_id: r.workflow_id.clone(),
             version: r.workflow_version.clone(),
+            waiting_for_version: None,
             status: state.status().into(),
             start_at: r.start_at.into(),
             end_at: state.end_at().map(Timestamp),

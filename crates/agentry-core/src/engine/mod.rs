@@ -1097,6 +1097,15 @@ impl Engine {
                 tracing::warn!(error = %e, "releasing leases failed; they expire by themselves")
             }
         }
+        // Its versions are no longer served here (else they age out of the live set).
+        if let Err(e) = self
+            .inner
+            .store
+            .forget_node(&self.inner.config.node_id)
+            .await
+        {
+            tracing::warn!(error = %e, "forgetting this server failed; it ages out by itself");
+        }
     }
 
     /// Waits up to `limit` for this process's runs to stop.

@@ -23,6 +23,34 @@ impl Engine {
         }
     }
 
+    /// Tells the other servers this one is alive with its workflow versions (at every
+    /// heartbeat of the server's maintenance): an execution whose version no live server has
+    /// shows it in its state (`waitingForVersion`).
+    pub async fn announce(&self) {
+        let keys = self.runnable_keys();
+        if let Err(e) = self
+            .inner
+            .store
+            .announce_node(&self.inner.config.node_id, &keys)
+            .await
+        {
+            tracing::warn!(error = %e, "announcing this server's workflow versions failed");
+        }
+    }
+
+    /// The version `rec` waits for while no live server has it: `None` when one has (or when
+    /// no server announced itself: nothing is known), or when it is not in flight.
+    pub async fn waiting_for_version(&self, rec: &ExecutionRecord) -> Option<String> {
+        let version = rec.workflow_version.as_ref()?;
+        if !matches!(rec.state.status(), Status::Running | Status::Suspended) {
+            return None;
+        }
+        // A server that missed three heartbeats is not alive.
+        let within = self.inner.config.lease_ttl.saturating_mul(3);
+        let live = self.inner.store.live_versions(within).await.ok()?;
+        (!live.is_empty() && !live.contains(&rec.workflow_key())).then(|| version.clone())
+    }
+
     /// Renews the leases of the runs alive in this process, in one statement that writes no
     /// execution data. Call it more often than the lease ttl (the server does every third of
     /// it).

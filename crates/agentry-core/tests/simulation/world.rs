@@ -832,6 +832,18 @@ impl ExecutionStore for FaultyStore {
         self.world.inner.in_flight_by_version(workflow_id).await
     }
 
+    async fn announce_node(&self, node: &str, keys: &[String]) -> Result<(), StoreError> {
+        self.world.inner.announce_node(node, keys).await
+    }
+
+    async fn forget_node(&self, node: &str) -> Result<(), StoreError> {
+        self.world.inner.forget_node(node).await
+    }
+
+    async fn live_versions(&self, within: Duration) -> Result<Vec<String>, StoreError> {
+        self.world.inner.live_versions(within).await
+    }
+
     // The simulated workflows send no events: these only pass through.
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
         self.world.inner.publish_event(event).await
