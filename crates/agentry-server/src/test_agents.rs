@@ -18,7 +18,8 @@
 //! the event `ping`, any object, up to `timeoutMs` when given, and outputs `{got, timedOut}`).
 //! `AGENTRY_TEST_VERSIONS=a,b` registers `tester-versioned` in those versions, in that order
 //! (the last one new executions start on): `a` is one step `gate` that waits for a resume and
-//! answers `{v: "a"}`; `b` is `prepare` then `gate`, answering `{v: "b"}`.
+//! answers `{v: "a"}`; `b` is `prepare` then `gate`, answering `{v: "b"}`; with
+//! `AGENTRY_TEST_PATCH` set, `gate` asks `ctx.patched("gate-v2")` and answers `{v, patched}`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -89,16 +90,27 @@ fn tester_foreach(dir: PathBuf) -> Def {
         .build()
 }
 
-/// `tester-versioned` in `version` (`a`: one step; anything else: two).
+/// `tester-versioned` in `version` (`a`: one step; anything else: two). With
+/// `AGENTRY_TEST_PATCH` set, its `gate` asks `ctx.patched("gate-v2")` first and answers
+/// `{v, patched}`.
 fn tester_versioned(version: &str) -> Def {
     let tag = version.to_owned();
+    let patch = std::env::var_os("AGENTRY_TEST_PATCH").is_some();
     let gate = step("gate", move |ctx: StepContext| {
         let tag = tag.clone();
         async move {
+            let patched = if patch {
+                Some(ctx.patched("gate-v2").await?)
+            } else {
+                None
+            };
             if ctx.resume_data.is_none() {
                 return Err(ctx.suspend("Waiting for a resume", None));
             }
-            Ok(json!({"v": tag}))
+            Ok(match patched {
+                Some(p) => json!({"v": tag, "patched": p}),
+                None => json!({"v": tag}),
+            })
         }
     });
     let builder = Workflow::new("tester-versioned", "Tester Versioned").version(version);

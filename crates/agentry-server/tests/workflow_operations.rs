@@ -772,3 +772,72 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
     drop(both);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+on_both_databases!(
+    patched_takes_the_recorded_branch_after_a_restart,
+    patched_takes_the_recorded_branch_after_a_restart_on_sqlite,
+    patched_takes_the_recorded_branch_after_a_restart_on_postgres
+);
+
+/// `ctx.patched` through the binary: an execution started before the patch was deployed takes
+/// the old branch once resumed under the patched code; one started under it takes the new
+/// branch, also after a kill -9 and a restart before its resume.
+async fn patched_takes_the_recorded_branch_after_a_restart(url: &str) {
+    let dir = scratch_dir();
+    let server = |patch: bool| {
+        let mut env = vec![("AGENTRY_TEST_VERSIONS", "b")];
+        if patch {
+            env.push(("AGENTRY_TEST_PATCH", "1"));
+        }
+        Replica::with_test_registry(url, "patch", &dir, &env)
+    };
+    let execute = |r: &Replica, id: &str| {
+        let url = r.url("/workflows/tester-versioned/execute");
+        let body = json!({"input": {}, "options": {"executionId": id}});
+        async move {
+            let resp = client()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("execute");
+            resp.json::<Value>().await.expect("json")
+        }
+    };
+    let resume = |r: &Replica, id: &str| {
+        let path = format!("/workflows/tester-versioned/executions/{id}/resume");
+        let url = r.url(&path);
+        async move {
+            let resp = client()
+                .post(url)
+                .json(&json!({"resumeData": {}}))
+                .send()
+                .await
+                .expect("resume");
+            resp.json::<Value>().await.expect("json")
+        }
+    };
+    let before = server(false);
+    execute(&before, "pt-old").await;
+    drop(before);
+
+    let patched = server(true);
+    execute(&patched, "pt-new").await;
+    patched.signal("-KILL");
+    drop(patched);
+    let again = server(true);
+    let old = resume(&again, "pt-old").await;
+    assert_eq!(
+        old["data"]["result"],
+        json!({"v": "b", "patched": false}),
+        "{old}"
+    );
+    let new = resume(&again, "pt-new").await;
+    assert_eq!(
+        new["data"]["result"],
+        json!({"v": "b", "patched": true}),
+        "{new}"
+    );
+    drop(again);
+    let _ = std::fs::remove_dir_all(dir);
+}
