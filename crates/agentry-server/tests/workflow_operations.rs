@@ -674,6 +674,20 @@ async fn strict_mode_guards_the_operations() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Starts `tester-versioned` as `id` on `r`: the answer's `data`.
+async fn start_versioned(r: &Replica, id: &str) -> Value {
+    let body = json!({"input": {}, "options": {"executionId": id}});
+    let (status, answer) = post(r, "/workflows/tester-versioned/execute", body, None).await;
+    assert_eq!(status, 200, "{answer}");
+    answer["data"].clone()
+}
+
+/// Resumes `tester-versioned`'s `id` on `r`: the status and the answer.
+async fn resume_versioned(r: &Replica, id: &str) -> (u16, Value) {
+    let path = format!("/workflows/tester-versioned/executions/{id}/resume");
+    post(r, &path, json!({"resumeData": {}}), None).await
+}
+
 on_both_databases!(
     a_version_is_continued_only_where_it_is_registered,
     a_version_is_continued_only_where_it_is_registered_on_sqlite,
@@ -688,32 +702,12 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
     let with = |versions: &str| {
         Replica::with_test_registry(url, "ver", &dir, &[("AGENTRY_TEST_VERSIONS", versions)])
     };
-    let start = |r: &Replica, id: &str| {
-        let url = r.url("/workflows/tester-versioned/execute");
-        let body = json!({"input": {}, "options": {"executionId": id}});
-        async move {
-            let resp = client()
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .expect("execute");
-            resp.json::<Value>().await.expect("json")
-        }
-    };
     let old = with("a");
-    let answer = start(&old, "tv-1").await;
-    assert_eq!(answer["data"]["status"], "suspended", "{answer}");
+    assert_eq!(start_versioned(&old, "tv-1").await["status"], "suspended");
     drop(old);
 
     let new = with("b");
-    let (status, body) = post(
-        &new,
-        "/workflows/tester-versioned/executions/tv-1/resume",
-        json!({"resumeData": {}}),
-        None,
-    )
-    .await;
+    let (status, body) = resume_versioned(&new, "tv-1").await;
     assert_eq!(
         (status, &body["code"]),
         (409, &json!("version_unavailable")),
@@ -732,7 +726,7 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
         s["waitingForVersion"] == "a"
     })
     .await;
-    start(&new, "tv-2").await;
+    start_versioned(&new, "tv-2").await;
     assert_eq!(
         state(&new, "tester-versioned", "tv-2").await["version"],
         "b"
@@ -749,24 +743,12 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
     drop(new);
 
     let both = with("a,b");
-    let (status, body) = post(
-        &both,
-        "/workflows/tester-versioned/executions/tv-1/resume",
-        json!({"resumeData": {}}),
-        None,
-    )
-    .await;
+    let (status, body) = resume_versioned(&both, "tv-1").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["result"], json!({"v": "a"}));
     assert!(state(&both, "tester-versioned", "tv-1").await["waitingForVersion"].is_null());
-    start(&both, "tv-3").await;
-    let (status, body) = post(
-        &both,
-        "/workflows/tester-versioned/executions/tv-3/resume",
-        json!({"resumeData": {}}),
-        None,
-    )
-    .await;
+    start_versioned(&both, "tv-3").await;
+    let (status, body) = resume_versioned(&both, "tv-3").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["result"], json!({"v": "b"}));
     drop(both);
@@ -791,48 +773,22 @@ async fn patched_takes_the_recorded_branch_after_a_restart(url: &str) {
         }
         Replica::with_test_registry(url, "patch", &dir, &env)
     };
-    let execute = |r: &Replica, id: &str| {
-        let url = r.url("/workflows/tester-versioned/execute");
-        let body = json!({"input": {}, "options": {"executionId": id}});
-        async move {
-            let resp = client()
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .expect("execute");
-            resp.json::<Value>().await.expect("json")
-        }
-    };
-    let resume = |r: &Replica, id: &str| {
-        let path = format!("/workflows/tester-versioned/executions/{id}/resume");
-        let url = r.url(&path);
-        async move {
-            let resp = client()
-                .post(url)
-                .json(&json!({"resumeData": {}}))
-                .send()
-                .await
-                .expect("resume");
-            resp.json::<Value>().await.expect("json")
-        }
-    };
     let before = server(false);
-    execute(&before, "pt-old").await;
+    start_versioned(&before, "pt-old").await;
     drop(before);
 
     let patched = server(true);
-    execute(&patched, "pt-new").await;
+    start_versioned(&patched, "pt-new").await;
     patched.signal("-KILL");
     drop(patched);
     let again = server(true);
-    let old = resume(&again, "pt-old").await;
+    let (_, old) = resume_versioned(&again, "pt-old").await;
     assert_eq!(
         old["data"]["result"],
         json!({"v": "b", "patched": false}),
         "{old}"
     );
-    let new = resume(&again, "pt-new").await;
+    let (_, new) = resume_versioned(&again, "pt-new").await;
     assert_eq!(
         new["data"]["result"],
         json!({"v": "b", "patched": true}),
