@@ -378,6 +378,7 @@ export async function render({ main, params, signal, title }) {
   let lastEventId = null;
   let following = false;
   let followedStatus = null; // the status when the last stream ended
+  let followAgain = false; // an action while a stream was open: read the log again after it
 
   function addEvent(ev, id) {
     const atBottom = events.scrollHeight - events.scrollTop - events.clientHeight < 8;
@@ -407,6 +408,7 @@ export async function render({ main, params, signal, title }) {
     following = true;
     setText(streamState, "Following live…");
     let failed = null;
+    let ended = null; // the status its last `workflow-result` reported
     try {
       await stream(
         `${base}/stream`,
@@ -419,6 +421,7 @@ export async function render({ main, params, signal, title }) {
           } catch {
             return;
           }
+          if (ev.type === "workflow-result") ended = ev.status;
           addEvent(ev, msg.ownId ? msg.id : null);
           refreshState();
         },
@@ -430,7 +433,14 @@ export async function render({ main, params, signal, title }) {
       following = false;
     }
     await refreshState();
-    followedStatus = state.status;
+    // The status the stream ended on, not the one read after it: a change in between (a retry
+    // that ran at once) is then followed too.
+    followedStatus = ended ?? state.status;
+    if ((followAgain || followedStatus !== state.status) && !failed) {
+      // The stream may have ended before what the action wrote (a retry that ran at once).
+      followAgain = false;
+      return follow();
+    }
     if (failed && (failed.status === 0 || failed.status >= 500)) {
       setText(streamState, `The stream was interrupted (${failed.message}); trying again…`);
       setTimeout(follow, 2000);
@@ -448,10 +458,12 @@ export async function render({ main, params, signal, title }) {
     }
   }
 
-  // After an action: read the state, and follow the run if it runs.
+  // After an action: read the state, and follow the run if it runs (once the open stream, if
+  // any, ends: it may have ended before what the action wrote).
   async function afterAction() {
     await refreshState();
-    if (!following && state.status !== followedStatus) follow();
+    if (following) followAgain = true;
+    else if (state.status !== followedStatus) follow();
   }
 
   draw();
