@@ -7,26 +7,13 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::replica::{PATIENCE, Replica, Sse, client, read_sse, sqlite_url};
+use common::replica::{
+    PATIENCE, Replica, Sse, client, read_sse, sqlite_url, state_of, wait_for_state,
+};
 use serde_json::{Value, json};
 
 async fn state(r: &Replica, id: &str) -> Value {
     state_if_any(r, id).await.expect("the execution exists")
-}
-
-/// The state of `id` (of `workflow`) on `r`, `None` while it does not exist (yet).
-async fn state_of(r: &Replica, workflow: &str, id: &str) -> Option<Value> {
-    let resp = client()
-        .get(r.url(&format!("/workflows/{workflow}/executions/{id}/state")))
-        .send()
-        .await
-        .expect("state");
-    if resp.status() == 404 {
-        return None;
-    }
-    let body: Value = resp.json().await.expect("json");
-    assert_eq!(body["success"], true, "{body}");
-    Some(body["data"].clone())
 }
 
 /// The state of the `countdown` execution `id`, `None` while it does not exist (yet).
@@ -37,29 +24,7 @@ async fn state_if_any(r: &Replica, id: &str) -> Option<Value> {
 /// Polls `r`'s state of the `countdown` execution `id` until `done` holds; fails after
 /// [`PATIENCE`].
 async fn wait_for(r: &Replica, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    wait_for_in(r, "countdown", id, what, done).await
-}
-
-/// [`wait_for`] for an execution of `workflow`.
-async fn wait_for_in(
-    r: &Replica,
-    workflow: &str,
-    id: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        let s = state_of(r, workflow, id).await.unwrap_or(Value::Null);
-        if done(&s) {
-            return s;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{what}: never happened; last {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_state(r, "countdown", id, what, done).await
 }
 
 /// Starts `countdown` on `r` under `id` with a client that waits for its answer (in a task).
@@ -810,7 +775,7 @@ async fn a_deadline_passes_while_every_server_is_down(database_url: &str) {
     );
 
     let second = Replica::start(database_url, "n2", &[]);
-    let done = wait_for_in(&second, "approval-deadline", &id, "the expiry", |s| {
+    let done = wait_for_state(&second, "approval-deadline", &id, "the expiry", |s| {
         s["status"] == "completed"
     })
     .await;
@@ -857,7 +822,7 @@ async fn a_crash_between_attempts_grants_no_extra_attempt() {
     drop(crashing);
 
     let restarted = Replica::start(&url, "n1", &[]);
-    let done = wait_for_in(&restarted, "flaky-step", &id, "the end", |s| {
+    let done = wait_for_state(&restarted, "flaky-step", &id, "the end", |s| {
         s["status"] == "error" || s["status"] == "completed"
     })
     .await;
@@ -1164,7 +1129,7 @@ async fn sigterm_during_a_burst_answers_no_500_and_exits_within_the_grace_on_pos
         acknowledged.len()
     );
     for (id, workflow) in acknowledged {
-        let done = wait_for_in(&staying, workflow, &id, "completed", |s| {
+        let done = wait_for_state(&staying, workflow, &id, "completed", |s| {
             s["status"] == "completed"
         })
         .await;

@@ -13,7 +13,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::replica::{
-    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, token,
+    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, state_of,
+    token, wait_for_state,
 };
 use serde_json::{Value, json};
 
@@ -38,37 +39,9 @@ async fn get(r: &Replica, path: &str, token: Option<&str>) -> (u16, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// The execution's state (`data`), or `Null` while it cannot be read.
+/// The execution's state (`data`), or `Null` while it does not exist.
 async fn state(r: &Replica, workflow: &str, id: &str) -> Value {
-    let (status, body) = get(
-        r,
-        &format!("/workflows/{workflow}/executions/{id}/state"),
-        None,
-    )
-    .await;
-    if status == 200 {
-        body["data"].clone()
-    } else {
-        Value::Null
-    }
-}
-
-async fn wait_for(
-    r: &Replica,
-    workflow: &str,
-    id: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        let s = state(r, workflow, id).await;
-        if done(&s) {
-            return s;
-        }
-        assert!(started.elapsed() < PATIENCE, "{what}: never; last {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    state_of(r, workflow, id).await.unwrap_or(Value::Null)
 }
 
 fn status_is(s: &Value, status: &str) -> bool {
@@ -115,7 +88,7 @@ async fn events_reach_executions_before_and_after_their_wait(url: &str) {
         json!([{"workflowId": "payment-webhook", "executionId": "pw-1"}])
     );
     assert_eq!(body["data"]["duplicate"], false);
-    let done = wait_for(&r, "payment-webhook", "pw-1", "paid", |s| {
+    let done = wait_for_state(&r, "payment-webhook", "pw-1", "paid", |s| {
         status_is(s, "completed")
     })
     .await;
@@ -190,7 +163,7 @@ async fn events_reach_executions_before_and_after_their_wait(url: &str) {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["delivery"], "resumed");
     assert_eq!(body["data"]["duplicate"], false);
-    let done = wait_for(&r, "payment-webhook", "pw-2", "failed payment", |s| {
+    let done = wait_for_state(&r, "payment-webhook", "pw-2", "failed payment", |s| {
         status_is(s, "completed")
     })
     .await;
@@ -221,7 +194,7 @@ async fn events_reach_executions_before_and_after_their_wait(url: &str) {
             resp.json::<Value>().await.expect("json")
         }
     });
-    wait_for(&r, "tester-mailbox", "tm-1", "the nap", |s| {
+    wait_for_state(&r, "tester-mailbox", "tm-1", "the nap", |s| {
         status_is(s, "running")
     })
     .await;
@@ -251,7 +224,7 @@ async fn events_reach_executions_before_and_after_their_wait(url: &str) {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["status"], "suspended");
-    let done = wait_for(&r, "tester-mailbox", "tm-2", "the deadline", |s| {
+    let done = wait_for_state(&r, "tester-mailbox", "tm-2", "the deadline", |s| {
         status_is(s, "completed")
     })
     .await;
@@ -302,7 +275,7 @@ async fn an_event_through_another_replica_wakes_the_execution() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["woken"][0]["executionId"], "py-1");
     for (id, amount) in [("px-1", 3), ("py-1", 4)] {
-        let done = wait_for(&a, "payment-webhook", id, "woken elsewhere", |s| {
+        let done = wait_for_state(&a, "payment-webhook", id, "woken elsewhere", |s| {
             status_is(s, "completed")
         })
         .await;
@@ -543,7 +516,7 @@ async fn an_interrupted_foreach_runs_only_its_unfinished_items(url: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Items 0 to 3 are recorded (each as it ended): wait for the fourth's record.
-    wait_for(
+    wait_for_state(
         &first,
         "tester-foreach",
         "fe-1",
@@ -555,7 +528,7 @@ async fn an_interrupted_foreach_runs_only_its_unfinished_items(url: &str) {
     let _ = cut.await;
     drop(first);
     let second = Replica::with_test_registry(url, "fe", &dir, &[]);
-    let done = wait_for(&second, "tester-foreach", "fe-1", "the rest", |s| {
+    let done = wait_for_state(&second, "tester-foreach", "fe-1", "the rest", |s| {
         status_is(s, "completed")
     })
     .await;
@@ -722,7 +695,7 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
         "a"
     );
     // No live server has `a`: the state says what the execution waits for.
-    wait_for(&new, "tester-versioned", "tv-1", "waitingForVersion", |s| {
+    wait_for_state(&new, "tester-versioned", "tv-1", "waitingForVersion", |s| {
         s["waitingForVersion"] == "a"
     })
     .await;

@@ -458,12 +458,12 @@ export async function render({ main, params, signal, title }) {
     }
   }
 
-  // After an action: read the state, and follow the run if it runs (once the open stream, if
-  // any, ends: it may have ended before what the action wrote).
+  // After an action: read the state, and the log from the last event seen (once the open
+  // stream, if any, ends: it may have ended before what the action wrote).
   async function afterAction() {
     await refreshState();
     if (following) followAgain = true;
-    else if (state.status !== followedStatus) follow();
+    else follow();
   }
 
   draw();

@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 
 use super::*;
 use crate::state::EventWait;
-use crate::store::PublishedEvent;
+use crate::store::{PublishedEvent, StepRecords};
 
 /// How long an event sent by key is kept for the executions that wait for it later.
 pub const EVENT_RETENTION: Duration = Duration::from_secs(3600);
@@ -174,6 +174,26 @@ impl MailboxEvent {
             }
     }
 
+    /// Taken now by the wait of step `step_id` recorded as the journal entry `entry`, into
+    /// `steps`: its mailbox record marked taken, and the entry holding its data (what the wait
+    /// answers on every later run of the step).
+    fn take_into(
+        mut self,
+        step_id: &str,
+        entry: String,
+        at: DateTime<Utc>,
+        steps: &mut StepRecords,
+    ) {
+        let taken = StepRecord {
+            parent: Some(step_id.to_owned()),
+            ..StepRecord::started(json!({"eventId": self.event_id, "name": self.name}), 1, at)
+        }
+        .finished(self.data.clone(), true, at);
+        self.taken = Some((entry.clone(), at));
+        steps.insert(Self::record_id(&self.event_id), Arc::new(self.record()));
+        steps.insert(entry, Arc::new(taken));
+    }
+
     /// The event this delivery reports in the log.
     fn received(&self) -> EventKind {
         EventKind::WorkflowEventReceived {
@@ -232,10 +252,8 @@ impl Engine {
     ) -> Result<Delivered, EngineError> {
         self.require_workflow(workflow_id)?;
         let event_id = Self::event_id(delivery.event_id)?;
-        self.refuse_when_draining()?;
-        let current = self.load_to_update(workflow_id, execution_id).await?;
         // The event is the one the execution's own version declares.
-        let wf = self.version_of(&current)?;
+        let (current, wf) = self.load_to_continue(workflow_id, execution_id).await?;
         Self::check_event(&wf, &delivery.name, &delivery.data)?;
         let incoming = Incoming {
             event: MailboxEvent {
@@ -568,29 +586,17 @@ impl Engine {
         let wait = suspension.event.clone().ok_or_else(|| {
             EngineError::Internal("resumed by an event it does not wait for".into())
         })?;
-        let now = self.inner.clock.now();
-        let entry = entry_id(&suspension.step_id, &wait.entry);
         event.delivery = Delivery::Resumed;
-        event.taken = Some((entry.clone(), now));
         if new {
             events.push(event.received());
         }
         let mut next = self.resumed(wf, r, suspension.step_index, events)?;
-        let steps = next.progress.steps_mut();
-        steps.insert(
-            MailboxEvent::record_id(&event.event_id),
-            Arc::new(event.record()),
+        event.take_into(
+            &suspension.step_id,
+            entry_id(&suspension.step_id, &wait.entry),
+            self.inner.clock.now(),
+            next.progress.steps_mut(),
         );
-        let taken = StepRecord {
-            parent: Some(suspension.step_id.clone()),
-            ..StepRecord::started(
-                json!({"eventId": event.event_id, "name": event.name}),
-                1,
-                now,
-            )
-        }
-        .finished(event.data.clone(), true, now);
-        steps.insert(entry, Arc::new(taken));
         *lock(resumed_at) = Some((suspension.step_index, suspension));
         Ok(next)
     }
@@ -685,33 +691,23 @@ impl Journal {
                 let now = self.engine.inner.clock.now();
                 let from_mailbox = mailbox(r).into_iter().find(|e| e.fits(name, key));
                 let new = from_mailbox.is_none();
-                let mut event = from_mailbox
+                let event = from_mailbox
                     .or_else(|| {
                         kept.iter()
                             .find(|e| mailbox_event(r, &e.event_id).is_none())
                             .cloned()
                     })
                     .ok_or(EngineError::Unchanged)?;
-                event.taken = Some((entry_record.clone(), now));
                 if new {
                     events.push(event.received());
                 }
                 let mut next = r.clone();
-                let steps = next.progress.steps_mut();
-                steps.insert(
-                    MailboxEvent::record_id(&event.event_id),
-                    Arc::new(event.record()),
+                event.take_into(
+                    &step_id,
+                    entry_record.clone(),
+                    now,
+                    next.progress.steps_mut(),
                 );
-                let taken = StepRecord {
-                    parent: Some(step_id.clone()),
-                    ..StepRecord::started(
-                        json!({"eventId": event.event_id, "name": event.name}),
-                        1,
-                        now,
-                    )
-                }
-                .finished(event.data.clone(), true, now);
-                steps.insert(entry_record.clone(), Arc::new(taken));
                 Ok(next)
             })
             .await?;

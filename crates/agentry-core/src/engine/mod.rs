@@ -778,6 +778,21 @@ impl Engine {
         Self::of_workflow(found, workflow_id, execution_id)
     }
 
+    /// Reads an execution of `workflow_id` to continue it in this process (resume, event, retry),
+    /// with the definition of the version it started on: refused while this process drains, or
+    /// when it lacks that version ([`EngineError::VersionUnavailable`]).
+    async fn load_to_continue(
+        &self,
+        workflow_id: &str,
+        execution_id: &str,
+    ) -> Result<(ExecutionRecord, Arc<Workflow>), EngineError> {
+        self.require_workflow(workflow_id)?;
+        self.refuse_when_draining()?;
+        let current = self.load_to_update(workflow_id, execution_id).await?;
+        let wf = self.version_of(&current)?;
+        Ok((current, wf))
+    }
+
     /// `found` when it is an execution of `workflow_id`.
     fn of_workflow(
         found: Option<ExecutionRecord>,
@@ -868,10 +883,7 @@ impl Engine {
         execution_id: &str,
         wake: Wake<'_>,
     ) -> Result<RunHandle, EngineError> {
-        self.require_workflow(workflow_id)?;
-        self.refuse_when_draining()?;
-        let current = self.load_to_update(workflow_id, execution_id).await?;
-        let wf = self.version_of(&current)?;
+        let (current, wf) = self.load_to_continue(workflow_id, execution_id).await?;
         let suspension = match &current.state {
             ExecutionState::Suspended(s) => s.clone(),
             other => {

@@ -28,10 +28,7 @@ impl Engine {
         workflow_id: &WorkflowId,
         execution_id: &ExecutionId,
     ) -> Result<RunHandle, EngineError> {
-        self.require_workflow(workflow_id)?;
-        self.refuse_when_draining()?;
-        let current = self.load_to_update(workflow_id, execution_id).await?;
-        let wf = self.version_of(&current)?;
+        let (current, wf) = self.load_to_continue(workflow_id, execution_id).await?;
         let index = Mutex::new(0);
         let (rec, events) = self
             .commit(

@@ -185,3 +185,43 @@ pub fn token(sub: &str, roles: &[&str]) -> String {
     )
     .expect("a token")
 }
+
+/// The state of the execution `id` of `workflow` on `r`, `None` while it does not exist (yet).
+pub async fn state_of(r: &Replica, workflow: &str, id: &str) -> Option<serde_json::Value> {
+    let resp = client()
+        .get(r.url(&format!("/workflows/{workflow}/executions/{id}/state")))
+        .send()
+        .await
+        .expect("state");
+    if resp.status() == 404 {
+        return None;
+    }
+    let body: serde_json::Value = resp.json().await.expect("json");
+    assert_eq!(body["success"], true, "{body}");
+    Some(body["data"].clone())
+}
+
+/// Polls `r`'s state of the execution `id` of `workflow` until `done` holds (`Null` while it
+/// does not exist); fails after [`PATIENCE`] naming `what`.
+pub async fn wait_for_state(
+    r: &Replica,
+    workflow: &str,
+    id: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let s = state_of(r, workflow, id)
+            .await
+            .unwrap_or(serde_json::Value::Null);
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{what}: never happened; last {s}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
