@@ -11,7 +11,8 @@ test:
 
 # The benchmark suite (docs/PERFORMANCE.md): release build, each case against its limit, on a fresh
 # SQLite database then PostgreSQL; prints the table, writes bench-results/results.{json,md}.
-# Extra arguments go to scripts/bench.py (--seconds, --connections, --backends, --million).
+# Extra arguments go to scripts/bench.py (--seconds, --connections, --backends, --million; --queues
+# runs only the queue benchmark, scripts/queue-bench.py: three replicas on one PostgreSQL database).
 bench *args:
     bash scripts/install-bench-deps.sh
     cargo build --release -p agentry-server -p agentry-bench

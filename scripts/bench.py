@@ -3,7 +3,7 @@
 
     python3 scripts/bench.py [--seconds 10] [--connections 32] [--backends sqlite,postgres]
                              [--postgres postgres://postgres@127.0.0.1:5432/postgres]
-                             [--million] [--out bench-results]
+                             [--million] [--queues] [--out bench-results]
 
 Builds nothing (the justfile recipe builds the release binaries first). For each backend: the
 limits first (a bare actix-web handler serving GET /agents's bytes from memory, measured with
@@ -17,7 +17,10 @@ last event), 1,000 workflow streams open at once. The server's RSS (idle, under 
 CPU time per request come from /proc. With --million, scripts/million-executions.py measures
 state and resume latency with 1,000,000 executions in the table. With --soak MINUTES, the
 server (SQLite) then takes word-count and GET /agents load for that long while its RSS is read
-every minute: the first and the last minute's RSS, and their difference.
+every minute: the first and the last minute's RSS, and their difference. With --queues, only
+scripts/queue-bench.py runs (three release replicas on one fresh PostgreSQL database, 10,000
+executions through one queue; its own arguments after `--`, e.g. `--queues -- --executions
+2000`): its table is printed and written to OUT/queues.md.
 
 The load generator shares the machine's cores with the server: where `taskset` works, the server
 runs on CPU 1 and the load generator on CPU 0 (so the server has one core). Writes
@@ -231,6 +234,21 @@ def markdown(all_results):
     return "\n".join(lines)
 
 
+def queues(args):
+    """Only the queue benchmark: its table, printed and written to OUT/queues.md."""
+    if not os.path.exists(AGENTRY):
+        sys.exit(f"{AGENTRY} is missing: `just bench` builds it (cargo build --release)")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "queue-bench.py"),
+                          "--binary", AGENTRY, "--postgres", args.postgres, *args.queue_args],
+                         stdout=subprocess.PIPE, text=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "queues.md"), "w") as f:
+        f.write(out.stdout)
+    print(out.stdout, end="")
+    if out.returncode != 0:
+        sys.exit(f"scripts/queue-bench.py failed ({out.returncode})")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=int, default=10)
@@ -239,9 +257,17 @@ def main():
     p.add_argument("--postgres", default=os.environ.get(
         "AGENTRY_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
     p.add_argument("--million", action="store_true")
+    p.add_argument("--queues", action="store_true",
+                   help="run only the queue benchmark (scripts/queue-bench.py)")
+    p.add_argument("queue_args", nargs="*", help="after --: scripts/queue-bench.py's arguments")
     p.add_argument("--soak", type=int, default=0, metavar="MINUTES")
     p.add_argument("--out", default=os.path.join(ROOT, "bench-results"))
     args = p.parse_args()
+    if args.queues:
+        queues(args)
+        return
+    if args.queue_args:
+        p.error(f"unexpected arguments {args.queue_args} (they go with --queues)")
     for tool_path in (AGENTRY, BENCH):
         if not os.path.exists(tool_path):
             sys.exit(f"{tool_path} is missing: `just bench` builds it (cargo build --release)")

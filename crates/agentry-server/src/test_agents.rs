@@ -20,6 +20,16 @@
 //! (the last one new executions start on): `a` is one step `gate` that waits for a resume and
 //! answers `{v: "a"}`; `b` is `prepare` then `gate`, answering `{v: "b"}`; with
 //! `AGENTRY_TEST_PATCH` set, `gate` asks `ctx.patched("gate-v2")` and answers `{v, patched}`.
+//!
+//! `tester-queued` (`{tenant, work, priority?}`) is a queued workflow (queue `tester-queued`,
+//! key pointer `/tenant`, priority pointer `/priority`): one step `work` that sleeps `work`
+//! milliseconds and answers `{tenant}`, appending `start <executionId> <tenant> <node> <attempt>
+//! <µs>` before it sleeps and `end ...` (the same fields) after, where `<node>` is
+//! `AGENTRY_NODE_ID` and `<µs>` the wall clock in microseconds since the Unix epoch (these two
+//! lines are not synced to disk: a kill -9 keeps them, only a power loss would not). Its limits
+//! come from `AGENTRY_TEST_QUEUE`, a comma list of `concurrency=N`, `keyLimit=N`, `rate=N/<ms>`
+//! (a sliding window over all keys) and `rateKey=N/<ms>` (per key); unset (or empty):
+//! `concurrency=2`. A malformed value stops the server at its start.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,7 +41,8 @@ use agentry_core::agent::{
     Agent, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk, ModelError,
     ModelRequest, ModelResponse, Role, ToolCall, Usage,
 };
-use agentry_core::workflow::{DefinitionError, StepContext, Workflow, step};
+use agentry_core::workflow::{DefinitionError, Queue, StepContext, Workflow, step};
+use anyhow::{Context, bail};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -41,7 +52,15 @@ pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> 
     let Some(dir) = std::env::var_os("AGENTRY_TEST_AGENTS") else {
         return Ok(());
     };
-    for wf in [tester_foreach(PathBuf::from(&dir)), tester_mailbox()] {
+    let limits = match std::env::var("AGENTRY_TEST_QUEUE") {
+        Ok(spec) => QueueLimits::parse(&spec).context("AGENTRY_TEST_QUEUE")?,
+        Err(_) => QueueLimits::parse("")?,
+    };
+    for wf in [
+        tester_foreach(PathBuf::from(&dir)),
+        tester_mailbox(),
+        tester_queued(PathBuf::from(&dir), &limits),
+    ] {
         engine.register(wf?)?;
     }
     if let Ok(versions) = std::env::var("AGENTRY_TEST_VERSIONS") {
@@ -149,6 +168,142 @@ fn tester_mailbox() -> Def {
             Ok(json!({"got": got, "timedOut": ctx.timed_out}))
         }))
         .build()
+}
+
+/// The limits of `tester-queued`'s queue (`AGENTRY_TEST_QUEUE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct QueueLimits {
+    concurrency: Option<u32>,
+    key_limit: Option<u32>,
+    rate: Option<(u32, Duration)>,
+    rate_per_key: Option<(u32, Duration)>,
+}
+
+impl QueueLimits {
+    /// `concurrency=N,keyLimit=N,rate=N/<ms>,rateKey=N/<ms>`, any of them, each at most once;
+    /// an empty list is `concurrency=2`.
+    fn parse(spec: &str) -> anyhow::Result<QueueLimits> {
+        let mut limits = QueueLimits {
+            concurrency: None,
+            key_limit: None,
+            rate: None,
+            rate_per_key: None,
+        };
+        let items: Vec<&str> = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+            .collect();
+        if items.is_empty() {
+            limits.concurrency = Some(2);
+            return Ok(limits);
+        }
+        for item in items {
+            let Some((name, value)) = item.split_once('=') else {
+                bail!("{item:?} is not name=value");
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let taken = match name {
+                "concurrency" => limits.concurrency.replace(count(name, value)?).is_some(),
+                "keyLimit" => limits.key_limit.replace(count(name, value)?).is_some(),
+                "rate" => limits.rate.replace(window(name, value)?).is_some(),
+                "rateKey" => limits.rate_per_key.replace(window(name, value)?).is_some(),
+                _ => bail!("unknown limit {name:?} (concurrency, keyLimit, rate or rateKey)"),
+            };
+            if taken {
+                bail!("{name} is given twice");
+            }
+        }
+        Ok(limits)
+    }
+
+    /// The queue these limits describe.
+    fn queue(&self) -> Queue {
+        let mut q = Queue::new("tester-queued").priority("/priority");
+        if let Some(n) = self.concurrency {
+            q = q.concurrency(n);
+        }
+        // The key is always `/tenant` (fairness and `rateKey` are per key); without `keyLimit`
+        // no key holds more than the whole queue may.
+        let key_limit = self.key_limit.or(self.concurrency).unwrap_or(u32::MAX);
+        q = q.concurrency_key("/tenant", key_limit);
+        if let Some((n, period)) = self.rate {
+            q = q.rate_limit(n, period);
+        }
+        if let Some((n, period)) = self.rate_per_key {
+            q = q.rate_limit_per_key(n, period);
+        }
+        q
+    }
+}
+
+/// A positive integer.
+fn count(name: &str, value: &str) -> anyhow::Result<u32> {
+    match value.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!("{name}={value:?}: a positive integer"),
+    }
+}
+
+/// `N/<ms>`: N starts in any window of `<ms>` milliseconds.
+fn window(name: &str, value: &str) -> anyhow::Result<(u32, Duration)> {
+    let Some((n, ms)) = value.split_once('/') else {
+        bail!("{name}={value:?}: N/<milliseconds>");
+    };
+    let n = count(name, n.trim())?;
+    match ms.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok((n, Duration::from_millis(ms))),
+        _ => bail!("{name}={value:?}: the period is a positive number of milliseconds"),
+    }
+}
+
+/// `tester-queued`: one step that sleeps `work` ms in the queue `tester-queued`, logging its
+/// start and end with this process's node id.
+fn tester_queued(dir: PathBuf, limits: &QueueLimits) -> Def {
+    let node = std::env::var("AGENTRY_NODE_ID").unwrap_or_else(|_| "?".to_owned());
+    Workflow::new("tester-queued", "Tester Queued")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "tenant": {"type": "string", "minLength": 1},
+                "work": {"type": "integer", "minimum": 0, "maximum": 600_000},
+                "priority": {"type": "integer", "minimum": -1000, "maximum": 1000}
+            },
+            "required": ["tenant", "work"]
+        }))
+        .queue(limits.queue())
+        .and_then(step("work", move |ctx: StepContext| {
+            let dir = dir.clone();
+            let node = node.clone();
+            async move {
+                let tenant = ctx.input["tenant"].as_str().unwrap_or("?").to_owned();
+                let line = |what: &str| {
+                    format!(
+                        "{what} {} {tenant} {node} {} {}",
+                        ctx.execution_id,
+                        ctx.attempt,
+                        chrono::Utc::now().timestamp_micros()
+                    )
+                };
+                note(&dir, &line("start"));
+                let ms = ctx.input["work"].as_u64().unwrap_or(0);
+                ctx.sleep(Duration::from_millis(ms)).await?;
+                note(&dir, &line("end"));
+                Ok(json!({"tenant": tenant}))
+            }
+        }))
+        .build()
+}
+
+/// Appends `line` to `<dir>/tools.log` without syncing it (a kill -9 keeps it all the same).
+fn note(dir: &std::path::Path, line: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("tools.log"))
+    {
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
 }
 
 fn append(dir: &std::path::Path, line: &str) {
@@ -309,5 +464,45 @@ impl Model for Scripted {
             usage: resp.usage,
         }));
         Ok(futures::stream::iter(chunks).boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_limits_parse() {
+        let two = QueueLimits::parse("").unwrap();
+        assert_eq!(two.concurrency, Some(2));
+        assert_eq!(two.key_limit, None);
+        let all =
+            QueueLimits::parse("concurrency=3, keyLimit=1,rate=5/1000,rateKey=2/500").unwrap();
+        assert_eq!(
+            all,
+            QueueLimits {
+                concurrency: Some(3),
+                key_limit: Some(1),
+                rate: Some((5, Duration::from_millis(1000))),
+                rate_per_key: Some((2, Duration::from_millis(500))),
+            }
+        );
+        let rate_only = QueueLimits::parse("rate=5/1000").unwrap();
+        assert_eq!(rate_only.concurrency, None);
+        for bad in [
+            "concurrency",
+            "concurrency=0",
+            "concurrency=x",
+            "concurrency=-1",
+            "keyLimit=1.5",
+            "rate=5",
+            "rate=5/0",
+            "rate=0/100",
+            "rateKey=a/100",
+            "burst=3",
+            "concurrency=1,concurrency=2",
+        ] {
+            assert!(QueueLimits::parse(bad).is_err(), "{bad}");
+        }
     }
 }
