@@ -28,8 +28,9 @@
 //! `AGENTRY_NODE_ID` and `<µs>` the wall clock in microseconds since the Unix epoch (these two
 //! lines are not synced to disk: a kill -9 keeps them, only a power loss would not). Its limits
 //! come from `AGENTRY_TEST_QUEUE`, a comma list of `concurrency=N`, `keyLimit=N`, `rate=N/<ms>`
-//! (a sliding window over all keys) and `rateKey=N/<ms>` (per key); unset (or empty):
-//! `concurrency=2`. A malformed value stops the server at its start.
+//! (a sliding window over all keys) or `rateKey=N/<ms>` (per key; a queue has one rate limit),
+//! and `wait=<ms>` (how long `/execute` waits before its 202, 30 s by default); unset (or
+//! empty): `concurrency=2`. A malformed value stops the server at its start.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -177,17 +178,19 @@ struct QueueLimits {
     key_limit: Option<u32>,
     rate: Option<(u32, Duration)>,
     rate_per_key: Option<(u32, Duration)>,
+    wait: Option<Duration>,
 }
 
 impl QueueLimits {
-    /// `concurrency=N,keyLimit=N,rate=N/<ms>,rateKey=N/<ms>`, any of them, each at most once;
-    /// an empty list is `concurrency=2`.
+    /// `concurrency=N,keyLimit=N,rate=N/<ms>,rateKey=N/<ms>,wait=<ms>`, any of them (but not
+    /// both rates), each at most once; an empty list is `concurrency=2`.
     fn parse(spec: &str) -> anyhow::Result<QueueLimits> {
         let mut limits = QueueLimits {
             concurrency: None,
             key_limit: None,
             rate: None,
             rate_per_key: None,
+            wait: None,
         };
         let items: Vec<&str> = spec
             .split(',')
@@ -208,11 +211,15 @@ impl QueueLimits {
                 "keyLimit" => limits.key_limit.replace(count(name, value)?).is_some(),
                 "rate" => limits.rate.replace(window(name, value)?).is_some(),
                 "rateKey" => limits.rate_per_key.replace(window(name, value)?).is_some(),
-                _ => bail!("unknown limit {name:?} (concurrency, keyLimit, rate or rateKey)"),
+                "wait" => limits.wait.replace(millis(name, value)?).is_some(),
+                _ => bail!("unknown limit {name:?} (concurrency, keyLimit, rate, rateKey or wait)"),
             };
             if taken {
                 bail!("{name} is given twice");
             }
+        }
+        if limits.rate.is_some() && limits.rate_per_key.is_some() {
+            bail!("a queue has one rate limit: rate or rateKey, not both");
         }
         Ok(limits)
     }
@@ -223,15 +230,19 @@ impl QueueLimits {
         if let Some(n) = self.concurrency {
             q = q.concurrency(n);
         }
-        // The key is always `/tenant` (fairness and `rateKey` are per key); without `keyLimit`
-        // no key holds more than the whole queue may.
-        let key_limit = self.key_limit.or(self.concurrency).unwrap_or(u32::MAX);
-        q = q.concurrency_key("/tenant", key_limit);
+        // The key is always `/tenant` (the keys take turns; `rateKey` counts per key).
+        q = match self.key_limit {
+            Some(n) => q.concurrency_key("/tenant", n),
+            None => q.key("/tenant"),
+        };
         if let Some((n, period)) = self.rate {
             q = q.rate_limit(n, period);
         }
         if let Some((n, period)) = self.rate_per_key {
             q = q.rate_limit_per_key(n, period);
+        }
+        if let Some(wait) = self.wait {
+            q = q.execute_wait(wait);
         }
         q
     }
@@ -245,16 +256,20 @@ fn count(name: &str, value: &str) -> anyhow::Result<u32> {
     }
 }
 
+/// A positive number of milliseconds.
+fn millis(name: &str, value: &str) -> anyhow::Result<Duration> {
+    match value.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => bail!("{name}={value:?}: a positive number of milliseconds"),
+    }
+}
+
 /// `N/<ms>`: N starts in any window of `<ms>` milliseconds.
 fn window(name: &str, value: &str) -> anyhow::Result<(u32, Duration)> {
     let Some((n, ms)) = value.split_once('/') else {
         bail!("{name}={value:?}: N/<milliseconds>");
     };
-    let n = count(name, n.trim())?;
-    match ms.trim().parse::<u64>() {
-        Ok(ms) if ms > 0 => Ok((n, Duration::from_millis(ms))),
-        _ => bail!("{name}={value:?}: the period is a positive number of milliseconds"),
-    }
+    Ok((count(name, n.trim())?, millis(name, ms.trim())?))
 }
 
 /// `tester-queued`: one step that sleeps `work` ms in the queue `tester-queued`, logging its
@@ -476,17 +491,19 @@ mod tests {
         let two = QueueLimits::parse("").unwrap();
         assert_eq!(two.concurrency, Some(2));
         assert_eq!(two.key_limit, None);
-        let all =
-            QueueLimits::parse("concurrency=3, keyLimit=1,rate=5/1000,rateKey=2/500").unwrap();
+        let all = QueueLimits::parse("concurrency=3, keyLimit=1,rate=5/1000,wait=2000").unwrap();
         assert_eq!(
             all,
             QueueLimits {
                 concurrency: Some(3),
                 key_limit: Some(1),
                 rate: Some((5, Duration::from_millis(1000))),
-                rate_per_key: Some((2, Duration::from_millis(500))),
+                rate_per_key: None,
+                wait: Some(Duration::from_millis(2000)),
             }
         );
+        let per_key = QueueLimits::parse("rateKey=2/500").unwrap();
+        assert_eq!(per_key.rate_per_key, Some((2, Duration::from_millis(500))));
         let rate_only = QueueLimits::parse("rate=5/1000").unwrap();
         assert_eq!(rate_only.concurrency, None);
         for bad in [
@@ -501,6 +518,8 @@ mod tests {
             "rateKey=a/100",
             "burst=3",
             "concurrency=1,concurrency=2",
+            "rate=5/1000,rateKey=2/1000",
+            "wait=0",
         ] {
             assert!(QueueLimits::parse(bad).is_err(), "{bad}");
         }

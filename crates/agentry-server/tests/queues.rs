@@ -325,12 +325,7 @@ async fn the_limits_are_never_exceeded(url: &str) {
             let work = 100 + (ids.len() as u64 * 37) % 101;
             let b = body(&id, tenant, work);
             submits.push(tokio::spawn(async move {
-                let resp = client()
-                    .post(url)
-                    .json(&b)
-                    .send()
-                    .await
-                    .expect("execute");
+                let resp = client().post(url).json(&b).send().await.expect("execute");
                 let status = resp.status().as_u16();
                 (status, resp.json::<Value>().await.unwrap_or(Value::Null))
             }));
@@ -507,65 +502,115 @@ async fn higher_priorities_start_first(url: &str) {
     assert_limits(&stored_runs(&states), 1, 1, "concurrency=1");
 }
 
-on_both_databases!(
-    rate_limits_spread_the_starts,
-    rate_limits_spread_the_starts_on_sqlite,
-    rate_limits_spread_the_starts_on_postgres
-);
-
-/// `rate=5/1000,rateKey=2/1000` and no concurrency limit: 20 executions of 10 ms over 4
-/// tenants, enqueued at once. No 1000 ms window holds more than 5 dequeues, nor more than 2 of
-/// one tenant; the batch takes at least 3 s.
-///
-/// The window is checked exactly on the dequeue times (`queue.startedAt`, what the limit
-/// counts) and, with 100 ms of slack, on the step's stored start (written a little after the
-/// dequeue, by whichever process runs it).
-async fn rate_limits_spread_the_starts(url: &str) {
-    let c = Cluster::start(url, "rate=5/1000,rateKey=2/1000", &[]);
-    let tenants = ["a", "b", "c", "d"];
-    let ids: Vec<String> = (0..20).map(|i| format!("rate-{i:02}")).collect();
+/// Enqueues `per_tenant` executions of 10 ms for each of `tenants` (taking turns) on a cluster
+/// with `AGENTRY_TEST_QUEUE=queue` and waits for them: their dequeue times
+/// (`queue.startedAt`, what a rate limit counts) and their steps' stored starts (written a
+/// little after the dequeue, by whichever process runs it), each sorted, with their tenants.
+async fn rated_starts(url: &str, queue: &str, tenants: &[&str], per_tenant: usize) -> [Starts; 2] {
+    let c = Cluster::start(url, queue, &[]);
+    let ids: Vec<String> = (0..tenants.len() * per_tenant)
+        .map(|i| format!("rate-{i:02}"))
+        .collect();
     for (i, id) in ids.iter().enumerate() {
-        enqueue(c.at(i), body(id, tenants[i % 4], 10)).await;
+        enqueue(c.at(i), body(id, tenants[i % tenants.len()], 10)).await;
     }
     let states = wait_all_completed(c.other(), &ids).await;
     let key = |s: &Value| s["queue"]["key"].as_str().unwrap_or("?").to_owned();
-    let mut dequeued: Vec<(DateTime<Utc>, String)> = states
-        .iter()
-        .map(|s| (time(&s["queue"]["startedAt"]), key(s)))
-        .collect();
-    dequeued.sort();
-    let mut stepped: Vec<(DateTime<Utc>, String)> = states
-        .iter()
-        .map(|s| (time(&s["steps"]["work"]["startedAt"]), key(s)))
-        .collect();
-    stepped.sort();
-    let window = chrono::Duration::milliseconds(1000);
-    let check = |starts: &[(DateTime<Utc>, String)], limit: usize, slack_ms: i64, what: &str| {
-        let times: Vec<DateTime<Utc>> = starts.iter().map(|(t, _)| *t).collect();
-        for (i, pair) in times.windows(limit + 1).enumerate() {
-            let span = pair[limit] - pair[0];
-            assert!(
-                span >= window - chrono::Duration::milliseconds(slack_ms),
-                "{what}: starts {i} to {} within {span} (limit {limit} per 1000 ms): {times:?}",
-                i + limit
-            );
-        }
+    let sorted = |at: &dyn Fn(&Value) -> &Value| {
+        let mut starts: Starts = states.iter().map(|s| (time(at(s)), key(s))).collect();
+        starts.sort();
+        starts
     };
-    let slack = [("dequeues", &dequeued, 1), ("step starts", &stepped, 100)];
-    for (what, starts, slack_ms) in slack {
-        check(starts, 5, slack_ms, what);
-        for t in tenants {
-            let mine: Vec<(DateTime<Utc>, String)> =
-                starts.iter().filter(|(_, k)| k == t).cloned().collect();
-            assert_eq!(mine.len(), 5);
-            check(&mine, 2, slack_ms, &format!("{what} of {t}"));
-        }
+    [
+        sorted(&|s| &s["queue"]["startedAt"]),
+        sorted(&|s| &s["steps"]["work"]["startedAt"]),
+    ]
+}
+
+/// Start times, sorted, with their tenants.
+type Starts = Vec<(DateTime<Utc>, String)>;
+
+/// The slack of the window checks: none (1 ms of rounding) on the dequeue times, 100 ms on the
+/// steps' starts.
+const RATE_SLACK_MS: [i64; 2] = [1, 100];
+
+/// No window of 1000 ms (less `slack_ms`) holds more than `limit` of `starts`.
+fn assert_window(starts: &[(DateTime<Utc>, String)], limit: usize, slack_ms: i64, what: &str) {
+    let window = chrono::Duration::milliseconds(1000 - slack_ms);
+    let times: Vec<DateTime<Utc>> = starts.iter().map(|(t, _)| *t).collect();
+    for (i, pair) in times.windows(limit + 1).enumerate() {
+        let span = pair[limit] - pair[0];
+        assert!(
+            span >= window,
+            "{what}: starts {i} to {} within {span} (limit {limit} per 1000 ms): {times:?}",
+            i + limit
+        );
     }
+}
+
+on_both_databases!(
+    a_rate_limit_spreads_the_starts,
+    a_rate_limit_spreads_the_starts_on_sqlite,
+    a_rate_limit_spreads_the_starts_on_postgres
+);
+
+/// `rate=5/1000`, no concurrency limit: 20 executions of 10 ms over 4 tenants, enqueued at
+/// once. No 1000 ms window holds more than 5 starts; the batch takes at least 3 s.
+async fn a_rate_limit_spreads_the_starts(url: &str) {
+    let both = rated_starts(url, "rate=5/1000", &["a", "b", "c", "d"], 5).await;
+    for (starts, (slack, what)) in both
+        .iter()
+        .zip(RATE_SLACK_MS.into_iter().zip(["dequeues", "step starts"]))
+    {
+        assert_window(starts, 5, slack, what);
+    }
+    let dequeued = &both[0];
     let took = dequeued.last().unwrap().0 - dequeued[0].0;
     assert!(
         took >= chrono::Duration::milliseconds(2999),
         "20 starts at 5 per second within {took}"
     );
+}
+
+on_both_databases!(
+    a_rate_limit_per_key_spreads_each_keys_starts,
+    a_rate_limit_per_key_spreads_each_keys_starts_on_sqlite,
+    a_rate_limit_per_key_spreads_each_keys_starts_on_postgres
+);
+
+/// `rateKey=2/1000`: 5 executions of 10 ms for each of 3 tenants, enqueued at once. No 1000 ms
+/// window holds more than 2 starts of one tenant (each tenant's five take at least 2 s), but
+/// the tenants do not wait for each other: the first window holds more than 2 starts.
+async fn a_rate_limit_per_key_spreads_each_keys_starts(url: &str) {
+    let tenants = ["a", "b", "c"];
+    let both = rated_starts(url, "rateKey=2/1000", &tenants, 5).await;
+    for (starts, (slack, what)) in both
+        .iter()
+        .zip(RATE_SLACK_MS.into_iter().zip(["dequeues", "step starts"]))
+    {
+        for t in tenants {
+            let mine: Starts = starts.iter().filter(|(_, k)| k == t).cloned().collect();
+            assert_eq!(mine.len(), 5, "{mine:?}");
+            assert_window(&mine, 2, slack, &format!("{what} of {t}"));
+        }
+    }
+    let dequeued = &both[0];
+    for t in tenants {
+        let mine: Vec<DateTime<Utc>> = dequeued
+            .iter()
+            .filter(|(_, k)| k == t)
+            .map(|(at, _)| *at)
+            .collect();
+        assert!(
+            mine[4] - mine[0] >= chrono::Duration::milliseconds(1999),
+            "{t}: {mine:?}"
+        );
+    }
+    let first_window = dequeued
+        .iter()
+        .filter(|(at, _)| *at - dequeued[0].0 < chrono::Duration::milliseconds(1000))
+        .count();
+    assert!(first_window > 2, "the limit is per key: {dequeued:?}");
 }
 
 /// Three PostgreSQL replicas, `concurrency=4,keyLimit=1`, a 1 s lease: 24 executions of 800 ms
@@ -736,18 +781,38 @@ async fn a_queued_execution_is_cancelled_before_it_starts(url: &str) {
     assert!(nodes_of(&log, "can-2").is_empty(), "can-2 started: {log:?}");
 }
 
-on_both_databases!(
-    execute_answers_202_while_it_waits_and_stream_shows_the_queue,
-    execute_answers_202_while_it_waits_and_stream_shows_the_queue_on_sqlite,
-    execute_answers_202_while_it_waits_and_stream_shows_the_queue_on_postgres
-);
+/// `/execute` with the default wait (30 s), on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_answers_202_while_it_waits_and_stream_shows_the_queue_on_sqlite() {
+    let (url, path) = sqlite_url();
+    execute_answers_202_while_it_waits_and_stream_shows_the_queue(&url, None).await;
+    let _ = std::fs::remove_file(&path);
+}
 
-/// `concurrency=1`. An `/execute` whose execution runs past the wait (30 s) answers 202
-/// `running`; one queued behind it all that time answers 202 `queued`; a `/stream` queued
-/// behind both shows `workflow-queued` first and `workflow-start` once it is dequeued, then the
-/// rest to its result.
-async fn execute_answers_202_while_it_waits_and_stream_shows_the_queue(url: &str) {
-    let c = Cluster::start(url, "concurrency=1", &[]);
+/// `/execute` with a wait of 2 s (the queue's `execute_wait`), on three PostgreSQL replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_answers_202_while_it_waits_and_stream_shows_the_queue_on_postgres() {
+    let db = agentry_testdb::PgDatabase::create("agentry_queue")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    execute_answers_202_while_it_waits_and_stream_shows_the_queue(&db.url, Some(2_000)).await;
+    db.drop_now().await;
+}
+
+/// `concurrency=1` (and `wait=wait_ms` when given, else the default 30 s). An `/execute` whose
+/// execution runs past the wait answers 202 `running`; one queued behind it all that time
+/// answers 202 `queued`; a `/stream` queued behind both shows `workflow-queued` first and
+/// `workflow-start` once it is dequeued, then the rest to its result.
+async fn execute_answers_202_while_it_waits_and_stream_shows_the_queue(
+    url: &str,
+    wait_ms: Option<u64>,
+) {
+    let queue = match wait_ms {
+        Some(ms) => format!("concurrency=1,wait={ms}"),
+        None => "concurrency=1".to_owned(),
+    };
+    let wait = Duration::from_millis(wait_ms.unwrap_or(30_000));
+    let c = Cluster::start(url, &queue, &[]);
     let execute = |r: &Replica, body: Value| {
         let url = r.url(&format!("/workflows/{WF}/execute"));
         tokio::spawn(async move {
@@ -796,9 +861,10 @@ async fn execute_answers_202_while_it_waits_and_stream_shows_the_queue(url: &str
         assert!(data["startAt"].is_string(), "{answer}");
         assert!(data["endAt"].is_null(), "{answer}");
         assert!(data["result"].is_null(), "{answer}");
+        // Not before the wait (less the test's own scheduling), not long after it.
         assert!(
-            took >= Duration::from_secs(29),
-            "{id} answered after {took:?}"
+            took + Duration::from_millis(200) >= wait && took < wait + Duration::from_secs(10),
+            "{id} answered after {took:?}, the wait is {wait:?}"
         );
     }
     assert_eq!(
