@@ -169,6 +169,13 @@ async fn lists_the_example_workflows(backend: Backend) {
                 "purpose": "Enriches each item (at most concurrency at once), streaming the progress; then totals.",
                 "stepsCount": 2,
                 "status": "idle"
+            },
+            {
+                "id": "enrich-customer",
+                "name": "Enrich Customer",
+                "purpose": "Enriches a customer's record through a rate-limited provider: queued, 4 at once, one per customer, 50 starts a second.",
+                "stepsCount": 1,
+                "status": "idle"
             }
         ])
     );

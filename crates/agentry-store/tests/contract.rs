@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::state::{ExecutionState, SuspendRequest};
+use agentry_core::queue::{Queue, QueuePlace};
+use agentry_core::state::{ExecutionState, Status, SuspendRequest};
+use agentry_core::store::Dequeue;
 use agentry_core::store::{
     Claim, ExecutionRecord, ExecutionStore, Family, InMemoryExecutionStore, Lease, ListQuery,
     Progress, StatusCount, StepRecord, StoreError,
@@ -69,6 +71,11 @@ contract!(
     events_sent_by_key_are_kept_once_and_found_by_key,
     claims_and_timers_take_only_the_versions_named,
     live_nodes_are_known_by_their_versions,
+    a_dequeue_starts_what_the_limits_allow,
+    concurrent_dequeues_never_exceed_the_limits,
+    a_dequeue_serves_priorities_then_keys_in_turn,
+    a_dequeue_keeps_to_the_rate_window,
+    queue_counts_are_per_key_and_status,
 );
 
 /// A database for one test.
@@ -183,6 +190,7 @@ fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
         },
         version: 1,
         last_event: 0,
+        queue: None,
     }
 }
 
@@ -1102,6 +1110,311 @@ async fn live_nodes_are_known_by_their_versions(store: &dyn ExecutionStore) {
             .live_versions(Duration::from_millis(10))
             .await
             .unwrap()
+            .is_empty()
+    );
+}
+
+// ---- queues ----
+
+/// A queued execution of `w` in queue `q` with `key` and `priority`, entered `ms` after now.
+fn queued(key: &str, priority: i64, ms: i64) -> ExecutionRecord {
+    let at = now() + chrono::Duration::milliseconds(ms);
+    ExecutionRecord {
+        state: ExecutionState::Queued,
+        lease: None,
+        progress: Progress::default(),
+        queue: Some(QueuePlace {
+            name: "q".into(),
+            key: Some(key.into()),
+            priority,
+            queued_at: at,
+            started_at: None,
+        }),
+        ..record("w", None)
+    }
+}
+
+fn pass<'a>(queue: &'a Queue, node: &'a str, workflows: &'a [String]) -> Dequeue<'a> {
+    Dequeue {
+        queue,
+        node,
+        ttl: Duration::from_secs(60),
+        workflows,
+        limit: 256,
+        now: now(),
+    }
+}
+
+async fn enqueue(store: &dyn ExecutionStore, records: &[ExecutionRecord]) {
+    for r in records {
+        store.insert(r, &[]).await.expect("insert");
+    }
+}
+
+/// Ends `ids` (completed): their slots free up.
+async fn finish(store: &dyn ExecutionStore, ids: &[String]) {
+    for id in ids {
+        let before = get(store, id).await;
+        let next = ExecutionRecord {
+            state: ExecutionState::Completed {
+                result: json!(1),
+                end_at: now(),
+            },
+            ..before.clone()
+        };
+        assert!(write(store, &before, next).await.0);
+    }
+}
+
+/// The ids of `records`, sorted (a dequeue answers in no particular order).
+fn ids(records: &[ExecutionRecord]) -> Vec<String> {
+    let mut ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+    ids.sort();
+    ids
+}
+
+fn sorted<const N: usize>(ids: [String; N]) -> Vec<String> {
+    let mut ids = ids.to_vec();
+    ids.sort();
+    ids
+}
+
+async fn a_dequeue_starts_what_the_limits_allow(store: &dyn ExecutionStore) {
+    let queue = Queue::new("q").concurrency(3).concurrency_key("/k", 1);
+    let workflows = wf(&["w"]);
+    // Two of key a, three of key b, one of c: one per key at once, three in all.
+    let records: Vec<ExecutionRecord> =
+        [("a", 0), ("a", 1), ("b", 2), ("b", 3), ("b", 4), ("c", 5)]
+            .into_iter()
+            .map(|(k, ms)| queued(k, 0, ms))
+            .collect();
+    enqueue(store, &records).await;
+    let first = store
+        .dequeue(&pass(&queue, "n1", &workflows))
+        .await
+        .expect("dequeue");
+    assert_eq!(
+        ids(&first),
+        sorted([
+            records[0].id.clone(),
+            records[2].id.clone(),
+            records[5].id.clone()
+        ])
+    );
+    for r in &first {
+        assert_eq!(r.state.status(), Status::Running);
+        assert_eq!(
+            r.lease.as_ref().map(|l| (l.node.as_str(), l.epoch)),
+            Some(("n1", 1))
+        );
+        let stored = get(store, &r.id).await;
+        assert_eq!(stored.state.status(), Status::Running);
+        assert!(stored.queue.as_ref().and_then(|q| q.started_at).is_some());
+    }
+    // Full: nothing more until one ends.
+    assert!(
+        store
+            .dequeue(&pass(&queue, "n2", &workflows))
+            .await
+            .expect("dequeue")
+            .is_empty()
+    );
+    // A suspended one keeps its slot.
+    let c = get(store, &records[5].id).await;
+    let suspended = ExecutionRecord {
+        state: ExecutionState::Suspended(agentry_core::Suspension {
+            suspended_at: now(),
+            reason: "wait".into(),
+            step_index: 0,
+            step_id: "s".into(),
+            data: None,
+            deadline: None,
+            event: None,
+        }),
+        ..c.clone()
+    };
+    assert!(write(store, &c, suspended).await.0);
+    assert!(
+        store
+            .dequeue(&pass(&queue, "n2", &workflows))
+            .await
+            .expect("dequeue")
+            .is_empty()
+    );
+    // Key a's ends: its next goes.
+    finish(store, &[records[0].id.clone()]).await;
+    let next = store
+        .dequeue(&pass(&queue, "n2", &workflows))
+        .await
+        .expect("dequeue");
+    assert_eq!(ids(&next), vec![records[1].id.clone()]);
+    // Another version's executions are not this process's to start.
+    finish(store, &[records[1].id.clone(), records[2].id.clone()]).await;
+    let elsewhere = wf(&["other"]);
+    assert!(
+        store
+            .dequeue(&pass(&queue, "n3", &elsewhere))
+            .await
+            .expect("dequeue")
+            .is_empty()
+    );
+    let last = store
+        .dequeue(&pass(&queue, "n3", &workflows))
+        .await
+        .expect("dequeue");
+    assert_eq!(ids(&last), vec![records[3].id.clone()]);
+}
+
+async fn concurrent_dequeues_never_exceed_the_limits(store: &dyn ExecutionStore) {
+    let queue = Queue::new("q").concurrency(5).concurrency_key("/k", 2);
+    let workflows = wf(&["w"]);
+    let records: Vec<ExecutionRecord> = (0..30)
+        .map(|i| queued(&format!("k{}", i % 3), 0, i))
+        .collect();
+    enqueue(store, &records).await;
+    // Six replicas pass at once, again and again, each ending what it started before its
+    // next pass: the slots in use never exceed the limits.
+    let nodes: Vec<String> = (0..6).map(|i| format!("n{i}")).collect();
+    let started = std::sync::Mutex::new(Vec::<String>::new());
+    let passes = nodes.iter().map(|node| {
+        let (workflows, queue, started) = (&workflows, &queue, &started);
+        async move {
+            for _ in 0..12 {
+                let got = store
+                    .dequeue(&pass(queue, node, workflows))
+                    .await
+                    .expect("dequeue");
+                let running = store.queue_counts("q", None).await.expect("counts");
+                let total: u64 = running
+                    .iter()
+                    .filter(|c| c.status == Status::Running)
+                    .map(|c| c.count)
+                    .sum();
+                assert!(total <= 5, "{total} running at once");
+                for c in running.iter().filter(|c| c.status == Status::Running) {
+                    assert!(c.count <= 2, "{} running for key {:?}", c.count, c.key);
+                }
+                started.lock().unwrap().extend(ids(&got));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                finish(store, &ids(&got)).await;
+            }
+        }
+    });
+    futures::future::join_all(passes).await;
+    let mut all = started.into_inner().unwrap();
+    all.sort();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(n, all.len(), "an execution was started twice");
+    assert_eq!(all.len(), 30, "every one was started");
+}
+
+async fn a_dequeue_serves_priorities_then_keys_in_turn(store: &dyn ExecutionStore) {
+    let queue = Queue::new("q").concurrency(1).key("/k");
+    let workflows = wf(&["w"]);
+    // Ten of a busy key, then two of a quiet one, then one urgent of the busy key.
+    let mut records: Vec<ExecutionRecord> = (0..10).map(|i| queued("busy", 0, i)).collect();
+    records.push(queued("quiet", 0, 20));
+    records.push(queued("quiet", 0, 21));
+    records.push(queued("busy", 5, 30));
+    enqueue(store, &records).await;
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        let got = store
+            .dequeue(&pass(&queue, "n1", &workflows))
+            .await
+            .expect("dequeue");
+        assert_eq!(got.len(), 1);
+        order.push(got[0].id.clone());
+        finish(store, &ids(&got)).await;
+    }
+    // The urgent one served the busy key last: the quiet key's turn comes next.
+    let expected = [12, 10, 0, 11, 1].map(|i| records[i].id.clone());
+    assert_eq!(
+        order, expected,
+        "urgent first, then the keys in turn, first in first"
+    );
+}
+
+async fn a_dequeue_keeps_to_the_rate_window(store: &dyn ExecutionStore) {
+    let queue = Queue::new("q").rate_limit(3, Duration::from_millis(700));
+    let workflows = wf(&["w"]);
+    let records: Vec<ExecutionRecord> = (0..5).map(|i| queued("k", 0, i)).collect();
+    enqueue(store, &records).await;
+    let first = store
+        .dequeue(&pass(&queue, "n1", &workflows))
+        .await
+        .expect("dequeue");
+    assert_eq!(first.len(), 3);
+    finish(store, &ids(&first)).await;
+    // Ended, but still in the window.
+    assert!(
+        store
+            .dequeue(&pass(&queue, "n1", &workflows))
+            .await
+            .expect("dequeue")
+            .is_empty()
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let later = store
+        .dequeue(&pass(&queue, "n1", &workflows))
+        .await
+        .expect("dequeue");
+    assert_eq!(later.len(), 2);
+}
+
+async fn queue_counts_are_per_key_and_status(store: &dyn ExecutionStore) {
+    let queue = Queue::new("q").concurrency(1).key("/k");
+    let workflows = wf(&["w"]);
+    let records = vec![queued("a", 0, 0), queued("a", 0, 1), queued("b", 0, 2)];
+    enqueue(store, &records).await;
+    store
+        .dequeue(&pass(&queue, "n1", &workflows))
+        .await
+        .expect("dequeue");
+    let mut counts: Vec<(Option<String>, Status, u64)> = store
+        .queue_counts("q", None)
+        .await
+        .expect("counts")
+        .into_iter()
+        .map(|c| (c.key, c.status, c.count))
+        .collect();
+    counts.sort_by(|a, b| (&a.0, a.1.as_str()).cmp(&(&b.0, b.1.as_str())));
+    assert_eq!(
+        counts,
+        vec![
+            (Some("a".into()), Status::Queued, 1),
+            (Some("a".into()), Status::Running, 1),
+            (Some("b".into()), Status::Queued, 1),
+        ]
+    );
+    let oldest = store
+        .queue_counts("q", None)
+        .await
+        .expect("counts")
+        .into_iter()
+        .find(|c| c.key.as_deref() == Some("a") && c.status == Status::Queued)
+        .and_then(|c| c.oldest);
+    assert_eq!(
+        oldest.map(|t| t.timestamp_millis()),
+        records[1]
+            .queue
+            .as_ref()
+            .map(|q| q.queued_at.timestamp_millis())
+    );
+    // Another owner's are not counted for them.
+    assert!(
+        store
+            .queue_counts("q", Some("nobody"))
+            .await
+            .expect("counts")
+            .is_empty()
+    );
+    assert!(
+        store
+            .queue_counts("other", None)
+            .await
+            .expect("counts")
             .is_empty()
     );
 }

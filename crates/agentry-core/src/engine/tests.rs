@@ -76,6 +76,7 @@ fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
         },
         version: 3,
         last_event: 0,
+        queue: None,
     }
 }
 
@@ -1232,4 +1233,145 @@ async fn an_execution_started_before_a_patch_takes_the_old_branch() {
         .await
         .unwrap();
     assert_eq!(new.state.result(), Some(&json!({"new": true})));
+}
+
+/// A queued workflow whose step waits `ms` of its input, failing when `fail` is set and the
+/// flag is up.
+fn queued_workflow(concurrency: u32, fail: Arc<std::sync::atomic::AtomicBool>) -> Workflow {
+    Workflow::new("queued", "Queued")
+        .queue(crate::queue::Queue::new("queued").concurrency(concurrency))
+        .and_then(step("work", move |ctx: StepContext| {
+            let fail = fail.clone();
+            async move {
+                let ms = ctx.input["ms"].as_u64().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                if ctx.input["fail"] == json!(true)
+                    && fail.load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    return Err(StepError::Failed("down".into()));
+                }
+                Ok(json!(ms))
+            }
+        }))
+        .build()
+        .unwrap()
+}
+
+fn queued_engine(concurrency: u32) -> (Engine, Arc<std::sync::atomic::AtomicBool>) {
+    let engine = Engine::in_memory();
+    let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    engine
+        .register(queued_workflow(concurrency, fail.clone()))
+        .unwrap();
+    (engine, fail)
+}
+
+fn named(id: &str) -> ExecuteOptions {
+    ExecuteOptions {
+        execution_id: Some(ex_id(id)),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn queued_executions_run_one_at_a_time_within_their_concurrency() {
+    let (engine, _) = queued_engine(1);
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        let handle = engine
+            .start(
+                &wf_id("queued"),
+                json!({"ms": 60}),
+                named(&format!("q-{i}")),
+            )
+            .await
+            .unwrap();
+        assert_eq!(handle.queue_wait, Some(crate::queue::DEFAULT_EXECUTE_WAIT));
+        handles.push(handle);
+    }
+    let mut spans = Vec::new();
+    for handle in handles {
+        let rec = handle.finish().await.unwrap();
+        assert_eq!(rec.state.status(), Status::Completed);
+        let work = &rec.progress.steps["work"];
+        spans.push((work.started_at, work.ended_at.unwrap()));
+        assert!(rec.queue.as_ref().unwrap().started_at.is_some());
+    }
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "two ran at once: {spans:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_queued_execution_is_cancelled_before_it_starts() {
+    let (engine, _) = queued_engine(1);
+    let first = engine
+        .start(&wf_id("queued"), json!({"ms": 300}), named("busy"))
+        .await
+        .unwrap();
+    engine
+        .start(&wf_id("queued"), json!({"ms": 0}), named("waiting"))
+        .await
+        .unwrap();
+    let waiting = engine
+        .state(&wf_id("queued"), &ex_id("waiting"))
+        .await
+        .unwrap();
+    assert_eq!(waiting.state.status(), Status::Queued);
+    let cancelled = engine
+        .cancel(
+            &wf_id("queued"),
+            &ex_id("waiting"),
+            Some("not needed".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cancelled.state.status(), Status::Cancelled);
+    first.finish().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = engine
+        .state(&wf_id("queued"), &ex_id("waiting"))
+        .await
+        .unwrap();
+    assert_eq!(after.state.status(), Status::Cancelled);
+    assert!(after.progress.steps.is_empty(), "it never started");
+}
+
+#[tokio::test]
+async fn a_retry_of_a_queued_execution_goes_through_its_queue() {
+    let (engine, fail) = queued_engine(1);
+    let rec = engine
+        .execute(
+            &wf_id("queued"),
+            json!({"ms": 0, "fail": true}),
+            named("r-1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.state.status(), Status::Error);
+    fail.store(false, std::sync::atomic::Ordering::SeqCst);
+    let handle = engine.retry(&wf_id("queued"), &ex_id("r-1")).await.unwrap();
+    let rec = handle.finish().await.unwrap();
+    assert_eq!(rec.state.status(), Status::Completed);
+    let work = &rec.progress.steps["work"];
+    assert_eq!(work.attempt, 2);
+    assert!(work.failures[0].execution_retried);
+    let log = engine.store().events_after("r-1", 0, 100).await.unwrap();
+    let types: Vec<&str> = log.iter().map(|e| e.kind.type_name()).collect();
+    assert_eq!(
+        types,
+        [
+            "workflow-queued",
+            "workflow-start",
+            "step-start",
+            "workflow-error",
+            "workflow-retried",
+            "workflow-queued",
+            "workflow-start",
+            "step-start",
+            "step-complete",
+            "workflow-complete"
+        ]
+    );
 }
