@@ -42,7 +42,8 @@ use agentry_core::agent::{
     Agent, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk, ModelError,
     ModelRequest, ModelResponse, Role, ToolCall, Usage,
 };
-use agentry_core::workflow::{DefinitionError, Queue, StepContext, Workflow, step};
+use agentry_core::queue::Queue;
+use agentry_core::workflow::{DefinitionError, StepContext, Workflow, step};
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use futures::StreamExt;
