@@ -352,6 +352,7 @@ async fn the_limits_are_never_exceeded(url: &str) {
         assert_eq!(s["steps"]["work"]["attempt"], 1, "{s}");
     }
     let (most, most_of_one) = assert_limits(&stored_runs(&states), 4, 2, "stored step times");
+    eprintln!("at most {most} at once, {most_of_one} of one tenant");
     // It ran them concurrently at all (no claim on how close to the limit).
     assert!(most >= 2, "never more than one at once");
     assert!(most_of_one >= 1);
@@ -379,6 +380,7 @@ async fn the_limits_are_never_exceeded(url: &str) {
         .collect();
     assert_limits(&log_runs, 4, 2, "the step's own log");
     let nodes: BTreeSet<String> = ids.iter().flat_map(|id| nodes_of(&log, id)).collect();
+    eprintln!("ran on {nodes:?}");
     if c.replicas.len() > 1 {
         assert!(nodes.len() > 1, "all ran on {nodes:?}");
     }
@@ -677,6 +679,7 @@ async fn a_replica_killed_mid_queue_loses_nothing_on_postgres() {
         })
         .map(|l| l.id.clone())
         .collect();
+    eprintln!("killed {victim}; it interrupted {interrupted:?}");
     assert!(
         !interrupted.is_empty(),
         "the kill interrupted nothing: {log:?}"
