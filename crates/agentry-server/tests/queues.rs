@@ -532,9 +532,10 @@ async fn rated_starts(url: &str, queue: &str, tenants: &[&str], per_tenant: usiz
 /// Start times, sorted, with their tenants.
 type Starts = Vec<(DateTime<Utc>, String)>;
 
-/// The slack of the window checks: none (1 ms of rounding) on the dequeue times, 100 ms on the
-/// steps' starts.
-const RATE_SLACK_MS: [i64; 2] = [1, 100];
+/// The slack of the window checks: none (1 ms of rounding) on the dequeue times, which the
+/// limit counts; 250 ms on the steps' starts, which a busy machine may delay after their
+/// dequeue by different amounts.
+const RATE_SLACK_MS: [i64; 2] = [1, 250];
 
 /// No window of 1000 ms (less `slack_ms`) holds more than `limit` of `starts`.
 fn assert_window(starts: &[(DateTime<Utc>, String)], limit: usize, slack_ms: i64, what: &str) {
