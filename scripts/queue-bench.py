@@ -3,7 +3,7 @@
 
     python3 scripts/queue-bench.py [--executions 10000] [--tenants 500] [--work 50]
                                    [--high-share 0.2] [--concurrency 60] [--key-limit 1]
-                                   [--replicas 3] [--clients 16] [--probe 100] [--probe-rate 20]
+                                   [--replicas 3] [--clients 16] [--probe 100] [--probe-rate 10]
                                    [--binary target/release/agentry]
                                    [--postgres postgres://postgres@127.0.0.1:5432/postgres]
 
@@ -12,11 +12,13 @@ database and starts REPLICAS release servers on it (nodes qb1, qb2, ...) with th
 registry (`AGENTRY_TEST_AGENTS=<tmpdir>`) and `AGENTRY_TEST_QUEUE=concurrency=C,keyLimit=K`:
 the workflow `tester-queued`, one step that sleeps `work` ms, in a queue keyed by tenant.
 
-1. **Unsaturated**: PROBE executions of `tester-queued`, each of its own tenant, one every
-   1/PROBE_RATE s from one client, then as many of `tester-mailbox` (the same kind of step, not
-   queued) the same way. Their start latency (queued → the step's start; for `tester-mailbox`,
-   the execution's start → its step's start) with the queue empty: the difference is what
-   going through the queue costs an execution that does not wait (the dequeue overhead).
+1. **Unsaturated**: PROBE executions of `tester-queued` (each its own tenant) and PROBE of
+   `tester-unqueued` (the same workflow without a queue), alternating, one every
+   1/PROBE_RATE s, each through `POST .../execute` from one client that waits for the result.
+   The round trip of each (the same 50 ms of work) and the server's start delay (queued:
+   `queue.queuedAt` → the step's start; unqueued: the execution's `startAt` → its step's
+   start), with the queue empty: the difference of the medians is what going through the
+   queue costs an execution that does not wait (the dequeue overhead).
 2. **Saturated**: EXECUTIONS executions over TENANTS tenants (round the ring), a HIGH_SHARE of
    them at priority 10 (the input's `priority`), the rest at 0, submitted by CLIENTS threads
    spread over the replicas through `POST /workflows/tester-queued/stream`, each stream closed
@@ -151,18 +153,28 @@ def enqueue(replica, workflow, body):
         conn.close()
 
 
-def probe(replicas, workflow, count, rate, make_body):
-    """`count` executions, one every 1/rate s from one client; their ids."""
-    ids = []
+def probe(replicas, count, rate, work):
+    """`count` executions each of `tester-queued` and `tester-unqueued`, alternating, one every
+    1/rate s through `/execute` from one client: {workflow: ([ids], [round trips in ms])}."""
+    out = {WF: ([], []), "tester-unqueued": ([], [])}
+    clients = [Client(r) for r in replicas]
     start = time.monotonic()
-    for i in range(count):
+    for i in range(2 * count):
         wait = start + i / rate - time.monotonic()
         if wait > 0:
             time.sleep(wait)
+        workflow = WF if i % 2 == 0 else "tester-unqueued"
         eid = f"{workflow}-probe-{i}-{uuid.uuid4().hex[:8]}"
-        enqueue(replicas[i % len(replicas)], workflow, make_body(eid, i))
-        ids.append(eid)
-    return ids
+        body = {"input": {"tenant": f"probe-{i}", "work": work}, "options": {"executionId": eid}}
+        t = time.perf_counter()
+        status, answer = clients[i % len(clients)].call(
+            "POST", f"/workflows/{workflow}/execute", body)
+        took = (time.perf_counter() - t) * 1000
+        if status != 200 or answer["data"]["status"] != "completed":
+            raise RuntimeError(f"{workflow} probe: {status} {answer}")
+        out[workflow][0].append(eid)
+        out[workflow][1].append(took)
+    return out
 
 
 def read_states(replicas, workflow, ids, threads=8):
@@ -225,7 +237,7 @@ def main():
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--probe", type=int, default=100)
-    p.add_argument("--probe-rate", type=float, default=20)
+    p.add_argument("--probe-rate", type=float, default=10)
     p.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "agentry"))
     p.add_argument("--postgres", default=os.environ.get(
         "AGENTRY_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
@@ -262,18 +274,13 @@ def run(a, replicas, limits, tmp):
     # 1. Unsaturated: the queue empty, one execution at a time.
     print(f"probe: {a.probe} queued and {a.probe} unqueued executions at {a.probe_rate}/s",
           file=sys.stderr, flush=True)
-    q_ids = probe(replicas, WF, a.probe, a.probe_rate,
-                  lambda eid, i: {"input": {"tenant": f"probe-{i}", "work": a.work},
-                                  "options": {"executionId": eid}})
-    wait_ended(control, WF, a.probe, 120)
-    m_ids = probe(replicas, "tester-mailbox", a.probe, a.probe_rate,
-                  lambda eid, i: {"input": {"ms": a.work, "timeoutMs": 1},
-                                  "options": {"executionId": eid}})
-    wait_ended(control, "tester-mailbox", a.probe, 120)
-    q_lat = [(ts_ns(s["steps"]["work"]["startedAt"]) - ts_ns(s["queue"]["queuedAt"])) / 1e6
-             for s in read_states(replicas, WF, q_ids)]
-    m_lat = [(ts_ns(s["steps"]["nap"]["startedAt"]) - ts_ns(s["startAt"])) / 1e6
-             for s in read_states(replicas, "tester-mailbox", m_ids)]
+    probed = probe(replicas, a.probe, a.probe_rate, a.work)
+    q_ids, q_rtt = probed[WF]
+    u_ids, u_rtt = probed["tester-unqueued"]
+    q_delay = [(ts_ns(s["steps"]["work"]["startedAt"]) - ts_ns(s["queue"]["queuedAt"])) / 1e6
+               for s in read_states(replicas, WF, q_ids)]
+    u_delay = [(ts_ns(s["steps"]["work"]["startedAt"]) - ts_ns(s["startAt"])) / 1e6
+               for s in read_states(replicas, "tester-unqueued", u_ids)]
 
     # 2. Saturated.
     n = a.executions
@@ -359,7 +366,8 @@ def run(a, replicas, limits, tmp):
                 nodes[parts[3]] = nodes.get(parts[3], 0) + 1
 
     rows = [
-        ("replicas", f"{a.replicas} `agentry` release processes on one PostgreSQL database"),
+        ("replicas", f"{a.replicas} `agentry` processes (`{os.path.relpath(a.binary, ROOT)}`) on one "
+                     "PostgreSQL database"),
         ("queue", f"`{limits}` (key: the tenant)"),
         ("executions", f"{n:,} over {a.tenants} tenants, one {a.work} ms step each, "
                        f"{a.high_share:.0%} at priority 10"),
@@ -374,11 +382,16 @@ def run(a, replicas, limits, tmp):
         rows.append((f"start latency, priority {prio}",
                      f"p50 {pct(v, 50):,.0f} ms, p99 {pct(v, 99):,.0f} ms ({len(v):,} executions)"))
     rows += [
-        ("start latency, queue empty (queued)",
-         f"p50 {pct(q_lat, 50):.1f} ms, p99 {pct(q_lat, 99):.1f} ms ({a.probe} at {a.probe_rate:g}/s)"),
-        ("start latency, not queued (`tester-mailbox`)",
-         f"p50 {pct(m_lat, 50):.1f} ms, p99 {pct(m_lat, 99):.1f} ms"),
-        ("dequeue overhead (p50 difference)", f"{pct(q_lat, 50) - pct(m_lat, 50):.1f} ms"),
+        ("`/execute` round trip, queue empty",
+         f"queued p50 {pct(q_rtt, 50):.1f} ms, p99 {pct(q_rtt, 99):.1f} ms; the same workflow "
+         f"unqueued p50 {pct(u_rtt, 50):.1f} ms, p99 {pct(u_rtt, 99):.1f} ms "
+         f"({a.probe} each, {a.work} ms of work)"),
+        ("start delay, queue empty (server side)",
+         f"queued (queuedAt → step start) p50 {pct(q_delay, 50):.1f} ms, p99 "
+         f"{pct(q_delay, 99):.1f} ms; unqueued (startAt → step start) p50 "
+         f"{pct(u_delay, 50):.1f} ms, p99 {pct(u_delay, 99):.1f} ms"),
+        ("**dequeue overhead** (round trip p50, queued − unqueued)",
+         f"{pct(q_rtt, 50) - pct(u_rtt, 50):.1f} ms"),
         ("most steps in flight at once", f"{most} (limit {a.concurrency})"),
         ("most steps of one tenant at once", f"{most_of_one} (limit {a.key_limit})"),
         ("limits held", "yes" if limits_ok else "**NO**"),

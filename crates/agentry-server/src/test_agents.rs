@@ -31,6 +31,7 @@
 //! (a sliding window over all keys) or `rateKey=N/<ms>` (per key; a queue has one rate limit),
 //! and `wait=<ms>` (how long `/execute` waits before its 202, 30 s by default); unset (or
 //! empty): `concurrency=2`. A malformed value stops the server at its start.
+//! `tester-unqueued` is the same workflow without a queue (the queue benchmark's baseline).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -62,6 +63,7 @@ pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> 
         tester_foreach(PathBuf::from(&dir)),
         tester_mailbox(),
         tester_queued(PathBuf::from(&dir), &limits),
+        tester_unqueued(PathBuf::from(&dir)),
     ] {
         engine.register(wf?)?;
     }
@@ -276,18 +278,31 @@ fn window(name: &str, value: &str) -> anyhow::Result<(u32, Duration)> {
 /// `tester-queued`: one step that sleeps `work` ms in the queue `tester-queued`, logging its
 /// start and end with this process's node id.
 fn tester_queued(dir: PathBuf, limits: &QueueLimits) -> Def {
+    sleeper("tester-queued", "Tester Queued", dir, Some(limits.queue()))
+}
+
+/// `tester-unqueued`: `tester-queued` without the queue (what a queue costs, in the benchmark).
+fn tester_unqueued(dir: PathBuf) -> Def {
+    sleeper("tester-unqueued", "Tester Unqueued", dir, None)
+}
+
+/// One step `work` that sleeps `work` ms and answers `{tenant}`, logging its start and end.
+fn sleeper(id: &str, name: &str, dir: PathBuf, queue: Option<Queue>) -> Def {
     let node = std::env::var("AGENTRY_NODE_ID").unwrap_or_else(|_| "?".to_owned());
-    Workflow::new("tester-queued", "Tester Queued")
-        .input_schema(json!({
-            "type": "object",
-            "properties": {
-                "tenant": {"type": "string", "minLength": 1},
-                "work": {"type": "integer", "minimum": 0, "maximum": 600_000},
-                "priority": {"type": "integer", "minimum": -1000, "maximum": 1000}
-            },
-            "required": ["tenant", "work"]
-        }))
-        .queue(limits.queue())
+    let builder = Workflow::new(id, name).input_schema(json!({
+        "type": "object",
+        "properties": {
+            "tenant": {"type": "string", "minLength": 1},
+            "work": {"type": "integer", "minimum": 0, "maximum": 600_000},
+            "priority": {"type": "integer", "minimum": -1000, "maximum": 1000}
+        },
+        "required": ["tenant", "work"]
+    }));
+    let builder = match queue {
+        Some(q) => builder.queue(q),
+        None => builder,
+    };
+    builder
         .and_then(step("work", move |ctx: StepContext| {
             let dir = dir.clone();
             let node = node.clone();
