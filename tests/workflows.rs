@@ -1398,7 +1398,7 @@ async fn executions_are_listed_newest_first_in_pages(backend: Backend) {
     for (query, message) in [
         (
             "status=done",
-            "Invalid status \"done\": expected running, suspended, completed, error or cancelled",
+            "Invalid status \"done\": expected queued, running, suspended, completed, error or cancelled",
         ),
         (
             "limit=0",
@@ -1483,7 +1483,7 @@ async fn executions_across_workflows(backend: Backend) {
     let (status, body) = s.get_json("/executions?status=done").await;
     assert_eq!(
         assert_failure(status, &body, 400),
-        "Invalid status \"done\": expected running, suspended, completed, error or cancelled"
+        "Invalid status \"done\": expected queued, running, suspended, completed, error or cancelled"
     );
 
     // By id alone: the same record as the state endpoint.

@@ -77,7 +77,7 @@ impl ListRequest {
             None => None,
             Some(s) => Some(Status::parse(&s).ok_or_else(|| {
                 AppError::bad_request(format!(
-                    "Invalid status {s:?}: expected running, suspended, completed, error or cancelled"
+                    "Invalid status {s:?}: expected queued, running, suspended, completed, error or cancelled"
                 ))
             })?),
         };
