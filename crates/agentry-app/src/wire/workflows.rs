@@ -178,7 +178,7 @@ pub struct VersionView {
     pub current: bool,
     /// This server has it (and continues its executions).
     pub registered: bool,
-    /// Its executions running or suspended.
+    /// Its executions queued, running or suspended.
     pub in_flight: u64,
 }
 
