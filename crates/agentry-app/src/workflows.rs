@@ -334,7 +334,7 @@ impl App {
             .map_err(|e| AppError::engine(e, "Failed to resume workflow"))
     }
 
-    /// Cancels a running or suspended execution.
+    /// Cancels a queued, running or suspended execution.
     pub async fn cancel(
         &self,
         caller: &Caller,

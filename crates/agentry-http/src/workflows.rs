@@ -394,11 +394,11 @@ pub async fn list_executions(
 #[utoipa::path(
     tag = "workflows",
     operation_id = "cancelExecution",
-    summary = "Cancel a running or suspended execution",
+    summary = "Cancel a queued, running or suspended execution",
     description = "The execution ends `cancelled` at once, with when and why in its state \
         (`cancellation`); its event log ends with `workflow-cancelled`. A step running it sees \
         its cancellation signal (on this server at once, on another at its next heartbeat) and \
-        nothing more of the run is committed.",
+        nothing more of the run is committed; a queued one never starts.",
     params(
         ("id" = String, Path, description = "The workflow's id.", example = "countdown"),
         ("execution_id" = String, Path, description = "The execution's id.", example = "cd-1"),
