@@ -1524,7 +1524,7 @@ async fn executions_across_workflows(backend: Backend) {
     };
     assert_eq!(
         of("word-count"),
-        json!({"running": 0, "suspended": 0, "completed": 2, "error": 0, "cancelled": 0})
+        json!({"queued": 0, "running": 0, "suspended": 0, "completed": 2, "error": 0, "cancelled": 0})
     );
     assert_eq!(of("expense-approval")["suspended"], 1);
     assert_eq!(of("countdown")["completed"], 0);
