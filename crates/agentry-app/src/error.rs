@@ -98,6 +98,7 @@ error_table! {
     WorkflowNotFound => NOT_FOUND, "workflow_not_found", "An unknown workflow (`Workflow <id> not found`).";
     AgentNotFound => NOT_FOUND, "agent_not_found", "An unknown agent (`Agent <id> not found`).";
     ExecutionNotFound => NOT_FOUND, "execution_not_found", "An unknown execution, or one of another workflow (`Execution <id> of workflow <id> not found`, or `Execution <id> not found` by id alone).";
+    QueueNotFound => NOT_FOUND, "queue_not_found", "An unknown queue (`Queue <name> not found`).";
     ScheduleNotFound => NOT_FOUND, "schedule_not_found", "An unknown schedule, or (strict mode) another user's (`Schedule <id> not found`).";
     RunNotFound => NOT_FOUND, "run_not_found", "An unknown durable run, or one of another agent (`Run <id> of agent <id> not found`).";
     ApprovalNotFound => NOT_FOUND, "approval_not_found", "An approval id that the run never asked for (`Approval <id> not found in run <id>`).";

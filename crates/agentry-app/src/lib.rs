@@ -18,6 +18,7 @@ pub mod input;
 pub mod logs;
 pub mod operations;
 pub mod policy;
+pub mod queues;
 pub mod routes;
 pub mod runs;
 pub mod schedules;

@@ -71,6 +71,9 @@ pub const LIST_ALL_EXECUTIONS: Route = Route::new("GET", "/executions");
 pub const FIND_EXECUTION: Route = Route::new("GET", "/executions/{execution_id}");
 pub const COUNT_EXECUTIONS: Route = Route::new("GET", "/api/execution-counts");
 
+pub const LIST_QUEUES: Route = Route::new("GET", "/queues");
+pub const GET_QUEUE: Route = Route::new("GET", "/queues/{name}");
+
 pub const LIST_SCHEDULES: Route = Route::new("GET", "/schedules");
 pub const CREATE_SCHEDULE: Route = Route::new("POST", "/schedules");
 pub const GET_SCHEDULE: Route = Route::new("GET", "/schedules/{id}");

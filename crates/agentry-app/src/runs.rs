@@ -103,6 +103,7 @@ impl App {
             context,
             owner: caller.user_id(),
             last_event_id: None,
+            priority: None,
         };
         self.engine
             .start(&run_workflow_id(id), input, execute)
@@ -384,7 +385,7 @@ fn run_text_result(rec: &ExecutionRecord) -> Result<TextAnswer, AppError> {
                 .ok_or_else(|| AppError::internal("The run's result is unreadable"))?;
             TextResult::from(&r)
         }
-        Status::Suspended | Status::Running => {
+        Status::Suspended | Status::Running | Status::Queued => {
             let (text, usage) = journal.totals();
             TextResult::from(&agent::TextResult {
                 text,

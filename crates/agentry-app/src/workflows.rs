@@ -30,6 +30,8 @@ pub struct StartOptions {
     pub context: Map<String, Value>,
     /// On a rejoin, replay only the events after this number (a client's `Last-Event-ID`).
     pub last_event_id: Option<i64>,
+    /// Its priority in its workflow's queue.
+    pub priority: Option<i64>,
 }
 
 impl From<Option<wire::WorkflowOptions>> for StartOptions {
@@ -41,6 +43,7 @@ impl From<Option<wire::WorkflowOptions>> for StartOptions {
             conversation_id: o.conversation_id,
             context: o.context.unwrap_or_default(),
             last_event_id: None,
+            priority: o.priority,
         }
     }
 }
@@ -172,7 +175,20 @@ impl App {
             conversation_id,
             mut context,
             last_event_id,
+            priority,
         } = options;
+        if let Some(p) = priority
+            && !agentry_core::queue::PRIORITY_RANGE.contains(&p)
+        {
+            return Err(AppError::new(
+                Code::InvalidRequest,
+                format!(
+                    "Invalid options.priority: {p} is out of range ({}..={})",
+                    agentry_core::queue::PRIORITY_RANGE.start(),
+                    agentry_core::queue::PRIORITY_RANGE.end()
+                ),
+            ));
+        }
         caller.inject(&mut context, &mut user_id);
         // Whom the run is for: the client's `userId`, else its context's `user.id`.
         let user_id = user_id.or_else(|| {
@@ -194,6 +210,7 @@ impl App {
             context,
             owner: caller.user_id(),
             last_event_id,
+            priority,
         };
         self.engine
             .start(workflow_id, input, options)
@@ -205,12 +222,25 @@ impl App {
     /// suspended), or `execution_failed` when it ended in error. A failure after the start (the
     /// run waits for the database, or was handed over) names the execution: it goes on, and
     /// the same start again rejoins it.
-    pub async fn outcome(handle: RunHandle) -> Result<ExecutionResult, AppError> {
+    ///
+    /// An execution of a queued workflow is waited for up to its queue's wait: then the
+    /// answer is where it stands (`queued` or `running`; HTTP answers it with 202), and the
+    /// execution goes on.
+    pub async fn outcome(&self, handle: RunHandle) -> Result<ExecutionResult, AppError> {
         let id = handle.execution_id.clone();
-        let rec = handle
-            .finish_for_client()
-            .await
-            .map_err(|e| AppError::engine(e, EXECUTE_FAILED).about(id))?;
+        let finished = match handle.queue_wait {
+            Some(wait) => tokio::time::timeout(wait, handle.finish_for_client()).await,
+            None => Ok(handle.finish_for_client().await),
+        };
+        let Ok(finished) = finished else {
+            let rec = self
+                .engine
+                .find(&id)
+                .await
+                .map_err(|e| AppError::engine(e, EXECUTE_FAILED).about(id))?;
+            return Ok(ExecutionResult::from(&rec));
+        };
+        let rec = finished.map_err(|e| AppError::engine(e, EXECUTE_FAILED).about(id))?;
         if rec.state.status() == Status::Error {
             tracing::warn!(execution_id = %rec.id, error = ?rec.state.error(), "{EXECUTE_FAILED}");
             return Err(AppError::new(Code::ExecutionFailed, EXECUTE_FAILED).about(rec.id));

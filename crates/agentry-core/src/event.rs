@@ -37,6 +37,14 @@ pub struct WorkflowEvent {
     rename_all_fields = "camelCase"
 )]
 pub enum EventKind {
+    /// The execution waits in its workflow's queue (its first event, for a queued workflow;
+    /// again after a retry), until a replica with room starts it (`workflow-start`).
+    WorkflowQueued {
+        queue: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        priority: i64,
+    },
     /// The execution started (or continued after a resume, with `resumed` set).
     WorkflowStart {
         input: Value,
@@ -159,6 +167,7 @@ impl EventKind {
     /// The spec's event type name.
     pub fn type_name(&self) -> &'static str {
         match self {
+            EventKind::WorkflowQueued { .. } => "workflow-queued",
             EventKind::WorkflowStart { .. } => "workflow-start",
             EventKind::StepStart { .. } => "step-start",
             EventKind::StepComplete { .. } => "step-complete",

@@ -2,8 +2,8 @@
 //!
 //! Workflows ([`workflow`]), the execution state machine ([`state`]), the engine that runs,
 //! checkpoints, suspends and resumes executions ([`engine`]), the events it emits ([`event`]),
-//! the store trait it persists through ([`store`]) and the schedules that start workflows on a
-//! clock ([`schedule`]).
+//! the store trait it persists through ([`store`]), the queues that bound how many run at once
+//! ([`queue`]) and the schedules that start workflows on a clock ([`schedule`]).
 //!
 //! This crate knows nothing of HTTP, SQL or any model vendor: it is reused by the server, by
 //! tests and by any tool that wants to run workflows in-process (see
@@ -14,6 +14,7 @@ pub mod clock;
 pub mod engine;
 pub mod event;
 pub mod id;
+pub mod queue;
 pub mod schedule;
 pub mod schema;
 pub mod state;

@@ -14,6 +14,8 @@ use serde_json::Value;
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Idle,
+    /// Waiting for a slot of its workflow's queue (not in the seed's list: added with queues).
+    Queued,
     Running,
     Suspended,
     Completed,
@@ -23,8 +25,9 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 6] = [
+    pub const ALL: [Status; 7] = [
         Status::Idle,
+        Status::Queued,
         Status::Running,
         Status::Suspended,
         Status::Completed,
@@ -35,6 +38,7 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Idle => "idle",
+            Status::Queued => "queued",
             Status::Running => "running",
             Status::Suspended => "suspended",
             Status::Completed => "completed",
@@ -118,6 +122,8 @@ pub struct SuspendRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExecutionState {
     Idle,
+    /// Waiting in its workflow's queue (its place is the record's `queue`).
+    Queued,
     Running {
         suspend_request: Option<SuspendRequest>,
     },
@@ -139,6 +145,7 @@ impl ExecutionState {
     pub fn status(&self) -> Status {
         match self {
             ExecutionState::Idle => Status::Idle,
+            ExecutionState::Queued => Status::Queued,
             ExecutionState::Running { .. } => Status::Running,
             ExecutionState::Suspended(_) => Status::Suspended,
             ExecutionState::Completed { .. } => Status::Completed,
@@ -228,6 +235,7 @@ impl ExecutionState {
         } = parts;
         Ok(match status {
             Status::Idle => ExecutionState::Idle,
+            Status::Queued => ExecutionState::Queued,
             Status::Running => ExecutionState::Running { suspend_request },
             Status::Suspended => ExecutionState::Suspended(
                 suspension.ok_or("a suspended execution has no suspension record")?,
@@ -264,8 +272,11 @@ pub struct StateParts {
 /// What can happen to an execution.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transition {
-    /// A new execution begins running.
+    /// A new execution begins running, or a queued one is started (dequeued).
     Start,
+    /// A new execution waits in its workflow's queue, or a failed one goes back into it (a
+    /// retry of a queued workflow's execution).
+    Enqueue,
     /// Someone asks a running execution to pause at its next step boundary.
     RequestSuspend(SuspendRequest),
     /// The engine pauses the execution (a step suspended, or a requested suspend took effect).
@@ -291,6 +302,7 @@ impl Transition {
     pub fn name(&self) -> &'static str {
         match self {
             Transition::Start => "start",
+            Transition::Enqueue => "enqueue",
             Transition::RequestSuspend(_) => "suspend",
             Transition::Suspend(_) => "suspend",
             Transition::Resume => "resume",
@@ -330,9 +342,10 @@ pub fn transition(
     use ExecutionState as S;
     let from = state.status();
     match (state, t) {
-        (S::Idle, Transition::Start) => Ok(S::Running {
+        (S::Idle | S::Queued, Transition::Start) => Ok(S::Running {
             suspend_request: None,
         }),
+        (S::Idle | S::Error { .. }, Transition::Enqueue) => Ok(S::Queued),
         (
             S::Running {
                 suspend_request: None,
@@ -368,7 +381,9 @@ pub fn transition(
             step_id,
             end_at: at,
         }),
-        (S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => Ok(S::Cancelled(c)),
+        (S::Queued | S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => {
+            Ok(S::Cancelled(c))
+        }
         (S::Error { .. }, Transition::Retry) => Ok(S::Running {
             suspend_request: None,
         }),
@@ -424,6 +439,7 @@ mod tests {
     fn states() -> Vec<ExecutionState> {
         vec![
             ExecutionState::Idle,
+            ExecutionState::Queued,
             running(),
             pending(),
             ExecutionState::Suspended(suspension()),
@@ -443,6 +459,7 @@ mod tests {
     fn transitions() -> Vec<Transition> {
         vec![
             Transition::Start,
+            Transition::Enqueue,
             Transition::RequestSuspend(request()),
             Transition::Suspend(suspension()),
             Transition::Resume,
@@ -473,7 +490,12 @@ mod tests {
             for t in transitions() {
                 let got = transition(&state, t.clone());
                 let expected: Result<ExecutionState, TransitionError> = match (&state, &t) {
-                    (ExecutionState::Idle, Transition::Start) => Ok(running()),
+                    (ExecutionState::Idle | ExecutionState::Queued, Transition::Start) => {
+                        Ok(running())
+                    }
+                    (ExecutionState::Idle | ExecutionState::Error { .. }, Transition::Enqueue) => {
+                        Ok(ExecutionState::Queued)
+                    }
                     (s, Transition::RequestSuspend(_)) if *s == running() => Ok(pending()),
                     (s, Transition::RequestSuspend(_)) if *s == pending() => {
                         Err(TransitionError::SuspendPending)
@@ -505,7 +527,9 @@ mod tests {
                         end_at: *at,
                     }),
                     (
-                        ExecutionState::Running { .. } | ExecutionState::Suspended(_),
+                        ExecutionState::Queued
+                        | ExecutionState::Running { .. }
+                        | ExecutionState::Suspended(_),
                         Transition::Cancel(c),
                     ) => Ok(ExecutionState::Cancelled(c.clone())),
                     (s, t) => Err(TransitionError::Refused {
@@ -564,7 +588,11 @@ mod tests {
     fn final_states_never_move() {
         for s in states().into_iter().filter(|s| s.status().is_final()) {
             for t in transitions() {
-                assert!(transition(&s, t).is_err());
+                // The repairs: a failed execution retried (through its queue, for a queued
+                // workflow).
+                let repair = matches!(s, ExecutionState::Error { .. })
+                    && matches!(t, Transition::Enqueue | Transition::Retry);
+                assert_eq!(transition(&s, t).is_err(), !repair);
             }
         }
     }

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::event::WorkflowEvent;
 use crate::id::{UserId, WorkflowId};
+use crate::queue::{Candidate, Load, Queue, QueueCount, QueuePlace};
 use crate::state::{ExecutionState, Status};
 
 /// One execution of a workflow, as stored.
@@ -45,6 +46,9 @@ pub struct ExecutionRecord {
     pub version: i64,
     /// The number of the last event in its log (0: none yet).
     pub last_event: i64,
+    /// Its place in its workflow's queue (none when the workflow has no queue): the queue, key
+    /// and priority are set at the insert; a dequeue sets `started_at`.
+    pub queue: Option<QueuePlace>,
 }
 
 /// A process's hold on a running execution. Its expiry lives in the database only (renewed by
@@ -338,6 +342,22 @@ pub struct Claim<'a> {
     pub limit: u32,
 }
 
+/// A dequeue pass over one queue: start what its limits allow, for `node`.
+#[derive(Debug, Clone)]
+pub struct Dequeue<'a> {
+    pub queue: &'a Queue,
+    /// The starting process and the ttl of the leases it takes.
+    pub node: &'a str,
+    pub ttl: Duration,
+    /// Only executions of these workflow versions, by [`workflow_key`]: the ones the process
+    /// can run.
+    pub workflows: &'a [String],
+    /// At most this many.
+    pub limit: u32,
+    /// The time written as the started executions' `updated_at`.
+    pub now: DateTime<Utc>,
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("execution {0} already exists")]
@@ -476,6 +496,21 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// claiming at once only one gets each execution.
     async fn claim_orphans(&self, claim: &Claim<'_>) -> Result<Vec<ExecutionRecord>, StoreError>;
 
+    /// One dequeue pass: under a lock of the queue that every replica's pass takes (so that
+    /// two passes never both count the same free slot), reads the queue's slots in use and
+    /// starts in the rate window, chooses by [`crate::queue::choose`] and starts the chosen
+    /// (`queued` to `running`, a lease for `node`, `started_at` by the database's clock).
+    /// Answers them, as claimed records to run.
+    async fn dequeue(&self, pass: &Dequeue<'_>) -> Result<Vec<ExecutionRecord>, StoreError>;
+
+    /// How many executions of `queue` are queued, running or suspended, per key and status
+    /// (only `owner`'s when given).
+    async fn queue_counts(
+        &self,
+        queue: &str,
+        owner: Option<&str>,
+    ) -> Result<Vec<QueueCount>, StoreError>;
+
     /// Lets the leases `node` holds on running executions expire now, so that another process
     /// takes them at once (a graceful shutdown hands its work over).
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError>;
@@ -548,7 +583,11 @@ pub struct InMemoryExecutionStore {
     events: Mutex<HashMap<String, Vec<WorkflowEvent>>>,
     published: Mutex<Vec<PublishedEvent>>,
     nodes: Mutex<HashMap<String, (Vec<String>, i64)>>,
+    queues: Mutex<HashMap<String, QueueTurns>>,
 }
+
+/// A queue's passes so far, and the pass that served each of its keys last (the round-robin).
+type QueueTurns = (i64, HashMap<String, i64>);
 
 /// When a lease written now on `r` expires (none unless it runs and is held).
 fn expiry(r: &ExecutionRecord) -> Option<i64> {
@@ -863,6 +902,101 @@ impl ExecutionStore for InMemoryExecutionStore {
             out.push(r.clone());
         }
         Ok(out)
+    }
+
+    async fn dequeue(&self, pass: &Dequeue<'_>) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let name = pass.queue.name();
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let (passes, served) = queues.entry(name.to_owned()).or_default();
+        *passes += 1;
+        let mut rows = self.rows();
+        let window_start = pass
+            .queue
+            .rate()
+            .map(|r| now_ms() - i64::try_from(r.period.as_millis()).unwrap_or(i64::MAX));
+        let mut load = Load::default();
+        let mut candidates = Vec::new();
+        for (r, _) in rows.values() {
+            let Some(place) = r.queue.as_ref().filter(|p| p.name == name) else {
+                continue;
+            };
+            let key = place.key.clone().unwrap_or_default();
+            if matches!(r.state.status(), Status::Running | Status::Suspended) {
+                *load.in_flight.entry(key.clone()).or_default() += 1;
+            }
+            if let (Some(start), Some(since)) = (place.started_at, window_start)
+                && start.timestamp_millis() > since
+            {
+                *load.in_window.entry(key.clone()).or_default() += 1;
+            }
+            if r.state.status() == Status::Queued && pass.workflows.contains(&r.workflow_key()) {
+                candidates.push(Candidate {
+                    served: served.get(&key).copied().unwrap_or(0),
+                    id: r.id.clone(),
+                    key,
+                    priority: place.priority,
+                    queued_at: place.queued_at,
+                });
+            }
+        }
+        let chosen = crate::queue::choose(pass.queue, &load, &candidates, pass.limit);
+        let started = DateTime::from_timestamp_millis(now_ms()).unwrap_or(pass.now);
+        let mut out = Vec::with_capacity(chosen.len());
+        for id in chosen {
+            let Some((r, expires)) = rows.get_mut(&id) else {
+                continue;
+            };
+            r.state = ExecutionState::Running {
+                suspend_request: None,
+            };
+            r.lease = Some(Lease {
+                node: pass.node.to_owned(),
+                epoch: r.lease.as_ref().map_or(0, |l| l.epoch) + 1,
+                ttl: pass.ttl,
+            });
+            r.version += 1;
+            r.updated_at = pass.now;
+            if let Some(place) = r.queue.as_mut() {
+                place.started_at = Some(started);
+                served.insert(place.key.clone().unwrap_or_default(), *passes);
+            }
+            *expires = expiry(r);
+            out.push(r.clone());
+        }
+        Ok(out)
+    }
+
+    async fn queue_counts(
+        &self,
+        queue: &str,
+        owner: Option<&str>,
+    ) -> Result<Vec<QueueCount>, StoreError> {
+        let mut counts: BTreeMap<(Option<String>, &'static str), QueueCount> = BTreeMap::new();
+        for (r, _) in self.rows().values() {
+            let Some(place) = r.queue.as_ref().filter(|p| p.name == queue) else {
+                continue;
+            };
+            let status = r.state.status();
+            let counted = matches!(status, Status::Queued | Status::Running | Status::Suspended);
+            if !counted || owner.is_some_and(|o| r.owner.as_deref() != Some(o)) {
+                continue;
+            }
+            let entry = counts
+                .entry((place.key.clone(), status.as_str()))
+                .or_insert(QueueCount {
+                    key: place.key.clone(),
+                    status,
+                    count: 0,
+                    oldest: None,
+                });
+            entry.count += 1;
+            entry.oldest = Some(
+                entry
+                    .oldest
+                    .map_or(place.queued_at, |o| o.min(place.queued_at)),
+            );
+        }
+        Ok(counts.into_values().collect())
     }
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {

@@ -44,6 +44,16 @@ pub trait Telemetry: Send + Sync + 'static {
         let _ = (record, events, commit);
     }
 
+    /// A dequeue pass of `queue` started executions that waited `waits` in it.
+    fn dequeued(&self, queue: &str, waits: &[Duration]) {
+        let _ = (queue, waits);
+    }
+
+    /// How many executions wait in `queue` (read about once a second by each replica).
+    fn queue_depth(&self, queue: &str, depth: u64) {
+        let _ = (queue, depth);
+    }
+
     /// A recovery pass took over `count` executions whose owner went silent.
     fn took_over(&self, count: usize) {
         let _ = count;

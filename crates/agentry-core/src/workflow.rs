@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::queue::Queue;
 use crate::schema::{Schema, SchemaError};
 use crate::state::EventWait;
 use crate::store::{StepRecord, StepStatus};
@@ -627,6 +628,7 @@ pub struct WorkflowBuilder {
     resume_schema: Option<Value>,
     events: Vec<(String, Value)>,
     version: Option<String>,
+    queue: Option<Queue>,
     steps: Vec<Step>,
 }
 
@@ -653,6 +655,8 @@ pub enum DefinitionError {
     BadVersion { workflow: String, version: String },
     #[error("workflow {workflow}: event {event:?} is declared twice or is not usable in a path")]
     BadEvent { workflow: String, event: String },
+    #[error("workflow {workflow}: {reason}")]
+    BadQueue { workflow: String, reason: String },
 }
 
 impl WorkflowBuilder {
@@ -682,6 +686,13 @@ impl WorkflowBuilder {
     /// by a server that has the version it started on.
     pub fn version(mut self, version: impl Into<String>) -> Self {
         self.version = Some(version.into());
+        self
+    }
+
+    /// Puts its executions through `queue`: each enters `queued` and starts when the queue's
+    /// limits allow, on whichever replica has room ([`crate::queue`]).
+    pub fn queue(mut self, queue: Queue) -> Self {
+        self.queue = Some(queue);
         self
     }
 
@@ -904,9 +915,16 @@ impl WorkflowBuilder {
             }
             None => graph_version(&self.steps),
         };
+        if let Some(queue) = &self.queue {
+            queue.check().map_err(|reason| DefinitionError::BadQueue {
+                workflow: self.id.clone(),
+                reason,
+            })?;
+        }
         Ok(Workflow {
             events,
             version,
+            queue: self.queue,
             id: self.id,
             name: self.name,
             purpose: self.purpose,
@@ -934,6 +952,8 @@ pub struct Workflow {
     events: Vec<(String, Schema)>,
     /// Declared, or the digest of its step graph.
     version: String,
+    /// The queue its executions go through, if any.
+    queue: Option<Queue>,
     steps: Vec<Step>,
 }
 
@@ -959,6 +979,7 @@ impl Workflow {
             resume_schema: None,
             events: Vec::new(),
             version: None,
+            queue: None,
             steps: Vec::new(),
         }
     }
@@ -982,6 +1003,11 @@ impl Workflow {
     /// Its version: declared ([`WorkflowBuilder::version`]), or `g-<digest of its step graph>`.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// The queue its executions go through, if it declares one.
+    pub fn queue(&self) -> Option<&Queue> {
+        self.queue.as_ref()
     }
 
     /// The input schema as JSON Schema; `{"type": "object"}` when none was given.

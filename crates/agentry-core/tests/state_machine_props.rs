@@ -90,6 +90,7 @@ fn step_id() -> impl Strategy<Value = Option<String>> {
 fn any_transition() -> impl Strategy<Value = Transition> {
     prop_oneof![
         1 => Just(Transition::Start),
+        1 => Just(Transition::Enqueue),
         3 => suspend_request().prop_map(Transition::RequestSuspend),
         3 => suspension().prop_map(Transition::Suspend),
         3 => Just(Transition::Resume),
@@ -112,6 +113,7 @@ fn runs() -> impl Strategy<Value = (bool, Vec<Transition>)> {
 fn any_state() -> impl Strategy<Value = ExecutionState> {
     prop_oneof![
         Just(ExecutionState::Idle),
+        Just(ExecutionState::Queued),
         prop::option::of(suspend_request())
             .prop_map(|suspend_request| ExecutionState::Running { suspend_request }),
         suspension().prop_map(ExecutionState::Suspended),
@@ -168,9 +170,10 @@ fn expected(s: &ExecutionState, t: &Transition) -> Result<ExecutionState, Transi
     use ExecutionState as S;
     let from = s.status();
     match (s, t) {
-        (S::Idle, Transition::Start) => Ok(S::Running {
+        (S::Idle | S::Queued, Transition::Start) => Ok(S::Running {
             suspend_request: None,
         }),
+        (S::Idle | S::Error { .. }, Transition::Enqueue) => Ok(S::Queued),
         (S::Running { suspend_request }, Transition::RequestSuspend(r)) => match suspend_request {
             None => Ok(S::Running {
                 suspend_request: Some(r.clone()),
@@ -199,7 +202,9 @@ fn expected(s: &ExecutionState, t: &Transition) -> Result<ExecutionState, Transi
             step_id: step_id.clone(),
             end_at: *at,
         }),
-        (S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => Ok(S::Cancelled(c.clone())),
+        (S::Queued | S::Running { .. } | S::Suspended(_), Transition::Cancel(c)) => {
+            Ok(S::Cancelled(c.clone()))
+        }
         (S::Error { .. }, Transition::Retry) => Ok(S::Running {
             suspend_request: None,
         }),
@@ -216,6 +221,10 @@ fn allowed_edge(from: Status, to: Status) -> bool {
     matches!(
         (from, to),
         (Idle, Running)
+            | (Idle, Queued)
+            | (Queued, Running)
+            | (Queued, Cancelled)
+            | (Error, Queued)
             | (Running, Running)
             | (Running, Suspended)
             | (Running, Completed)
@@ -231,7 +240,10 @@ fn allowed_edge(from: Status, to: Status) -> bool {
 fn is_repair(state: &ExecutionState, t: &Transition) -> bool {
     matches!(
         (state, t),
-        (ExecutionState::Error { .. }, Transition::Retry)
+        (
+            ExecutionState::Error { .. },
+            Transition::Retry | Transition::Enqueue
+        )
     )
 }
 
@@ -268,6 +280,7 @@ fn assert_representable(s: &ExecutionState) -> Result<(), TestCaseError> {
     let status = s.status();
     let by_variant = match s {
         ExecutionState::Idle => Status::Idle,
+        ExecutionState::Queued => Status::Queued,
         ExecutionState::Running { .. } => Status::Running,
         ExecutionState::Suspended(_) => Status::Suspended,
         ExecutionState::Completed { .. } => Status::Completed,

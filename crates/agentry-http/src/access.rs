@@ -422,6 +422,13 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             &[Forbidden, ExecutionNotFound, Internal, DatabaseUnavailable],
         ),
         sensitive(routes::COUNT_EXECUTIONS, &[Internal, DatabaseUnavailable]),
+        // Queues (extensions.md): read like the executions list (protected in strict mode,
+        // where a user's counts are of their own executions).
+        sensitive(routes::LIST_QUEUES, &[Internal, DatabaseUnavailable]),
+        sensitive(
+            routes::GET_QUEUE,
+            &[QueueNotFound, Internal, DatabaseUnavailable],
+        ),
         // Schedules (extensions.md): changed like execute (protected), read like the
         // executions list (protected in strict mode, where another user's is not found).
         sensitive(routes::LIST_SCHEDULES, &[Internal, DatabaseUnavailable]),
@@ -783,6 +790,9 @@ mod tests {
             // Schedules (extensions.md): read like the executions list.
             "GET /schedules",
             "GET /schedules/{id}",
+            // Queues (extensions.md): like the executions list.
+            "GET /queues",
+            "GET /queues/{name}",
         ]
         .into_iter()
         .map(str::to_owned)

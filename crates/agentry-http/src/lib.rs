@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod operations;
 pub mod origin;
 pub mod page;
+pub mod queues;
 pub mod request_log;
 pub mod runs;
 pub mod schedules;
@@ -174,6 +175,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(workflows::routes)
         .configure(operations::routes)
         .configure(executions::routes)
+        .configure(queues::routes)
         .configure(schedules::routes)
         .configure(server_info::routes)
         .configure(health::routes)

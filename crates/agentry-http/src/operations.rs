@@ -105,7 +105,7 @@ pub async fn retry(
 ) -> Result<HttpResponse, ApiError> {
     let (id, execution_id) = ids(path);
     let handle = app.app.retry(&caller.0, &id, &execution_id).await?;
-    answer_when_finished(handle).await
+    answer_when_finished(&app.app, handle).await
 }
 
 /// POST /workflows/{id}/executions/{executionId}/fork
@@ -137,7 +137,7 @@ pub async fn fork(
         .app
         .fork(&caller.0, &id, &execution_id, body.into_inner())
         .await?;
-    answer_when_finished(handle).await
+    answer_when_finished(&app.app, handle).await
 }
 
 /// Registers the operations' routes (each `.service` also adds its path to the OpenAPI

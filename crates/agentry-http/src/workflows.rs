@@ -29,9 +29,23 @@ pub(crate) fn ids(path: web::Path<(String, String)>) -> (WorkflowId, ExecutionId
 }
 
 /// The execute/resume answer once the run stops: 200 with the execution result, or the
-/// failure (naming the execution in `X-Execution-Id` when it goes on or ended in error).
-pub(crate) async fn answer_when_finished(handle: RunHandle) -> Result<HttpResponse, ApiError> {
-    Ok(envelope::ok(App::outcome(handle).await?))
+/// failure (naming the execution in `X-Execution-Id` when it goes on or ended in error); 202
+/// with where it stands when an execution of a queued workflow did not end within its queue's
+/// wait (it goes on).
+pub(crate) async fn answer_when_finished(
+    app: &App,
+    handle: RunHandle,
+) -> Result<HttpResponse, ApiError> {
+    let result = app.outcome(handle).await?;
+    let pending = matches!(
+        result.outcome.status,
+        wire::WorkflowStatus::Queued | wire::WorkflowStatus::Running
+    );
+    Ok(if pending {
+        envelope::with_status(StatusCode::ACCEPTED, result)
+    } else {
+        envelope::ok(result)
+    })
 }
 
 /// GET /workflows
@@ -105,7 +119,7 @@ pub async fn execute(
         )
         .await?;
     // The run goes on in its own task: a client that hangs up does not stop a durable execution.
-    answer_when_finished(handle).await
+    answer_when_finished(&app.app, handle).await
 }
 
 /// POST /workflows/{id}/stream
@@ -312,7 +326,7 @@ pub async fn resume(
         .app
         .resume(&caller.0, &id, &execution_id, body.resume_data, step_id)
         .await?;
-    answer_when_finished(handle).await
+    answer_when_finished(&app.app, handle).await
 }
 
 /// GET /workflows/{id}/executions/{executionId}/state

@@ -248,7 +248,7 @@ impl AgentryMcp {
         let id = handle.execution_id.clone();
         // A client that goes away stops waiting, not the execution: it is durable.
         let result = tokio::select! {
-            r = App::outcome(handle) => r?,
+            r = self.app.outcome(handle) => r?,
             _ = cancel.cancelled() => return Err(AppError::new(
                 agentry_app::Code::ClientClosedRequest,
                 format!("Cancelled while waiting; execution {id} goes on"),

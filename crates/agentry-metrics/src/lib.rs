@@ -13,13 +13,18 @@ use agentry_core::event::{EventKind, WorkflowEvent};
 use agentry_core::store::ExecutionRecord;
 use agentry_core::telemetry::{ModelCallReport, Telemetry, ToolCallReport};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// Buckets of request, step and model durations, in seconds: 1 ms to 1 minute.
 const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Buckets of the time executions wait in a queue, in seconds: 1 ms to 1 hour.
+const WAIT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
 ];
 
 /// Buckets of store commits, in seconds: 100 µs to 5 s.
@@ -49,6 +54,9 @@ pub struct Metrics {
     tool_calls: IntCounterVec,
     commit_duration: HistogramVec,
     spans_dropped: IntCounter,
+    queue_depth: IntGaugeVec,
+    queue_wait: HistogramVec,
+    queue_starts: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -85,6 +93,14 @@ fn histogram(
 
 fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("a valid gauge");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+fn gauges(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("a valid gauge");
     registry
         .register(Box::new(g.clone()))
         .expect("registered once");
@@ -176,6 +192,25 @@ impl Metrics {
                 "Server-Sent Event streams open now.",
             ),
             open_websockets: gauge(&r, "agentry_open_websockets", "WebSockets open now."),
+            queue_depth: gauges(
+                &r,
+                "agentry_queue_depth",
+                "Executions waiting in a queue (as this process last read it), by queue.",
+                &["queue"],
+            ),
+            queue_wait: histogram(
+                &r,
+                "agentry_queue_wait_seconds",
+                "Time an execution waited in its queue before a dequeue started it, by queue.",
+                &["queue"],
+                WAIT_BUCKETS,
+            ),
+            queue_starts: counter(
+                &r,
+                "agentry_queue_starts_total",
+                "Executions this process started from a queue, by queue.",
+                &["queue"],
+            ),
             model_calls: counter(
                 &r,
                 "agentry_model_calls_total",
@@ -321,6 +356,7 @@ impl Telemetry for Metrics {
         let mut kind = "checkpoint";
         for ev in events {
             match &ev.kind {
+                EventKind::WorkflowQueued { .. } => kind = "insert",
                 EventKind::WorkflowStart { resumed, .. } => {
                     if !resumed {
                         kind = "insert";
@@ -383,6 +419,22 @@ impl Telemetry for Metrics {
         self.lease_takeovers.inc_by(count as u64);
     }
 
+    fn dequeued(&self, queue: &str, waits: &[Duration]) {
+        self.queue_starts
+            .with_label_values(&[queue])
+            .inc_by(waits.len() as u64);
+        let wait = self.queue_wait.with_label_values(&[queue]);
+        for w in waits {
+            wait.observe(w.as_secs_f64());
+        }
+    }
+
+    fn queue_depth(&self, queue: &str, depth: u64) {
+        self.queue_depth
+            .with_label_values(&[queue])
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
     fn model_call(&self, call: &ModelCallReport<'_>) {
         let outcome = if call.tokens.is_some() { "ok" } else { "error" };
         self.model_calls
@@ -424,8 +476,22 @@ mod tests {
             duration: Duration::from_millis(1),
             tokens: Some((3, 4)),
         });
+        m.dequeued("enrich-customer", &[Duration::from_millis(20)]);
+        m.queue_depth("enrich-customer", 7);
         let guard = m.stream_opened();
         let text = m.render(5, 3);
+        assert!(
+            text.contains("agentry_queue_depth{queue=\"enrich-customer\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("agentry_queue_starts_total{queue=\"enrich-customer\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("agentry_queue_wait_seconds_count{queue=\"enrich-customer\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("# TYPE agentry_http_requests_total counter"),
             "{text}"

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use agentry_core::agent::{
     Agent, AgentHub, Approval, FnTool, InstructionContext, MemoryConfig, Tool,
 };
+use agentry_core::queue::Queue;
 use agentry_core::schedule::{Overlap, ScheduleSpec};
 use agentry_core::store::{ExecutionStore, Family, ListQuery};
 use agentry_core::workflow::{StepContext, Workflow, step};
@@ -51,6 +52,7 @@ pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
         payment_webhook(),
         nightly_report(engine.store().clone()),
         batch_enrich(),
+        enrich_customer(),
     ];
     for wf in defs {
         let wf = wf.map_err(|e| EngineError::Internal(e.to_string()))?;
@@ -416,6 +418,37 @@ pub fn payment_webhook() -> Def {
             })
             .name("Confirm")
             .purpose("Confirms the order's payment status."),
+        )
+        .build()
+}
+
+/// `enrich-customer`: a queued workflow. At most 4 run at once across all replicas, one per
+/// customer, and at most 50 start in any second; its one step waits `work` milliseconds.
+pub fn enrich_customer() -> Def {
+    Workflow::new("enrich-customer", "Enrich Customer")
+        .purpose("Enriches a customer's record through a rate-limited provider: queued, 4 at once, one per customer, 50 starts a second.")
+        .input_schema(json!({
+            "type": "object",
+            "properties": {
+                "customerId": {"type": "string", "minLength": 1, "maxLength": 256},
+                "work": {"type": "integer", "minimum": 0, "maximum": 10_000, "default": 50}
+            },
+            "required": ["customerId"]
+        }))
+        .queue(
+            Queue::new("enrich-customer")
+                .concurrency(4)
+                .concurrency_key("/customerId", 1)
+                .rate_limit(50, Duration::from_secs(1)),
+        )
+        .and_then(
+            step("enrich", |ctx: StepContext| async move {
+                let work = ctx.input.get("work").and_then(Value::as_u64).unwrap_or(50);
+                ctx.sleep(Duration::from_millis(work)).await?;
+                Ok(json!({"customerId": ctx.input["customerId"], "enriched": true}))
+            })
+            .name("Enrich")
+            .purpose("Calls the provider (waits `work` milliseconds)."),
         )
         .build()
 }

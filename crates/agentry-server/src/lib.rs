@@ -288,6 +288,8 @@ pub async fn start_with(
         .context("starting the schedules")?;
     let server = agentry_http::serve(listener, state)?;
     spawn_maintenance(engine.clone(), settings.lease_ttl);
+    // Every replica starts queued executions where their queues have room.
+    engine.start_dispatcher();
     if let Some(retention) = settings.retention {
         spawn_retention(engine.clone(), retention);
     }

@@ -75,6 +75,7 @@ async fn run(kind: &str, url: &str) {
         progress: Progress::default(),
         version: 1,
         last_event: 0,
+        queue: None,
     };
     store.insert(&rec, &[]).await.expect("insert");
     let mut times = Vec::with_capacity(CHECKPOINTS);

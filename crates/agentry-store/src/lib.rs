@@ -6,6 +6,7 @@
 
 mod memory;
 mod postgres;
+mod queues;
 mod row;
 mod schedules;
 mod sql;

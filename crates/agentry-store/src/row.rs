@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_core::WorkflowEvent;
+use agentry_core::queue::QueuePlace;
 use agentry_core::state::{ExecutionState, StateParts, Status};
 use agentry_core::store::{
     ExecutionRecord, Lease, Progress, PublishedEvent, StepRecord, StepStatus, StoreError,
@@ -46,6 +47,46 @@ pub struct ExecutionRow {
     /// the state, written for the lookup by key, never read back.
     #[sqlx(default)]
     pub waiting_for: Option<String>,
+    /// Its place in its workflow's queue (`QueuePlace`): the queue, key and priority set at
+    /// the insert, `queued_at` when it entered (again), `dequeued_at_ms` written by a dequeue
+    /// from the database's clock.
+    pub queue_name: Option<String>,
+    pub queue_key: Option<String>,
+    pub queue_priority: i64,
+    pub queued_at: Option<DateTime<Utc>>,
+    pub dequeued_at_ms: Option<i64>,
+}
+
+/// A queued execution as a dequeue pass reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct CandidateRow {
+    pub id: String,
+    pub queue_key: Option<String>,
+    pub queue_priority: i64,
+    pub queued_at: DateTime<Utc>,
+    pub served: Option<i64>,
+}
+
+/// How many of a queue's executions are in a status, per key (and the oldest `queued_at`).
+#[derive(Debug, sqlx::FromRow)]
+pub struct QueueCountRow {
+    pub queue_key: Option<String>,
+    pub status: String,
+    pub count: i64,
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+/// How many of a queue's executions hold a slot, or started in its window, per key.
+#[derive(Debug, sqlx::FromRow)]
+pub struct KeyCountRow {
+    pub queue_key: Option<String>,
+    pub count: i64,
+}
+
+/// A queue's pass number.
+#[derive(Debug, sqlx::FromRow)]
+pub struct PassRow {
+    pub passes: i64,
 }
 
 /// A step row's key, as the write of child steps returns it.
@@ -210,6 +251,15 @@ impl ExecutionRow {
                 .and_then(|s| s.deadline)
                 .map(|d| d.timestamp_millis()),
             waiting_for: r.waiting_for(),
+            queue_name: r.queue.as_ref().map(|q| q.name.clone()),
+            queue_key: r.queue.as_ref().and_then(|q| q.key.clone()),
+            queue_priority: r.queue.as_ref().map_or(0, |q| q.priority),
+            queued_at: r.queue.as_ref().map(|q| q.queued_at),
+            dequeued_at_ms: r
+                .queue
+                .as_ref()
+                .and_then(|q| q.started_at)
+                .map(|t| t.timestamp_millis()),
         }
     }
 
@@ -268,6 +318,18 @@ impl ExecutionRow {
             },
             version: self.version,
             last_event: self.last_event,
+            queue: match (self.queue_name, self.queued_at) {
+                (Some(name), Some(queued_at)) => Some(QueuePlace {
+                    name,
+                    key: self.queue_key,
+                    priority: self.queue_priority,
+                    queued_at,
+                    started_at: self
+                        .dequeued_at_ms
+                        .and_then(DateTime::from_timestamp_millis),
+                }),
+                _ => None,
+            },
         })
     }
 }

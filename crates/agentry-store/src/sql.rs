@@ -21,9 +21,10 @@
 
 use agentry_core::Status;
 use agentry_core::WorkflowEvent;
+use agentry_core::queue::QueueCount;
 use agentry_core::store::{
-    Claim, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, PublishedEvent, StatusCount,
-    StepRecord, StoreError,
+    Claim, Dequeue, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, PublishedEvent,
+    StatusCount, StepRecord, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -35,8 +36,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::row::{
-    CountRow, EventRow, ExecutionRow, IdRow, NodeRow, PublishedRow, StepKeyRow, StepRow,
-    VersionCountRow, db_err, to_json,
+    CandidateRow, CountRow, EventRow, ExecutionRow, IdRow, KeyCountRow, NodeRow, PassRow,
+    PublishedRow, QueueCountRow, StepKeyRow, StepRow, VersionCountRow, db_err, to_json,
 };
 
 /// What differs between the databases.
@@ -238,7 +239,7 @@ struct Column {
 
 /// The header's columns: the one place that lists them (with `lease_expires_at`, which the
 /// writes compute from the database's clock).
-static COLUMNS: [Column; 25] = {
+static COLUMNS: [Column; 30] = {
     use Cell::*;
     const fn column(
         name: &'static str,
@@ -290,6 +291,19 @@ static COLUMNS: [Column; 25] = {
         column("error_step_id", false, true, |r| {
             MaybeText(r.error_step_id.as_deref())
         }),
+        column("queue_name", false, false, |r| {
+            MaybeText(r.queue_name.as_deref())
+        }),
+        column("queue_key", false, false, |r| {
+            MaybeText(r.queue_key.as_deref())
+        }),
+        column("queue_priority", false, false, |r| Int(r.queue_priority)),
+        // Set again when a retry puts the execution back into its queue.
+        column("queued_at", false, true, |r| MaybeTime(r.queued_at)),
+        // Written by a dequeue, from the database's clock; a checkpoint keeps it.
+        column("dequeued_at_ms", false, false, |r| {
+            MaybeInt(r.dequeued_at_ms)
+        }),
         // Derived from the state for the timer query; never read back.
         Column {
             name: "wake_at",
@@ -338,13 +352,13 @@ const STEP: [&str; 9] = [
 ];
 
 /// An execution's workflow key (`agentry_core::store::workflow_key`) in SQL.
-const WORKFLOW_KEY: &str = "(workflow_id || '@' || COALESCE(workflow_version, ''))";
+pub(crate) const WORKFLOW_KEY: &str = "(workflow_id || '@' || COALESCE(workflow_version, ''))";
 
 /// How many ids one statement binds at most.
 const CHUNK: usize = 500;
 
 /// The header's select list ([`ExecutionRow`]'s columns, JSON ones read as text).
-fn header_select<DB: Dialect>() -> String {
+pub(crate) fn header_select<DB: Dialect>() -> String {
     let json: Vec<&str> = names(read_columns().filter(|c| c.json));
     select_list::<DB>(&names(read_columns()), &json)
 }
@@ -420,6 +434,10 @@ where
     for<'r> PublishedRow: FromRow<'r, DB::Row>,
     for<'r> VersionCountRow: FromRow<'r, DB::Row>,
     for<'r> NodeRow: FromRow<'r, DB::Row>,
+    for<'r> CandidateRow: FromRow<'r, DB::Row>,
+    for<'r> KeyCountRow: FromRow<'r, DB::Row>,
+    for<'r> PassRow: FromRow<'r, DB::Row>,
+    for<'r> QueueCountRow: FromRow<'r, DB::Row>,
 {
     async fn check(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
@@ -742,6 +760,18 @@ where
         Ok(out)
     }
 
+    async fn dequeue(&self, pass: &Dequeue<'_>) -> Result<Vec<ExecutionRecord>, StoreError> {
+        self.dequeue_pass(pass).await
+    }
+
+    async fn queue_counts(
+        &self,
+        queue: &str,
+        owner: Option<&str>,
+    ) -> Result<Vec<QueueCount>, StoreError> {
+        self.queue_counts_of(queue, owner).await
+    }
+
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
         // Locks in id order, like a batch of checkpoints, so the two never deadlock.
         let mut q = QueryBuilder::<DB>::new(
@@ -977,7 +1007,7 @@ where
     }
 
     /// `a, b, c` as bound parameters.
-    fn push_list(q: &mut QueryBuilder<DB>, items: &[String]) {
+    pub(crate) fn push_list(q: &mut QueryBuilder<DB>, items: &[String]) {
         let mut list = q.separated(", ");
         for item in items {
             list.push_bind(item.clone());
@@ -1357,7 +1387,10 @@ where
         }
     }
 
-    async fn read_steps(conn: &mut DB::Connection, id: &str) -> Result<Vec<StepRow>, StoreError> {
+    pub(crate) async fn read_steps(
+        conn: &mut DB::Connection,
+        id: &str,
+    ) -> Result<Vec<StepRow>, StoreError> {
         let mut q = QueryBuilder::<DB>::new(format!(
             "SELECT {} FROM workflow_steps WHERE execution_id = ",
             select_list::<DB>(&STEP, &["input", "output", "failures"])

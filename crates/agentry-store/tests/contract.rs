@@ -183,6 +183,7 @@ fn record(workflow: &str, lease: Option<Lease>) -> ExecutionRecord {
         },
         version: 1,
         last_event: 0,
+        queue: None,
     }
 }
 

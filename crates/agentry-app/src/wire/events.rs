@@ -24,6 +24,9 @@ pub struct WorkflowEvent {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum WorkflowEventKind {
+    /// The execution waits in its workflow's queue (first, for a queued workflow; again after
+    /// a retry) until a replica with room starts it (`workflow-start`).
+    WorkflowQueued(WorkflowQueued),
     WorkflowStart(WorkflowStart),
     StepStart(StepStart),
     StepComplete(StepComplete),
@@ -105,6 +108,25 @@ impl AgentRunRecord {
         fields.remove("type");
         Self(fields)
     }
+}
+
+/// The execution entered its workflow's queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkflowQueued {
+    pub queue: QueueEntry,
+}
+
+/// Where an execution entered its queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueEntry {
+    /// The queue's name.
+    pub name: String,
+    /// Its concurrency key's value (when the queue has a key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub key: Option<String>,
+    /// Higher starts first.
+    pub priority: i64,
 }
 
 /// The execution started, or continued after a resume.
@@ -200,6 +222,17 @@ pub struct WorkflowHandover {
 impl From<&EventKind> for WorkflowEventKind {
     fn from(kind: &EventKind) -> Self {
         match kind {
+            EventKind::WorkflowQueued {
+                queue,
+                key,
+                priority,
+            } => Self::WorkflowQueued(WorkflowQueued {
+                queue: QueueEntry {
+                    name: queue.clone(),
+                    key: key.clone(),
+                    priority: *priority,
+                },
+            }),
             EventKind::WorkflowStart { input, resumed } => Self::WorkflowStart(WorkflowStart {
                 input: input.clone(),
                 resumed: *resumed,
@@ -338,6 +371,11 @@ mod tests {
     #[test]
     fn types_are_the_domain_names() {
         for kind in [
+            EventKind::WorkflowQueued {
+                queue: "q".into(),
+                key: None,
+                priority: 0,
+            },
             EventKind::WorkflowStart {
                 input: Value::Null,
                 resumed: false,

@@ -11,6 +11,7 @@ pub mod agents;
 pub mod chat;
 pub mod events;
 pub mod operations;
+pub mod queues;
 pub mod runs;
 pub mod schedules;
 pub mod server;

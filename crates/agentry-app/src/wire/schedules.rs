@@ -121,7 +121,7 @@ pub enum FireStatus {
 impl From<Status> for FireStatus {
     fn from(s: Status) -> Self {
         match s {
-            Status::Idle | Status::Running => Self::Running,
+            Status::Idle | Status::Queued | Status::Running => Self::Running,
             Status::Suspended => Self::Suspended,
             Status::Completed => Self::Completed,
             Status::Error => Self::Error,

@@ -18,6 +18,8 @@ use super::Timestamp;
 #[serde(rename_all = "lowercase")]
 pub enum WorkflowStatus {
     Idle,
+    /// Waiting for a slot of its workflow's queue.
+    Queued,
     Running,
     Suspended,
     Completed,
@@ -29,6 +31,7 @@ impl From<Status> for WorkflowStatus {
     fn from(s: Status) -> Self {
         match s {
             Status::Idle => Self::Idle,
+            Status::Queued => Self::Queued,
             Status::Running => Self::Running,
             Status::Suspended => Self::Suspended,
             Status::Completed => Self::Completed,
@@ -239,6 +242,10 @@ pub struct WorkflowOptions {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub context: Option<Map<String, Value>>,
+    /// Its priority in its workflow's queue (a queued workflow's; higher starts first;
+    /// default: the input's value at the queue's priority pointer, else 0).
+    #[schema(minimum = -1000, maximum = 1000)]
+    pub priority: Option<i64>,
 }
 
 /// Body of execute and stream.
@@ -819,6 +826,10 @@ pub struct ExecutionStateView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub forked_from: Option<super::operations::ForkedFrom>,
+    /// Its place in its workflow's queue (an execution of a queued workflow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub queue: Option<super::queues::QueueState>,
 }
 
 /// Step records by step id, in the order the steps started (a JSON object keeps that order).
@@ -859,6 +870,7 @@ impl From<&ExecutionRecord> for ExecutionStateView {
             workflow_id: r.workflow_id.clone(),
             version: r.workflow_version.clone(),
             waiting_for_version: None,
+            queue: r.queue.as_ref().map(Into::into),
             status: state.status().into(),
             start_at: r.start_at.into(),
             end_at: state.end_at().map(Timestamp),

@@ -48,12 +48,14 @@ impl Engine {
             // A follower reads the store: a database away fails its reads at once.
             stalled: tokio::sync::watch::channel(false).1,
             patience: self.inner.config.db_patience,
+            queue_wait: None,
         }
     }
 
     /// Sends `id`'s stored events after number `after` to `tx`, then each new one as it is
     /// written (woken by this process's writes, or by the database's notifications of another
-    /// process's), until the execution stops running; then its `workflow-result`. Answers with
+    /// process's), until the execution stops running (or waiting in its queue); then its
+    /// `workflow-result`. Answers with
     /// the record it ended with (or stood at when the receiver went away). When this process
     /// begins to drain, the last event is a `workflow-handover` instead (the client follows on
     /// another server).
@@ -87,7 +89,7 @@ impl Engine {
                     break;
                 }
             }
-            if rec.state.status() != Status::Running {
+            if !matches!(rec.state.status(), Status::Running | Status::Queued) {
                 let _ = tx.send(WorkflowEvent {
                     execution_id: rec.id.clone(),
                     workflow_id: rec.workflow_id.clone(),

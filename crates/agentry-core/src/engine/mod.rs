@@ -29,6 +29,7 @@ use crate::telemetry::{NoTelemetry, Telemetry};
 use crate::workflow::{ForEachItem, Step, StepContext, StepError, StepKind, Workflow};
 
 mod crash;
+mod dispatch;
 mod events;
 mod journal;
 mod mailbox;
@@ -188,6 +189,8 @@ pub struct ExecuteOptions {
     /// When the id is taken by the same execution (a retried start): replay only its events
     /// after this number (a client's `Last-Event-ID`).
     pub last_event_id: Option<i64>,
+    /// Its priority in its workflow's queue (a queued workflow's; else the input's, else 0).
+    pub priority: Option<i64>,
 }
 
 /// Engine settings.
@@ -240,6 +243,9 @@ pub struct RunHandle {
     pub(super) stalled: tokio::sync::watch::Receiver<bool>,
     /// How long a client waits for a stalled run ([`EngineConfig::db_patience`]).
     pub(super) patience: Duration,
+    /// For an execution of a queued workflow: how long a client that waits for its end waits
+    /// (its queue's [`crate::queue::Queue::wait`]), before it answers with where it stands.
+    pub queue_wait: Option<Duration>,
 }
 
 impl RunHandle {
@@ -310,6 +316,10 @@ struct Inner {
     draining: CancellationToken,
     /// Who is told of every durable write and takeover.
     telemetry: RwLock<Arc<dyn Telemetry>>,
+    /// Wakes this process's dispatcher: an execution entered a queue, or left a slot.
+    queue_nudge: tokio::sync::Notify,
+    /// Whether this process's dispatcher runs.
+    dispatching: std::sync::atomic::AtomicBool,
 }
 
 /// What a write does when the database does not answer.
@@ -380,6 +390,8 @@ impl Engine {
                 shutdown: CancellationToken::new(),
                 draining: CancellationToken::new(),
                 telemetry: RwLock::new(Arc::new(NoTelemetry)),
+                queue_nudge: tokio::sync::Notify::new(),
+                dispatching: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -625,54 +637,102 @@ impl Engine {
             );
         }
         let now = self.inner.clock.now();
-        let state = transition(&ExecutionState::Idle, Transition::Start)
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
-        // The first step's start is written with the execution itself.
-        let mut progress = Progress::default();
-        let mut kinds = vec![EventKind::WorkflowStart {
-            input: input.clone(),
-            resumed: false,
-        }];
-        if let Some(first) = wf.steps().first() {
-            self.begin(&mut progress, first, input.clone());
-            kinds.push(Self::step_start(first, 0, input.clone()));
-        }
+        let place = wf
+            .queue()
+            .map(|q| q.place(&input, options.priority, now))
+            .transpose()
+            .map_err(EngineError::InvalidInput)?;
         let mut record = ExecutionRecord {
             id: id.clone(),
             workflow_id: wf.id().to_owned(),
             workflow_version: Some(wf.version().to_owned()),
-            state,
+            state: ExecutionState::Idle,
             input,
             context,
             user_id,
             owner,
-            lease: Some(self.new_lease(0)),
+            lease: None,
             start_at: now,
             updated_at: now,
-            progress,
+            progress: Progress::default(),
             version: 1,
             last_event: 0,
+            queue: place,
         };
+        let kinds = self.admit(&wf, &mut record)?;
         let events = self.numbered(&mut record, 0, kinds);
         let began = std::time::Instant::now();
-        match self.inner.store.insert(&record, &events).await {
+        let mut handle = match self.inner.store.insert(&record, &events).await {
             Err(StoreError::Duplicate(_)) => {
-                return self
-                    .rejoin(&record, options.last_event_id.unwrap_or(0))
-                    .await;
+                self.rejoin(&record, options.last_event_id.unwrap_or(0))
+                    .await?
             }
-            other => other?,
+            Err(e) => return Err(e.into()),
+            Ok(()) => {
+                self.telemetry()
+                    .committed(&record, &events, began.elapsed());
+                self.entered(wf.clone(), record, events)
+            }
+        };
+        handle.queue_wait = wf.queue().map(|q| q.wait());
+        Ok(handle)
+    }
+
+    /// A new execution's first state, set in `record`, and the events of its insert: queued
+    /// in its workflow's queue, or running here from its first step (recorded as begun with
+    /// the insert).
+    pub(super) fn admit(
+        &self,
+        wf: &Workflow,
+        record: &mut ExecutionRecord,
+    ) -> Result<Vec<EventKind>, EngineError> {
+        let internal = |e: TransitionError| EngineError::Internal(e.to_string());
+        if let Some(place) = &record.queue {
+            record.state = transition(&record.state, Transition::Enqueue).map_err(internal)?;
+            return Ok(vec![EventKind::WorkflowQueued {
+                queue: place.name.clone(),
+                key: place.key.clone(),
+                priority: place.priority,
+            }]);
         }
-        self.telemetry()
-            .committed(&record, &events, began.elapsed());
+        record.state = transition(&record.state, Transition::Start).map_err(internal)?;
+        record.lease = Some(self.new_lease(0));
+        let mut kinds = vec![EventKind::WorkflowStart {
+            input: record.input.clone(),
+            resumed: !record.progress.steps.is_empty(),
+        }];
+        let at = record.progress.next_step;
+        if let Some(step) = wf.steps().get(at) {
+            let input = Self::input_for(wf, record, at);
+            self.begin(&mut record.progress, step, input.clone());
+            kinds.push(Self::step_start(step, at, input));
+        }
+        Ok(kinds)
+    }
+
+    /// A handle on an execution just written with `events` (inserted, or queued again): its
+    /// run here, or (queued) a follower of its log from those events on while the dispatcher
+    /// starts it wherever there is room.
+    pub(super) fn entered(
+        &self,
+        wf: Arc<Workflow>,
+        record: ExecutionRecord,
+        events: Vec<WorkflowEvent>,
+    ) -> RunHandle {
+        if record.state.status() == Status::Queued {
+            let before = record.last_event - events.len() as i64;
+            self.publish(events);
+            self.nudge_queues();
+            return self.follower(&record.id, before);
+        }
         let entry = Entry {
-            step: 0,
+            step: record.progress.next_step,
             resume: None,
             begun: true,
             announce: events,
             timed_out: false,
         };
-        Ok(self.spawn_run(wf, record, entry))
+        self.spawn_run(wf, record, entry)
     }
 
     /// The idempotent start: the same `executionId` again, for the same workflow with the same
@@ -1069,6 +1129,10 @@ impl Engine {
             .await?;
         tracing::info!(execution_id = %execution_id, "execution cancelled");
         self.stop_run(execution_id);
+        if rec.queue.is_some() {
+            // A queued one left its queue; a running one frees its slot.
+            self.nudge_queues();
+        }
         Ok(rec)
     }
 

@@ -53,14 +53,15 @@ impl Engine {
                         .unwrap_or(r.progress.next_step)
                         .min(wf.steps().len().saturating_sub(1));
                     *lock(&index) = at;
-                    let state = transition(&r.state, Transition::Retry)
-                        .map_err(|e| EngineError::Internal(e.to_string()))?;
+                    let queued = r.queue.is_some();
+                    let internal = |e: TransitionError| EngineError::Internal(e.to_string());
                     let mut next = r.clone();
-                    next.state = state;
                     next.progress.next_step = at;
-                    next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
                     let step = &wf.steps()[at];
                     let input = Self::input_for(&wf, r, at);
+                    // The failed attempt, recorded; the step's next attempt starts now, or
+                    // (queued) when the queue starts the execution again: the step stays
+                    // interrupted until then, its finished children kept.
                     let attempt = match next.progress.steps_mut().get_mut(&step.id) {
                         Some(record) => {
                             let record = Arc::make_mut(record);
@@ -70,13 +71,16 @@ impl Engine {
                                 at: *end_at,
                                 execution_retried: true,
                             });
-                            record.attempt += 1;
                             record.status = StepStatus::Running;
-                            record.started_at = self.inner.clock.now();
                             record.ended_at = None;
                             record.output = None;
-                            record.attempt
+                            if !queued {
+                                record.attempt += 1;
+                                record.started_at = self.inner.clock.now();
+                            }
+                            record.attempt + u32::from(queued)
                         }
+                        None if queued => 1,
                         None => {
                             self.begin(&mut next.progress, step, input.clone());
                             1
@@ -87,6 +91,19 @@ impl Engine {
                         attempt,
                         error: message.clone(),
                     });
+                    if let Some(place) = next.queue.as_mut() {
+                        next.state = transition(&r.state, Transition::Enqueue).map_err(internal)?;
+                        next.lease = None;
+                        place.queued_at = self.inner.clock.now();
+                        events.push(EventKind::WorkflowQueued {
+                            queue: place.name.clone(),
+                            key: place.key.clone(),
+                            priority: place.priority,
+                        });
+                        return Ok(next);
+                    }
+                    next.state = transition(&r.state, Transition::Retry).map_err(internal)?;
+                    next.lease = Some(self.new_lease(r.lease.as_ref().map_or(0, |l| l.epoch)));
                     events.push(EventKind::WorkflowStart {
                         input: r.input.clone(),
                         resumed: true,
@@ -98,6 +115,12 @@ impl Engine {
             .await?;
         let step = *lock(&index);
         tracing::info!(execution_id = %execution_id, step, "a failed execution is retried");
+        if rec.state.status() == Status::Queued {
+            let wait = wf.queue().map(|q| q.wait());
+            let mut handle = self.entered(wf, rec, events);
+            handle.queue_wait = wait;
+            return Ok(handle);
+        }
         let entry = Entry {
             step,
             resume: None,
@@ -164,51 +187,43 @@ impl Engine {
             json!({"executionId": source.id, "stepId": request.from_step}),
         );
         let now = self.inner.clock.now();
+        // A fork of a queued workflow waits in the queue like any new execution, at the
+        // source's priority.
+        let place = wf
+            .queue()
+            .map(|q| {
+                let priority = source.queue.as_ref().map(|p| p.priority);
+                q.place(&input, priority, now)
+            })
+            .transpose()
+            .map_err(EngineError::InvalidInput)?;
         let mut record = ExecutionRecord {
             id,
             workflow_id: wf.id().to_owned(),
             workflow_version: Some(wf.version().to_owned()),
-            state: transition(&ExecutionState::Idle, Transition::Start)
-                .map_err(|e| EngineError::Internal(e.to_string()))?,
-            input: input.clone(),
+            state: ExecutionState::Idle,
+            input,
             context,
             user_id: source.user_id.clone(),
             owner: source.owner.clone(),
-            lease: Some(self.new_lease(0)),
+            lease: None,
             start_at: now,
             updated_at: now,
             progress,
             version: 1,
             last_event: 0,
+            queue: place,
         };
-        let step = &wf.steps()[from];
-        let step_input = if from == 0 {
-            input.clone()
-        } else {
-            Self::input_for(&wf, &record, from)
-        };
-        self.begin(&mut record.progress, step, step_input.clone());
-        let kinds = vec![
-            EventKind::WorkflowStart {
-                input,
-                resumed: false,
-            },
-            Self::step_start(step, from, step_input),
-        ];
+        let kinds = self.admit(&wf, &mut record)?;
         let events = self.numbered(&mut record, 0, kinds);
         match self.inner.store.insert(&record, &events).await {
             Err(StoreError::Duplicate(id)) => return Err(EngineError::ExecutionExists(id)),
             other => other?,
         }
         tracing::info!(execution_id = %record.id, from = %execution_id, step = %request.from_step, "forked an execution");
-        let entry = Entry {
-            step: from,
-            resume: None,
-            begun: true,
-            announce: events,
-            timed_out: false,
-        };
-        Ok(self.spawn_run(wf, record, entry))
+        let mut handle = self.entered(wf.clone(), record, events);
+        handle.queue_wait = wf.queue().map(|q| q.wait());
+        Ok(handle)
     }
 
     /// Copies `step`'s record from `source`, with its children's and its journal's.

@@ -194,6 +194,7 @@ impl Engine {
             outcome,
             stalled: stalled_rx,
             patience: self.inner.config.db_patience,
+            queue_wait: None,
         })
     }
 
@@ -267,6 +268,13 @@ impl Engine {
             self.emit_for(&id, &workflow_id, result);
         }
         lock(&self.inner.live).remove(&id);
+        // An execution of a queued workflow that ended leaves its slot to the next.
+        if let Ok(rec) = &outcome
+            && rec.queue.is_some()
+            && rec.state.status().is_final()
+        {
+            self.nudge_queues();
+        }
         // Suspended to wait for an event: one delivered meanwhile is handed over now.
         if let Ok(rec) = &outcome
             && rec.state.suspension().is_some_and(|s| s.event.is_some())
@@ -379,6 +387,7 @@ impl Engine {
                 cancellation: cancellation.clone(),
             }),
             Transition::Start
+            | Transition::Enqueue
             | Transition::RequestSuspend(_)
             | Transition::Resume
             | Transition::Retry => None,
@@ -463,8 +472,8 @@ impl Engine {
             .await
     }
 
-    /// A recovery: records that the run starts again at `at` (its next attempt) with
-    /// `workflow-start`.
+    /// A recovery, or the start of a dequeued execution: records that the run starts (again)
+    /// at `at` (its next attempt) with `workflow-start`.
     async fn restart_at(
         &self,
         run: &RunScope<'_>,
@@ -474,10 +483,12 @@ impl Engine {
     ) -> Result<ExecutionRecord, EngineError> {
         self.update_held(run.lease, Some(rec), &run.id, |r, events| {
             let mut next = r.clone();
+            // A step that never began here is a first start (a queued execution dequeued).
+            let resumed = r.progress.steps.contains_key(&at.step.id);
             self.begin(&mut next.progress, at.step, input.clone());
             events.push(EventKind::WorkflowStart {
                 input: r.input.clone(),
-                resumed: true,
+                resumed,
             });
             events.push(Self::step_start(at.step, at.index, input.clone()));
             Ok(next)

@@ -76,6 +76,7 @@ fn orphan(id: &str, lease: Option<Lease>) -> ExecutionRecord {
         },
         version: 3,
         last_event: 0,
+        queue: None,
     }
 }
 

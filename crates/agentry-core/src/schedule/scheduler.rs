@@ -441,6 +441,7 @@ impl Scheduler {
             context,
             owner,
             last_event_id: None,
+            priority: None,
         };
         self.inner
             .engine

@@ -690,6 +690,24 @@ impl ExecutionStore for FaultyStore {
         self.world.inner.count_by_status(owner).await
     }
 
+    // The simulated workflows declare no queue: a dequeue passes through, without faults.
+    async fn dequeue(
+        &self,
+        pass: &agentry_core::store::Dequeue<'_>,
+    ) -> Result<Vec<ExecutionRecord>, StoreError> {
+        self.enter().await;
+        self.world.inner.dequeue(pass).await
+    }
+
+    async fn queue_counts(
+        &self,
+        queue: &str,
+        owner: Option<&str>,
+    ) -> Result<Vec<agentry_core::queue::QueueCount>, StoreError> {
+        self.enter().await;
+        self.world.inner.queue_counts(queue, owner).await
+    }
+
     async fn prune(
         &self,
         ended_before: DateTime<Utc>,
