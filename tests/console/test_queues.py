@@ -96,10 +96,6 @@ def test_executions_queued_behind_a_slow_one_show_everywhere_and_cancel(page, ap
         expect(r.locator(".status")).to_have_class(re.compile(r"\bstatus-queued\b"))
     expect(page.get_by_role("link", name=slow, exact=True)).to_have_count(0)
 
-    # The overview counts them.
-    page.get_by_role("navigation", name="Console").get_by_role("link", name="Overview").click()
-    expect(page.get_by_role("table", name="Workflows").get_by_role("link", name=f"{QUEUE}: queued")).not_to_have_text("0")
-
     # A queued execution's page: its queue, key, priority and wait, its queued event, and Cancel.
     page.goto(f"{base}/console/executions/{cancelled}")
     expect(execution_status(page)).to_have_text("queued")
@@ -113,7 +109,8 @@ def test_executions_queued_behind_a_slow_one_show_everywhere_and_cancel(page, ap
     events = page.get_by_role("list", name="Events")
     expect(events.locator('li[data-type="workflow-queued"]')).to_have_count(1)
     expect(events.locator('li[data-type="workflow-queued"]')).to_contain_text(f"queue {QUEUE} · key {customer}")
-    expect(page.get_by_text("The execution is queued: events continue when it starts.")).to_be_visible()
+    # The log is followed live while it waits (its start would come next).
+    expect(page.get_by_text("Following live…")).to_be_visible()
     screenshots(page, "console-execution-queued.png", full_page=True)
     page.get_by_role("button", name="Cancel execution").click()
     expect(execution_status(page)).to_have_text("cancelled")
@@ -132,6 +129,18 @@ def test_executions_queued_behind_a_slow_one_show_everywhere_and_cancel(page, ap
     expect(page.get_by_role("list", name="Events").locator('li[data-type="workflow-start"]')).to_have_count(1)
     # The cancelled one never started.
     assert "startedAt" not in (api.state(cancelled).get("queue") or {})
+
+
+def test_the_overview_counts_queued_executions(page, api, base):
+    _, slow, _ = queue_behind_a_slow_one(api, [50])
+    page.goto(f"{base}/console")
+    workflows = page.get_by_role("table", name="Workflows")
+    expect(workflows.get_by_role("columnheader", name="queued", exact=True)).to_be_visible()
+    count = workflows.get_by_role("link", name=f"{QUEUE}: queued")
+    expect(count).not_to_have_text("0")
+    count.click()
+    expect(page).to_have_url(re.compile(rf"/console/executions\?workflow={QUEUE}&status=queued$"))
+    api.data("POST", f"/workflows/{QUEUE}/executions/{slow}/cancel", {})
 
 
 def test_an_unknown_queue_says_so(page, base):
