@@ -50,6 +50,8 @@ async fn the_console_is_served_from_the_binary() {
         "/console/logs",
         "/console/schedules",
         "/console/schedules/nightly-report",
+        "/console/queues",
+        "/console/queues/enrich-customer",
     ] {
         let resp = plain.get(s.url(path)).send().await.expect(path);
         assert_eq!(resp.status(), 200, "{path}");
@@ -92,7 +94,8 @@ async fn the_console_is_served_from_the_binary() {
 /// The console in Chromium, driven by Playwright (tests/console/*.py): approvals and their
 /// generated resume form, a bad resume, live timelines, cancel, a deadline that passes, the
 /// workflow operations on an execution's page (retry, fork, an event sent and its mailbox), the
-/// chat with a tool call, durable agent runs (tool approvals answered from the approvals page,
+/// queues (the Queues page, executions queued behind a slow one of the same key, a queued one
+/// cancelled from its page), the chat with a tool call, durable agent runs (tool approvals answered from the approvals page,
 /// a run's page and the chat, across a reload; an agent's runs paged), sign-in with a valid and
 /// an expired token, the log tail polled in strict mode, and no console error or failed request
 /// on any page.

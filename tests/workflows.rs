@@ -1398,7 +1398,7 @@ async fn executions_are_listed_newest_first_in_pages(backend: Backend) {
     for (query, message) in [
         (
             "status=done",
-            "Invalid status \"done\": expected running, suspended, completed, error or cancelled",
+            "Invalid status \"done\": expected queued, running, suspended, completed, error or cancelled",
         ),
         (
             "limit=0",
@@ -1483,7 +1483,7 @@ async fn executions_across_workflows(backend: Backend) {
     let (status, body) = s.get_json("/executions?status=done").await;
     assert_eq!(
         assert_failure(status, &body, 400),
-        "Invalid status \"done\": expected running, suspended, completed, error or cancelled"
+        "Invalid status \"done\": expected queued, running, suspended, completed, error or cancelled"
     );
 
     // By id alone: the same record as the state endpoint.
@@ -1524,7 +1524,7 @@ async fn executions_across_workflows(backend: Backend) {
     };
     assert_eq!(
         of("word-count"),
-        json!({"running": 0, "suspended": 0, "completed": 2, "error": 0, "cancelled": 0})
+        json!({"queued": 0, "running": 0, "suspended": 0, "completed": 2, "error": 0, "cancelled": 0})
     );
     assert_eq!(of("expense-approval")["suspended"], 1);
     assert_eq!(of("countdown")["completed"], 0);

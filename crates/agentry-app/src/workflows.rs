@@ -77,7 +77,7 @@ impl ListRequest {
             None => None,
             Some(s) => Some(Status::parse(&s).ok_or_else(|| {
                 AppError::bad_request(format!(
-                    "Invalid status {s:?}: expected running, suspended, completed, error or cancelled"
+                    "Invalid status {s:?}: expected queued, running, suspended, completed, error or cancelled"
                 ))
             })?),
         };
@@ -334,7 +334,7 @@ impl App {
             .map_err(|e| AppError::engine(e, "Failed to resume workflow"))
     }
 
-    /// Cancels a running or suspended execution.
+    /// Cancels a queued, running or suspended execution.
     pub async fn cancel(
         &self,
         caller: &Caller,

@@ -15,6 +15,8 @@ import * as execution from "./views/execution.js";
 import * as executions from "./views/executions.js";
 import * as logs from "./views/logs.js";
 import * as overview from "./views/overview.js";
+import * as queue from "./views/queue.js";
+import * as queues from "./views/queues.js";
 import * as run from "./views/run.js";
 import * as schedule from "./views/schedule.js";
 import * as schedules from "./views/schedules.js";
@@ -29,6 +31,8 @@ const ROUTES = [
   ["/agents/:id/runs/:runId", run],
   ["/schedules", schedules],
   ["/schedules/:id", schedule],
+  ["/queues", queues],
+  ["/queues/:name", queue],
   ["/logs", logs],
 ];
 

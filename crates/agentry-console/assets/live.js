@@ -1,6 +1,8 @@
 // Keeping views live: polling while the tab is visible, and a shared one-second clock for
 // countdowns. Both stop with the view (its AbortSignal).
 
+import { duration } from "./dom.js";
+
 /**
  * Calls `fn` every `ms` while the tab is visible, never twice at once, until `signal` aborts.
  * When the tab becomes visible again it calls `fn` at once. Errors are given to `onError`
@@ -66,6 +68,21 @@ export function countdown(iso, signal) {
   el.className = "countdown";
   everySecond(() => {
     const text = untilText(iso);
+    if (el.textContent !== text) el.textContent = text;
+  }, signal);
+  return el;
+}
+
+/**
+ * The time since `iso` (a wait), updated every second while `signal` lives:
+ * `<span class=elapsed>`.
+ */
+export function elapsed(iso, signal) {
+  const el = document.createElement("span");
+  el.className = "elapsed nums";
+  const since = new Date(iso).getTime();
+  everySecond(() => {
+    const text = duration(Date.now() - since);
     if (el.textContent !== text) el.textContent = text;
   }, signal);
   return el;

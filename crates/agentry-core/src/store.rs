@@ -434,8 +434,8 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// for an overview, not for a hot path.
     async fn count_by_status(&self, owner: Option<&str>) -> Result<Vec<StatusCount>, StoreError>;
 
-    /// How many executions of `workflow_id` are running or suspended on each version (`None`:
-    /// recorded before versions); a version with none is left out.
+    /// How many executions of `workflow_id` are queued, running or suspended on each version
+    /// (`None`: recorded before versions); a version with none is left out.
     async fn in_flight_by_version(
         &self,
         workflow_id: &str,
@@ -772,7 +772,10 @@ impl ExecutionStore for InMemoryExecutionStore {
     ) -> Result<Vec<(Option<String>, u64)>, StoreError> {
         let mut counts: BTreeMap<Option<String>, u64> = BTreeMap::new();
         for (r, _) in self.rows().values() {
-            let live = matches!(r.state.status(), Status::Running | Status::Suspended);
+            let live = matches!(
+                r.state.status(),
+                Status::Queued | Status::Running | Status::Suspended
+            );
             if live && r.workflow_id == workflow_id {
                 *counts.entry(r.workflow_version.clone()).or_default() += 1;
             }

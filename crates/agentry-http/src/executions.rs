@@ -17,8 +17,8 @@ use crate::wire::{ExecutionCounts, ExecutionList, ExecutionStateView};
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Only executions with this status (`running`, `suspended`, `completed`, `error`,
-    /// `cancelled`).
+    /// Only executions with this status (`queued`, `running`, `suspended`, `completed`,
+    /// `error`, `cancelled`).
     status: Option<String>,
     /// How many per page: 1 to 100 (default 20).
     limit: Option<String>,
@@ -47,8 +47,8 @@ impl From<ListParams> for ListRequest {
 pub struct AllListParams {
     /// Only this workflow's executions.
     workflow_id: Option<String>,
-    /// Only executions with this status (`running`, `suspended`, `completed`, `error`,
-    /// `cancelled`).
+    /// Only executions with this status (`queued`, `running`, `suspended`, `completed`,
+    /// `error`, `cancelled`).
     status: Option<String>,
     /// How many per page: 1 to 100 (default 20).
     limit: Option<String>,

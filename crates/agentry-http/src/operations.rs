@@ -95,7 +95,10 @@ pub async fn send_event(
         ("id" = String, Path, description = "The workflow's id.", example = "flaky-step"),
         ("execution_id" = String, Path, description = "The execution's id.", example = "fl-1"),
     ),
-    responses((status = 200, description = "The execution completed or suspended.", body = Success<ExecutionResult>)),
+    responses(
+        (status = 200, description = "The execution completed or suspended.", body = Success<ExecutionResult>),
+        (status = 202, description = "A queued workflow's execution, back in its queue, that did not end within the queue's wait: where it stands.", body = Success<ExecutionResult>),
+    ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/retry")]
 pub async fn retry(
@@ -123,7 +126,10 @@ pub async fn retry(
         ("execution_id" = String, Path, description = "The source execution's id.", example = "ord-1"),
     ),
     request_body = ForkRequest,
-    responses((status = 200, description = "The new execution completed or suspended.", body = Success<ExecutionResult>)),
+    responses(
+        (status = 200, description = "The new execution completed or suspended.", body = Success<ExecutionResult>),
+        (status = 202, description = "A queued workflow's new execution that did not end within the queue's wait: where it stands.", body = Success<ExecutionResult>),
+    ),
 )]
 #[post("/workflows/{id}/executions/{execution_id}/fork")]
 pub async fn fork(

@@ -86,10 +86,14 @@ pub async fn detail(
     operation_id = "executeWorkflow",
     summary = "Run a workflow to its end or its suspension",
     description = "Starts an execution and answers when it completes or suspends. The run is \
-        durable: checkpointed after every step, and a client that hangs up does not stop it.",
+        durable: checkpointed after every step, and a client that hangs up does not stop it. \
+        A workflow with a queue starts its execution as `queued` (started by whichever replica \
+        has room, within the queue's limits; `options.priority` orders it); when it has not \
+        ended within the queue's wait, the answer is 202 with its status.",
     params(("id" = String, Path, description = "The workflow's id.", example = "expense-approval")),
     request_body = ExecuteRequest,
     responses(
+        (status = 202, description = "A queued workflow's execution that did not end within its queue's wait (30 s by default): where it stands (`queued` or `running`). It goes on; follow it by its state or its stream.", body = Success<ExecutionResult>),
         (status = 200, description = "The execution completed or suspended.", body = Success<ExecutionResult>,
             links(
                 ("state" = (operation_id = "getExecutionState", description = "The execution's state.",
@@ -128,7 +132,8 @@ pub async fn execute(
     operation_id = "streamWorkflow",
     summary = "Run a workflow, streaming its events",
     description = "Same body as execute; answers with Server-Sent Events, one `data: <JSON>` line \
-        per event: `workflow-start`, `step-start` / `step-complete` (with `from`, the step id), \
+        per event: (`workflow-queued` first, for a queued workflow) `workflow-start`, \
+        `step-start` / `step-complete` (with `from`, the step id), \
         then `workflow-complete`, `workflow-suspended` or `workflow-error`, and last \
         `workflow-result` with the execution result; or, when this server shuts down (or loses \
         the execution) mid-run, last `workflow-handover` with a `message`: the execution \
@@ -389,11 +394,11 @@ pub async fn list_executions(
 #[utoipa::path(
     tag = "workflows",
     operation_id = "cancelExecution",
-    summary = "Cancel a running or suspended execution",
+    summary = "Cancel a queued, running or suspended execution",
     description = "The execution ends `cancelled` at once, with when and why in its state \
         (`cancellation`); its event log ends with `workflow-cancelled`. A step running it sees \
         its cancellation signal (on this server at once, on another at its next heartbeat) and \
-        nothing more of the run is committed.",
+        nothing more of the run is committed; a queued one never starts.",
     params(
         ("id" = String, Path, description = "The workflow's id.", example = "countdown"),
         ("execution_id" = String, Path, description = "The execution's id.", example = "cd-1"),

@@ -52,7 +52,7 @@ where
     ) -> Result<Vec<ExecutionRecord>, StoreError> {
         let queue = pass.queue;
         let name = queue.name().to_owned();
-        if pass.workflows.is_empty() || pass.limit == 0 {
+        if pass.workflows.is_empty() || pass.limit == 0 || !self.any_queued(&name).await? {
             return Ok(Vec::new());
         }
         let mut tx = self.pool().begin().await.map_err(db_err)?;
@@ -140,6 +140,21 @@ where
             out.push(row.into_record(steps)?);
         }
         Ok(out)
+    }
+
+    /// Whether queue `name` has an execution waiting: an idle queue's pass writes nothing (an
+    /// execution queued after this read is passed over by its own start's nudge).
+    async fn any_queued(&self, name: &str) -> Result<bool, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "SELECT id FROM workflow_executions WHERE status = 'queued' AND queue_name = ",
+        );
+        q.push_bind(name.to_owned()).push(" LIMIT 1");
+        let found: Vec<IdRow> = q
+            .build_query_as()
+            .fetch_all(self.pool())
+            .await
+            .map_err(db_err)?;
+        Ok(!found.is_empty())
     }
 
     /// How many of queue `name`'s executions match `condition` (followed by the bound

@@ -588,7 +588,7 @@ where
             "SELECT workflow_version, COUNT(*) AS count FROM workflow_executions WHERE workflow_id = ",
         );
         q.push_bind(workflow_id.to_owned()).push(
-            " AND status IN ('running', 'suspended') GROUP BY workflow_version ORDER BY workflow_version",
+            " AND status IN ('queued', 'running', 'suspended') GROUP BY workflow_version ORDER BY workflow_version",
         );
         let rows: Vec<VersionCountRow> = q
             .build_query_as()

@@ -1145,6 +1145,19 @@ fn pass<'a>(queue: &'a Queue, node: &'a str, workflows: &'a [String]) -> Dequeue
     }
 }
 
+/// One pass over `queue` by `node`: what it started.
+async fn dequeue(
+    store: &dyn ExecutionStore,
+    queue: &Queue,
+    node: &str,
+    workflows: &[String],
+) -> Vec<ExecutionRecord> {
+    store
+        .dequeue(&pass(queue, node, workflows))
+        .await
+        .expect("dequeue")
+}
+
 async fn enqueue(store: &dyn ExecutionStore, records: &[ExecutionRecord]) {
     for r in records {
         store.insert(r, &[]).await.expect("insert");
@@ -1189,10 +1202,7 @@ async fn a_dequeue_starts_what_the_limits_allow(store: &dyn ExecutionStore) {
             .map(|(k, ms)| queued(k, 0, ms))
             .collect();
     enqueue(store, &records).await;
-    let first = store
-        .dequeue(&pass(&queue, "n1", &workflows))
-        .await
-        .expect("dequeue");
+    let first = dequeue(store, &queue, "n1", &workflows).await;
     assert_eq!(
         ids(&first),
         sorted([
@@ -1212,13 +1222,7 @@ async fn a_dequeue_starts_what_the_limits_allow(store: &dyn ExecutionStore) {
         assert!(stored.queue.as_ref().and_then(|q| q.started_at).is_some());
     }
     // Full: nothing more until one ends.
-    assert!(
-        store
-            .dequeue(&pass(&queue, "n2", &workflows))
-            .await
-            .expect("dequeue")
-            .is_empty()
-    );
+    assert!(dequeue(store, &queue, "n2", &workflows).await.is_empty());
     // A suspended one keeps its slot.
     let c = get(store, &records[5].id).await;
     let suspended = ExecutionRecord {
@@ -1234,34 +1238,16 @@ async fn a_dequeue_starts_what_the_limits_allow(store: &dyn ExecutionStore) {
         ..c.clone()
     };
     assert!(write(store, &c, suspended).await.0);
-    assert!(
-        store
-            .dequeue(&pass(&queue, "n2", &workflows))
-            .await
-            .expect("dequeue")
-            .is_empty()
-    );
+    assert!(dequeue(store, &queue, "n2", &workflows).await.is_empty());
     // Key a's ends: its next goes.
     finish(store, &[records[0].id.clone()]).await;
-    let next = store
-        .dequeue(&pass(&queue, "n2", &workflows))
-        .await
-        .expect("dequeue");
+    let next = dequeue(store, &queue, "n2", &workflows).await;
     assert_eq!(ids(&next), vec![records[1].id.clone()]);
     // Another version's executions are not this process's to start.
     finish(store, &[records[1].id.clone(), records[2].id.clone()]).await;
     let elsewhere = wf(&["other"]);
-    assert!(
-        store
-            .dequeue(&pass(&queue, "n3", &elsewhere))
-            .await
-            .expect("dequeue")
-            .is_empty()
-    );
-    let last = store
-        .dequeue(&pass(&queue, "n3", &workflows))
-        .await
-        .expect("dequeue");
+    assert!(dequeue(store, &queue, "n3", &elsewhere).await.is_empty());
+    let last = dequeue(store, &queue, "n3", &workflows).await;
     assert_eq!(ids(&last), vec![records[3].id.clone()]);
 }
 
@@ -1280,10 +1266,7 @@ async fn concurrent_dequeues_never_exceed_the_limits(store: &dyn ExecutionStore)
         let (workflows, queue, started) = (&workflows, &queue, &started);
         async move {
             for _ in 0..12 {
-                let got = store
-                    .dequeue(&pass(queue, node, workflows))
-                    .await
-                    .expect("dequeue");
+                let got = dequeue(store, queue, node, workflows).await;
                 let running = store.queue_counts("q", None).await.expect("counts");
                 let total: u64 = running
                     .iter()
@@ -1320,10 +1303,7 @@ async fn a_dequeue_serves_priorities_then_keys_in_turn(store: &dyn ExecutionStor
     enqueue(store, &records).await;
     let mut order = Vec::new();
     for _ in 0..5 {
-        let got = store
-            .dequeue(&pass(&queue, "n1", &workflows))
-            .await
-            .expect("dequeue");
+        let got = dequeue(store, &queue, "n1", &workflows).await;
         assert_eq!(got.len(), 1);
         order.push(got[0].id.clone());
         finish(store, &ids(&got)).await;
@@ -1341,25 +1321,13 @@ async fn a_dequeue_keeps_to_the_rate_window(store: &dyn ExecutionStore) {
     let workflows = wf(&["w"]);
     let records: Vec<ExecutionRecord> = (0..5).map(|i| queued("k", 0, i)).collect();
     enqueue(store, &records).await;
-    let first = store
-        .dequeue(&pass(&queue, "n1", &workflows))
-        .await
-        .expect("dequeue");
+    let first = dequeue(store, &queue, "n1", &workflows).await;
     assert_eq!(first.len(), 3);
     finish(store, &ids(&first)).await;
     // Ended, but still in the window.
-    assert!(
-        store
-            .dequeue(&pass(&queue, "n1", &workflows))
-            .await
-            .expect("dequeue")
-            .is_empty()
-    );
+    assert!(dequeue(store, &queue, "n1", &workflows).await.is_empty());
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let later = store
-        .dequeue(&pass(&queue, "n1", &workflows))
-        .await
-        .expect("dequeue");
+    let later = dequeue(store, &queue, "n1", &workflows).await;
     assert_eq!(later.len(), 2);
 }
 
@@ -1368,10 +1336,7 @@ async fn queue_counts_are_per_key_and_status(store: &dyn ExecutionStore) {
     let workflows = wf(&["w"]);
     let records = vec![queued("a", 0, 0), queued("a", 0, 1), queued("b", 0, 2)];
     enqueue(store, &records).await;
-    store
-        .dequeue(&pass(&queue, "n1", &workflows))
-        .await
-        .expect("dequeue");
+    dequeue(store, &queue, "n1", &workflows).await;
     let mut counts: Vec<(Option<String>, Status, u64)> = store
         .queue_counts("q", None)
         .await

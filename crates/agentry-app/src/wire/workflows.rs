@@ -178,7 +178,7 @@ pub struct VersionView {
     pub current: bool,
     /// This server has it (and continues its executions).
     pub registered: bool,
-    /// Its executions running or suspended.
+    /// Its executions queued, running or suspended.
     pub in_flight: u64,
 }
 
@@ -461,6 +461,7 @@ pub struct ExecutionList {
 /// How many executions one workflow has in each status.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StatusCounts {
+    pub queued: u64,
     pub running: u64,
     pub suspended: u64,
     pub completed: u64,
@@ -491,6 +492,7 @@ impl From<Vec<(String, HashMap<Status, u64>)>> for ExecutionCounts {
                 WorkflowCounts {
                     workflow_id,
                     counts: StatusCounts {
+                        queued: n(Status::Queued),
                         running: n(Status::Running),
                         suspended: n(Status::Suspended),
                         completed: n(Status::Completed),

@@ -5,7 +5,9 @@
 // through the re-attach stream (`GET /workflows/{id}/executions/{executionId}/stream`, resumed
 // after the last event id); and the actions its status allows: suspend, resume, cancel, retry
 // (when failed), fork (from one of the workflow's steps), send an event (one its workflow
-// declares, while it has not ended).
+// declares, while it has not ended). An execution of a queued workflow shows its queue: the
+// queue's name, the key and priority it entered with, since when it waits (while `queued`) or
+// when it started and how long it waited; a queued execution can be cancelled (it never starts).
 //
 // The stream ends whenever the execution stops running (suspended, completed, ...). While it
 // is not terminal, or a retry is in flight, the page reads the state every two seconds (tab
@@ -28,7 +30,7 @@ import {
   statusBadge,
   time,
 } from "../dom.js";
-import { countdown, poll } from "../live.js";
+import { countdown, elapsed, poll } from "../live.js";
 import { stream } from "../sse.js";
 
 const TERMINAL = new Set(["completed", "error", "cancelled"]);
@@ -47,6 +49,7 @@ export async function render({ main, params, signal, title }) {
   const ended = h("span");
   const took = h("span", { class: "nums" });
   const outcome = h("section", { "aria-labelledby": "outcome-title" });
+  const queue = h("section", { "aria-labelledby": "queue-title", "data-testid": "execution-queue", hidden: true });
   const actions = h("div", { class: "actions" });
   const timeline = h("ol", { class: "timeline", "aria-label": "Timeline" });
   const mailbox = h("ol", { class: "timeline", "aria-label": "Mailbox" });
@@ -85,6 +88,7 @@ export async function render({ main, params, signal, title }) {
               : undefined,
           ],
         ]),
+        queue,
         outcome,
         h("section", { "aria-labelledby": "actions-title" }, h("h2", { id: "actions-title" }, "Actions"), actions),
         h("section", { "aria-labelledby": "timeline-title" }, h("h2", { id: "timeline-title" }, "Timeline"), timeline),
@@ -103,6 +107,7 @@ export async function render({ main, params, signal, title }) {
 
   // ---- Drawing the state ----
   let outcomeKey = null;
+  let queueKey = null;
   let actionsKey = null;
   let mailboxKey = null;
   const steps = new Map(); // step id -> {li, status, meta, io, children, key}
@@ -116,6 +121,11 @@ export async function render({ main, params, signal, title }) {
     if (oKey !== outcomeKey) {
       outcomeKey = oKey;
       drawOutcome();
+    }
+    const qKey = json([state.status, state.queue]);
+    if (qKey !== queueKey) {
+      queueKey = qKey;
+      drawQueue();
     }
     const aKey = json([state.status, Boolean(state.suspendRequest), eventsShown()]);
     if (aKey !== actionsKey) {
@@ -169,6 +179,20 @@ export async function render({ main, params, signal, title }) {
             )
           : null,
       );
+    } else if (state.status === "queued") {
+      heading = "Queued";
+      const q = state.queue || {};
+      parts.push(
+        h(
+          "p",
+          {},
+          "Waits in queue ",
+          h("code", {}, q.name ?? "?"),
+          q.key !== null && q.key !== undefined ? [" with key ", h("code", {}, q.key)] : null,
+          q.queuedAt ? [" since ", time(q.queuedAt)] : null,
+          ": it starts when the queue's limits allow.",
+        ),
+      );
     } else if (state.status === "running") {
       heading = "Progress";
       parts.push(h("p", { class: "muted" }, `Running: step ${state.nextStepIndex + 1} of ${workflow.stepsCount}.`));
@@ -177,6 +201,39 @@ export async function render({ main, params, signal, title }) {
       }
     }
     replace(outcome, h("h2", { id: "outcome-title" }, heading), parts);
+  }
+
+  // The queue's wait counts up until the queue is drawn again.
+  let queueTimers = null;
+  function drawQueue() {
+    queueTimers?.abort();
+    queueTimers = new AbortController();
+    signal.addEventListener("abort", () => queueTimers.abort(), { once: true });
+    const q = state.queue;
+    queue.hidden = !q;
+    if (!q) return;
+    replace(queue, h("h2", { id: "queue-title" }, "Queue"), facts(queueFacts(q, queueTimers.signal)));
+  }
+
+  // Name, key, priority, and the wait: going on (queued), or how long it was (started).
+  function queueFacts(q, timers) {
+    const queuedAt = q.queuedAt ? time(q.queuedAt) : h("span", { class: "muted" }, "—");
+    let start;
+    if (q.startedAt) {
+      const waited = q.queuedAt ? ` after waiting ${duration(new Date(q.startedAt) - new Date(q.queuedAt))}` : "";
+      start = ["Started", h("span", { dataset: { testid: "queue-started" } }, time(q.startedAt), waited)];
+    } else if (state.status === "queued") {
+      start = ["Waiting", h("span", { dataset: { testid: "queue-waiting" } }, "for ", q.queuedAt ? elapsed(q.queuedAt, timers) : "—")];
+    } else {
+      start = ["Started", h("span", { class: "muted" }, "never")];
+    }
+    return [
+      ["Queue", h("a", { href: consoleUrl(`/queues/${encodeURIComponent(q.name)}`), class: "mono" }, q.name)],
+      ["Key", q.key !== null && q.key !== undefined ? h("code", {}, q.key) : h("span", { class: "muted" }, "none")],
+      ["Priority", String(q.priority ?? 0)],
+      ["Queued", queuedAt],
+      start,
+    ];
   }
 
   // The retry, fork and event forms are made once and kept across redraws (what was typed in
@@ -202,7 +259,7 @@ export async function render({ main, params, signal, title }) {
     if (state.status === "suspended") {
       list.push(card("resume-title", "Resume", resumeForm(workflow, executionId, { onDone: done, linkToExecution: false })));
     }
-    if (state.status === "running" || state.status === "suspended") {
+    if (state.status === "queued" || state.status === "running" || state.status === "suspended") {
       list.push(cancelButton(state.workflowId, executionId, { onDone: done }));
     }
     if (state.status === "error") {
@@ -388,6 +445,7 @@ export async function render({ main, params, signal, title }) {
       (ev.type === "workflow-error" && ev.error) ||
       (ev.type === "workflow-result" && ev.status) ||
       (ev.type === "step-retry" && `${ev.from} attempt ${ev.attempt}: ${ev.error}`) ||
+      (ev.type === "workflow-queued" && queuedDetail(ev.queue)) ||
       "";
     events.append(
       h(
@@ -453,7 +511,9 @@ export async function render({ main, params, signal, title }) {
         streamState,
         TERMINAL.has(state.status)
           ? `The execution is ${state.status}: no more events.`
-          : `The execution is ${state.status}: events continue when it runs again.`,
+          : state.status === "queued"
+            ? "The execution is queued: events continue when it starts."
+            : `The execution is ${state.status}: events continue when it runs again.`,
       );
     }
   }
@@ -478,6 +538,14 @@ export async function render({ main, params, signal, title }) {
     2000,
     signal,
   );
+}
+
+/** The detail of a `workflow-queued` event: `queue enrich-customer · key c-1 · priority 0`. */
+function queuedDetail(q) {
+  if (!q) return "";
+  return [`queue ${q.name}`, q.key !== null && q.key !== undefined ? `key ${q.key}` : null, `priority ${q.priority ?? 0}`]
+    .filter(Boolean)
+    .join(" · ");
 }
 
 /**

@@ -8,7 +8,8 @@ import { consoleUrl, duration, executionLink, h, replace, setStatus, setText, se
 import { poll } from "../live.js";
 import { pushUrl } from "../router.js";
 
-export const STATUSES = ["running", "suspended", "completed", "error", "cancelled"];
+/** An execution's statuses, in the order of its life (the filter's and the overview's). */
+export const STATUSES = ["queued", "running", "suspended", "completed", "error", "cancelled"];
 const PAGE = 25;
 
 export async function render({ main, query: params, signal, title }) {

@@ -5,8 +5,7 @@ import { api, readiness } from "../api.js";
 import { consoleUrl, h, replace, setText } from "../dom.js";
 import { serverInfo } from "../info.js";
 import { poll } from "../live.js";
-
-const STATUSES = ["running", "suspended", "completed", "error", "cancelled"];
+import { STATUSES } from "./executions.js";
 
 export async function render({ main, signal, title }) {
   title("Overview");
@@ -85,6 +84,7 @@ export async function render({ main, signal, title }) {
       { class: "filters", "aria-label": "Views" },
       h("a", { class: "button", href: "/console/executions" }, "All executions"),
       h("a", { class: "button", href: "/console/approvals" }, "Approvals"),
+      h("a", { class: "button", href: "/console/queues" }, "Queues"),
       h("a", { class: "button", href: "/console/agents" }, "Agents"),
       h("a", { class: "button", href: "/console/logs" }, "Logs"),
       h("a", { class: "button", href: "/ui" }, "API explorer"),
@@ -107,7 +107,7 @@ export async function render({ main, signal, title }) {
             STATUSES.map((s) => h("th", { scope: "col", class: "num" }, s)),
           ),
         ),
-        h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No workflows registered."))),
+        h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: STATUSES.length + 2, class: "muted" }, "No workflows registered."))),
       ),
     ),
     h("h2", { id: "agents-title" }, "Agents"),

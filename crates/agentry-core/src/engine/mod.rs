@@ -172,7 +172,7 @@ pub struct VersionInFlight {
     pub current: bool,
     /// Whether this process can continue its executions.
     pub registered: bool,
-    /// How many of its executions are running or suspended.
+    /// How many of its executions are queued, running or suspended.
     pub in_flight: u64,
 }
 
@@ -1093,7 +1093,7 @@ impl Engine {
             .ok_or_else(|| EngineError::UnknownExecution(execution_id.to_string()))
     }
 
-    /// Cancels a running or suspended execution: it ends `cancelled` at once (a
+    /// Cancels a queued, running or suspended execution: it ends `cancelled` at once (a
     /// `workflow-cancelled` event ends its log), and the step running, here or on another
     /// process, sees its cancellation signal (here at once; elsewhere at that process's next
     /// heartbeat) and commits nothing more.

@@ -42,7 +42,10 @@ impl Engine {
     /// no server announced itself: nothing is known), or when it is not in flight.
     pub async fn waiting_for_version(&self, rec: &ExecutionRecord) -> Option<String> {
         let version = rec.workflow_version.as_ref()?;
-        if !matches!(rec.state.status(), Status::Running | Status::Suspended) {
+        if !matches!(
+            rec.state.status(),
+            Status::Queued | Status::Running | Status::Suspended
+        ) {
             return None;
         }
         // A server that missed three heartbeats is not alive.
