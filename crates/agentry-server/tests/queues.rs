@@ -3,7 +3,8 @@
 //! exceeded (read back from the stored step times), round-robin fairness between keys, priority
 //! order, the sliding-window rate limits, a replica killed with -9 in the middle of a queue, the
 //! cancel of a queued execution, `/execute`'s 202 and `/stream`'s `workflow-queued` while an
-//! execution waits, and `GET /queues`.
+//! execution waits, `GET /queues` (and strict mode's view of it), the lists, counts and metrics
+//! of queued executions, and a malformed `AGENTRY_TEST_QUEUE` refused at start.
 //!
 //! The hidden test registry (`AGENTRY_TEST_AGENTS`, see `src/test_agents.rs`) adds
 //! `tester-queued` (`{tenant, work, priority?}`: one step `work` that sleeps `work` ms, in the
@@ -58,7 +59,8 @@ impl Cluster {
         &self.replicas[i % self.replicas.len()]
     }
 
-    /// The last replica: on PostgreSQL, another than the first, where a test enqueues.
+    /// The last replica: on PostgreSQL another process than `at(0)`, for the reads and cancels
+    /// that go elsewhere than the first enqueue.
     fn other(&self) -> &Replica {
         self.replicas.last().expect("a replica")
     }

@@ -136,7 +136,8 @@ pub fn log_lines(dir: &std::path::Path) -> Vec<String> {
 
 impl Replica {
     /// [`Replica::start`] with the hidden test registry (`AGENTRY_TEST_AGENTS`: the agent
-    /// `tester`, the workflows `tester-foreach` and `tester-mailbox`), logging to `dir`.
+    /// `tester`, the workflows `tester-foreach`, `tester-mailbox`, `tester-queued` and
+    /// `tester-unqueued`), logging to `dir`.
     pub fn with_test_registry(
         database_url: &str,
         node: &str,
