@@ -357,7 +357,6 @@ async fn the_limits_are_never_exceeded(url: &str) {
     eprintln!("at most {most} at once, {most_of_one} of one tenant");
     // It ran them concurrently at all (no claim on how close to the limit).
     assert!(most >= 2, "never more than one at once");
-    assert!(most_of_one >= 1);
     // The log of the step's own starts and ends says the same.
     let log = logged(&c.log());
     let log_runs: Vec<Run> = ids
