@@ -28,7 +28,8 @@ the workflow `tester-queued`, one step that sleeps `work` ms, in a queue keyed b
 3. Once the queue is empty and every execution ended, every execution's state is read back
    (`GET .../state`): the throughput (executions per second from the first step start to the
    last step end), the start latency (`queue.queuedAt` → `steps.work.startedAt`) p50 and p99
-   by priority, which replica ran how many (from the step's own log), and, sweeping over the
+   by priority, how long an execution held its slot (`queue.startedAt` → `endAt`) against its
+   step's own time, which replica ran how many (from the step's own log), and, sweeping over the
    recorded step starts and ends (an end at the instant of a start is no overlap), the most
    steps in flight at once and of one tenant, against the limits.
 
@@ -341,13 +342,15 @@ def run(a, replicas, limits, tmp):
     ok = not errors
     not_completed = [s["executionId"] for s in states if s["status"] != "completed"]
     ok = ok and not not_completed
-    runs, by_tenant, lat = [], {}, {}
+    runs, by_tenant, lat, hold, step_ms = [], {}, {}, [], []
     for s in states:
         if s["status"] != "completed":
             continue
         step = s["steps"]["work"]
         start, end = ts_ns(step["startedAt"]), ts_ns(step["endedAt"])
         runs.append((start, end))
+        step_ms.append((end - start) / 1e6)
+        hold.append((ts_ns(s["endAt"]) - ts_ns(s["queue"]["startedAt"])) / 1e6)
         by_tenant.setdefault(s["queue"]["key"], []).append((start, end))
         lat.setdefault(s["queue"]["priority"], []).append(
             (start - ts_ns(s["queue"]["queuedAt"])) / 1e6)
@@ -392,6 +395,11 @@ def run(a, replicas, limits, tmp):
          f"{pct(u_delay, 50):.1f} ms, p99 {pct(u_delay, 99):.1f} ms"),
         ("**dequeue overhead** (round trip p50, queued − unqueued)",
          f"{pct(q_rtt, 50) - pct(u_rtt, 50):.1f} ms"),
+        ("a slot's hold (dequeue → the execution's end)",
+         f"p50 {pct(hold, 50):,.0f} ms, p99 {pct(hold, 99):,.0f} ms; the step itself p50 "
+         f"{pct(step_ms, 50):,.0f} ms, p99 {pct(step_ms, 99):,.0f} ms"),
+        ("slots in use on average", f"{sum(hold) / 1e3 / span_s:.1f} of {a.concurrency} "
+                                    "(the holds' sum over the run's span)"),
         ("most steps in flight at once", f"{most} (limit {a.concurrency})"),
         ("most steps of one tenant at once", f"{most_of_one} (limit {a.key_limit})"),
         ("limits held", "yes" if limits_ok else "**NO**"),
