@@ -332,6 +332,7 @@ def run(a, replicas, limits, tmp):
     for t in subs:
         t.join()
     submitted_s = time.monotonic() - t0
+    submitted_at_ns = time.time_ns()
     wait_ended(control, WF, a.probe + n, 600)
     submitting.clear()
     watcher.join()
@@ -360,6 +361,15 @@ def run(a, replicas, limits, tmp):
     ok = ok and limits_ok
     first, last = min(s for s, _ in runs), max(e for _, e in runs)
     span_s = (last - first) / 1e9
+    # The runs that started after the last submission: the replicas alone on the machine.
+    after = [(st, en) for st, en in runs if st >= submitted_at_ns]
+    if len(after) > 1:
+        drain_s = (max(e for _, e in after) - min(st for st, _ in after)) / 1e9
+        in_use = sum(e - st for st, e in after) / 1e9 / drain_s
+        draining = (f"{len(after) / drain_s:,.0f} executions/s over {drain_s:.1f} s, "
+                    f"{in_use:.1f} steps running on average")
+    else:
+        draining = "nothing left once the submissions ended"
     nodes = {}
     with open(os.path.join(tmp, "tools.log")) as f:
         wanted = set(ids)
@@ -400,6 +410,7 @@ def run(a, replicas, limits, tmp):
          f"{pct(step_ms, 50):,.0f} ms, p99 {pct(step_ms, 99):,.0f} ms"),
         ("slots in use on average", f"{sum(hold) / 1e3 / span_s:.1f} of {a.concurrency} "
                                     "(the holds' sum over the run's span)"),
+        ("while draining (after the last submission)", draining),
         ("most steps in flight at once", f"{most} (limit {a.concurrency})"),
         ("most steps of one tenant at once", f"{most_of_one} (limit {a.key_limit})"),
         ("limits held", "yes" if limits_ok else "**NO**"),
