@@ -95,7 +95,8 @@ impl Queue {
         self
     }
 
-    /// At most `limit` starts in any window of `period`, over the whole queue.
+    /// At most `limit` starts in any window of `period`, over the whole queue. A queue has one
+    /// rate limit: this replaces a per-key one set before.
     pub fn rate_limit(mut self, limit: u32, period: Duration) -> Self {
         self.rate_limit = Some(RateLimit {
             limit,
@@ -105,8 +106,8 @@ impl Queue {
         self
     }
 
-    /// At most `limit` starts in any window of `period`, per key (needs a `concurrency_key`
-    /// pointer; its limit may be large).
+    /// At most `limit` starts in any window of `period`, per key (needs a key: `key` or
+    /// `concurrency_key`). A queue has one rate limit: this replaces a global one set before.
     pub fn rate_limit_per_key(mut self, limit: u32, period: Duration) -> Self {
         self.rate_limit = Some(RateLimit {
             limit,
