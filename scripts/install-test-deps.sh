@@ -2,12 +2,14 @@
 # Installs what the tests need beyond the Rust toolchain, each only if missing (the README's
 # set-up and CI run it; `cargo test` itself never installs anything):
 #   - Debian's `chromium` (tests/openapi.rs loads /ui in headless Chromium; docs/ui-screenshot.md)
-#   - Node.js and the `ai` npm package in tests/node (tests/chat_ai_sdk.rs)
+#   - Node.js, the `ai` and `@a2a-js/sdk` npm packages in tests/node (tests/chat_ai_sdk.rs,
+#     tests/a2a.rs)
 #   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
 #   - Debian's `prometheus` (crates/agentry-server/tests/prometheus.rs: promtool, a real scrape)
 #   - Playwright for Python and pytest in the same virtualenv (tests/console.rs drives Debian's
 #     chromium with them; Playwright's own browser download is never used), and the official
 #     MCP Python SDK (tests/mcp.rs: its client against /mcp, its FastMCP as a server for agents),
+#     the A2A Python SDK (tests/a2a.rs: its client against /a2a/{agentId}),
 #     and opentelemetry-proto with grpcio (crates/agentry-server/tests/otel.rs: a real OTLP
 #     receiver, over HTTP and over gRPC)
 # Safe to run again: a second run installs nothing. Needs root for apt-get (CI and the dev machines
@@ -43,10 +45,10 @@ else
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   node --version
 fi
-if [ -f tests/node/node_modules/ai/package.json ]; then
-  echo "ai (npm): present"
+if [ -f tests/node/node_modules/ai/package.json ] && [ -f tests/node/node_modules/@a2a-js/sdk/package.json ]; then
+  echo "ai, @a2a-js/sdk (npm): present"
 else
-  echo "ai (npm): installing into tests/node"
+  echo "ai, @a2a-js/sdk (npm): installing into tests/node"
   (cd tests/node && npm install --no-audit --no-fund --loglevel=error)
 fi
 
@@ -67,11 +69,11 @@ else
   "$VENV/bin/st" --version
 fi
 
-if "$VENV/bin/python" -c 'import playwright, pytest, mcp, opentelemetry.proto, grpc' 2>/dev/null; then
-  echo "playwright, pytest, mcp, opentelemetry-proto, grpcio: present"
+if "$VENV/bin/python" -c 'import playwright, pytest, mcp, opentelemetry.proto, grpc, a2a.client' 2>/dev/null; then
+  echo "playwright, pytest, mcp, opentelemetry-proto, grpcio, a2a-sdk: present"
 else
-  echo "playwright, pytest, mcp, opentelemetry-proto, grpcio: installing into $VENV"
+  echo "playwright, pytest, mcp, opentelemetry-proto, grpcio, a2a-sdk: installing into $VENV"
   # The versions tests/console and tests/mcp were written against. Playwright drives
   # /usr/bin/chromium (executable_path): `playwright install` is never run.
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'playwright==1.65.2' 'pytest==9.2.0' 'mcp==2.3.0' 'opentelemetry-proto==1.45.2' 'grpcio==1.76.0'
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'playwright==1.65.2' 'pytest==9.2.0' 'mcp==2.3.0' 'opentelemetry-proto==1.45.2' 'grpcio==1.76.0' 'a2a-sdk==1.3.0'
 fi

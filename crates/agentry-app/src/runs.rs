@@ -223,6 +223,24 @@ impl App {
         Ok(RunEvents::new(handle))
     }
 
+    /// A run as it stands and its events from then on, live until it stops running (or waits
+    /// for an approval): a snapshot and its continuation, with nothing missed or repeated
+    /// between them (A2A's `SubscribeToTask`).
+    pub async fn follow_run(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+    ) -> Result<(RunState, RunEvents), AppError> {
+        let rec = self.owned_run(caller, id, run_id).await?;
+        let handle = self
+            .engine
+            .attach(&rec.workflow_id.as_str().into(), run_id, rec.last_event)
+            .await
+            .map_err(|e| AppError::engine(e, READ_FAILED))?;
+        Ok((RunState::new(&rec), RunEvents::new(handle)))
+    }
+
     /// The conversation's active durable run (running, or waiting for an approval) of agent
     /// `id`, from its first event: the AI SDK's chat resume URL. `None` when there is none.
     pub async fn active_chat_run(

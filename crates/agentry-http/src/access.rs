@@ -531,6 +531,17 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             Route::new("DELETE", "/mcp"),
             &[McpSessionNotFound, MethodNotAllowed, Internal],
         ),
+        // A2A (extensions.md): the card is public (a client reads it before it has a token);
+        // the JSON-RPC endpoint runs agents, protected like execute. Its JSON-RPC errors are
+        // answered with 200 (the SDKs read only those), their `data` naming the table's code.
+        public(
+            Route::new("GET", "/a2a/{id}/.well-known/agent-card.json"),
+            &[AgentNotFound],
+        ),
+        protected(
+            Route::new("POST", "/a2a/{id}"),
+            &[AgentNotFound, PayloadTooLarge, Internal],
+        ),
         // Prometheus metrics: public by default (counts, no execution data), like the spec's
         // logs; a 404 when they are served on their own address.
         public(Route::new("GET", "/metrics"), &[RouteNotFound]),
@@ -740,6 +751,8 @@ mod tests {
             "POST /schedules/{id}/unpause",
             "POST /schedules/{id}/trigger",
             "POST /schedules/{id}/backfill",
+            // A2A: it runs agents.
+            "POST /a2a/{id}",
             // MCP: it runs agents and workflows.
             "POST /mcp",
             "GET /mcp",

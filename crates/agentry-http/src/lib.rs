@@ -17,6 +17,7 @@ pub mod host;
 pub mod intake;
 pub mod landing;
 pub mod logs;
+pub mod a2a;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;
@@ -182,6 +183,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(logs::routes)
         .configure(metrics::routes)
         .configure(mcp::routes)
+        .configure(a2a::routes)
         .configure(ws::routes)
         .configure(landing::routes)
         .configure(openapi::routes)

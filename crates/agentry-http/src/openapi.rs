@@ -67,6 +67,7 @@ pub const DOC_PATH: &str = "/doc";
         (name = "runs", description = "Durable agent runs: each model call and tool call recorded, re-attachable streams, tool calls that wait for a person's approval, the AI SDK's chat resume URL."),
         (name = "workflows", description = "Registered workflows: run them, stream their events, suspend, resume and inspect executions."),
         (name = "executions", description = "Executions across workflows: every workflow's list, one execution by its id, counts by status."),
+        (name = "a2a", description = "The Agent2Agent protocol (A2A 1.0, JSON-RPC): every agent's card and its JSON-RPC endpoint; a task is a durable run."),
         (name = "queues", description = "Queues: a workflow's executions started within its queue's limits (concurrency across replicas, a per-key limit, a sliding-window rate limit), by priority, keys taking turns; each queue's load per key."),
         (name = "schedules", description = "Schedules: a workflow started with an input on a cron expression in a time zone, each tick one execution (`<scheduleId>@<fire time>`) across replicas; pause, trigger, backfill."),
         (name = "server", description = "What the server is (version, database, authentication) and whom a token stands for."),

@@ -1,0 +1,112 @@
+//! `/a2a/{agentId}`: every agent over the Agent2Agent protocol (A2A 1.0, JSON-RPC), as
+//! `agentry-a2a` answers it. The card is public (clients fetch it before they have a token);
+//! the JSON-RPC endpoint is protected by default like execute, so the authentication, strict
+//! mode's ownership and the body limit apply as on every route. A JSON-RPC error leaves with
+//! HTTP 200 (the SDKs read the body only then), its `data` naming the error table's code; a
+//! streaming method's events are Server-Sent Events, each a JSON-RPC response, with a comment
+//! every two seconds (the Python SDK's client gives up after five silent ones).
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
+use actix_web_lab::sse;
+use agentry_a2a::{A2aServer, Reply};
+use agentry_core::AgentId;
+use futures::StreamExt;
+
+use crate::AppState;
+use crate::auth::Requester;
+use crate::error::ApiError;
+
+/// How often a silent stream sends a comment.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// The agent's JSON-RPC endpoint, absolute (the card's interface URL), as this request reached
+/// the server.
+fn endpoint(req: &HttpRequest, id: &str) -> String {
+    let info = req.connection_info();
+    format!("{}://{}/a2a/{id}", info.scheme(), info.host())
+}
+
+/// GET /a2a/{id}/.well-known/agent-card.json
+#[utoipa::path(
+    tag = "a2a",
+    operation_id = "a2aAgentCard",
+    summary = "A2A: an agent's card",
+    description = "The agent's A2A card (protocol 1.0): its name and description, its tools as \
+        skills, its JSON-RPC interface (`POST /a2a/{id}`), streaming, and the Bearer JWT scheme \
+        when a provider is configured. Public: clients read it before they call.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    responses((status = 200, description = "The agent card.", body = Object)),
+)]
+#[get("/a2a/{id}/.well-known/agent-card.json")]
+pub async fn card(
+    app: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let authenticated = app.auth.provider.is_some();
+    let card = A2aServer::new(app.app.clone()).card(
+        &AgentId::from(id.as_str()),
+        &endpoint(&req, &id),
+        authenticated,
+    )?;
+    Ok(HttpResponse::Ok().json(card))
+}
+
+/// POST /a2a/{id}
+#[utoipa::path(
+    tag = "a2a",
+    operation_id = "a2aJsonRpc",
+    summary = "A2A: the agent's JSON-RPC endpoint",
+    description = "A2A 1.0 over JSON-RPC 2.0, one request per call: `SendMessage`, \
+        `SendStreamingMessage` (Server-Sent Events), `GetTask`, `CancelTask`, `SubscribeToTask` \
+        (Server-Sent Events). A task is a durable run of the agent (its id the run's, its context \
+        the conversation); a run waiting for a tool's approval is `TASK_STATE_INPUT_REQUIRED`, \
+        answered by a message in the task whose data part is `{approved, reason?, approvalId?}`. \
+        A JSON-RPC error is answered with 200, its `data` an `ErrorInfo` whose `metadata.code` \
+        is the error table's code.",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
+    request_body(content = Object, description = "A JSON-RPC 2.0 request.", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The JSON-RPC response, or (a streaming method) a stream of them.", content(
+            (Object = "application/json"),
+            (String = "text/event-stream"),
+        )),
+    ),
+)]
+#[post("/a2a/{id}")]
+pub async fn rpc(
+    app: web::Data<AppState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: web::Bytes,
+    caller: Requester,
+) -> Result<HttpResponse, ApiError> {
+    let id = AgentId::from(id.into_inner());
+    // An unknown agent is the route's 404, before any JSON-RPC.
+    app.app.agent(&id)?;
+    let version = req
+        .headers()
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok());
+    let reply = A2aServer::new(app.app.clone())
+        .handle(caller.0, id, &body, version)
+        .await;
+    Ok(match reply {
+        Reply::Json(value) => HttpResponse::Ok().json(value),
+        Reply::Stream(events) => {
+            let events = events.map(|v| {
+                Ok::<_, std::convert::Infallible>(sse::Event::Data(sse::Data::new(v.to_string())))
+            });
+            sse::Sse::from_stream(events)
+                .with_keep_alive(KEEP_ALIVE)
+                .respond_to(&req)
+        }
+    })
+}
+
+pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+    cfg.service(card).service(rpc);
+}

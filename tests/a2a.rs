@@ -1,0 +1,106 @@
+//! A2A with the official SDKs: `tests/a2a/test_a2a_server.py` (Python `a2a-sdk`, installed into
+//! `.venv-tools` by `scripts/install-test-deps.sh`) and `tests/node/a2a.mjs` (`@a2a-js/sdk`, in
+//! `tests/node`) drive `/a2a/{agentId}` of real servers started here: one without
+//! authentication (with `slow`, an agent whose weather tool takes 4 s), one with the JWT
+//! provider on, one in strict mode.
+
+use std::time::Duration;
+
+use agentry_auth::{TokenOptions, create_token};
+use agentry_core::agent::{Agent, FnTool};
+use agentry_server::AuthSettings;
+use agentry_tests::{Backend, TestServer, pytest, repo};
+use serde_json::json;
+
+const SECRET: &str = "a2a-tests-secret-of-at-least-32-bytes";
+
+fn token(sub: &str) -> String {
+    create_token(
+        &json!({"sub": sub, "name": sub}),
+        SECRET.as_bytes(),
+        &TokenOptions {
+            expires_in: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        },
+    )
+    .expect("a token")
+}
+
+/// An agent whose weather takes 4 s: a task to cancel, a stream to drop and re-attach to.
+fn slow() -> Agent {
+    let weather = FnTool::new(
+        "get_weather",
+        "Gets the weather of a city, slowly.",
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        |args, _ctx| async move {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            Ok(json!({"city": args["city"], "temperatureC": 12, "condition": "cloudy"}))
+        },
+    );
+    Agent::new("slow", "Slow").tool(std::sync::Arc::new(weather))
+}
+
+async fn servers() -> (TestServer, TestServer, TestServer) {
+    let open = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), |h| {
+        h.agent(slow())
+    })
+    .await;
+    let jwt = AuthSettings {
+        jwt_secret: Some(SECRET.into()),
+        ..Default::default()
+    };
+    let guarded = TestServer::start_with(Backend::Sqlite, jwt.clone(), |h| h).await;
+    let strict = AuthSettings { strict: true, ..jwt };
+    let strict = TestServer::start_with(Backend::Postgres, strict, |h| h).await;
+    (open, guarded, strict)
+}
+
+/// Cards, a message, a stream in order, a task read, a slow run cancelled, a dropped stream
+/// re-subscribed, the operator's refund through `input-required` and its approval, a token
+/// required, another user's task not found in strict mode, and refusals as JSON-RPC errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdk_talks_to_every_agent() {
+    let (open, guarded, strict) = servers().await;
+    pytest(
+        "tests/a2a/test_a2a_server.py",
+        "a2a, pytest",
+        vec![
+            ("AGENTRY_A2A_URL", open.url("")),
+            ("AGENTRY_A2A_JWT_URL", guarded.url("")),
+            ("AGENTRY_A2A_TOKEN", token("a2a-user")),
+            ("AGENTRY_A2A_STRICT_URL", strict.url("")),
+            ("AGENTRY_A2A_TOKEN_ALICE", token("alice")),
+            ("AGENTRY_A2A_TOKEN_BOB", token("bob")),
+        ],
+    )
+    .await;
+    open.stop().await;
+    guarded.stop().await;
+    strict.stop().await;
+}
+
+/// The JS SDK's default client: one message, one stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_js_sdk_sends_and_streams() {
+    let open = TestServer::start(Backend::Sqlite).await;
+    let script = repo().join("tests/node/a2a.mjs");
+    let url = open.url("/a2a/assistant/");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .arg(script)
+            .arg(url)
+            .current_dir(repo().join("tests/node"))
+            .output()
+            .expect("running node (scripts/install-test-deps.sh installs it)")
+    })
+    .await
+    .unwrap();
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{report}");
+    assert!(out.status.success(), "tests/node/a2a.mjs failed:\n{report}");
+    open.stop().await;
+}
