@@ -50,7 +50,10 @@ async fn servers() -> (TestServer, TestServer, TestServer) {
         ..Default::default()
     };
     let guarded = TestServer::start_with(Backend::Sqlite, jwt.clone(), |h| h).await;
-    let strict = AuthSettings { strict: true, ..jwt };
+    let strict = AuthSettings {
+        strict: true,
+        ..jwt
+    };
     let strict = TestServer::start_with(Backend::Postgres, strict, |h| h).await;
     (open, guarded, strict)
 }
@@ -103,4 +106,65 @@ async fn the_official_js_sdk_sends_and_streams() {
     println!("{report}");
     assert!(out.status.success(), "tests/node/a2a.mjs failed:\n{report}");
     open.stop().await;
+}
+
+/// Two servers: an agent on one asks an agent on the other through `A2aToolset` (the tool
+/// `ask_assistant`, called by the offline model for "ask assistant to ..."); once the remote
+/// is stopped, the call is a clear tool error and the agent still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_an_agent_of_another_server() {
+    let remote = TestServer::start(Backend::Sqlite).await;
+    let card = remote.url("/a2a/assistant/.well-known/agent-card.json");
+    let tools = agentry_a2a::A2aToolset::new()
+        .agent(&card, None)
+        .expect("a card URL")
+        .tools();
+    let local = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), move |h| {
+        h.agent(
+            tools
+                .into_iter()
+                .fold(Agent::new("relay", "Relay"), Agent::tool),
+        )
+    })
+    .await;
+    let ask = json!({"input": "ask assistant to tell me the weather in Paris"});
+    let answer = local.post_data("/agents/relay/text", &ask).await;
+    let result = &answer["toolResults"][0];
+    assert_eq!(result["toolName"], "ask_assistant", "{answer}");
+    assert_ne!(result["isError"], true, "{answer}");
+    assert_eq!(result["result"]["agent"], "assistant");
+    let remote_text = result["result"]["text"].as_str().unwrap();
+    assert!(
+        remote_text.contains("Paris") && remote_text.contains("°C"),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["text"],
+        format!("assistant answered: {remote_text}"),
+        "{answer}"
+    );
+    // The remote's task is a durable run there, from A2A.
+    let task = result["result"]["taskId"].as_str().unwrap();
+    let run = remote
+        .get_data(&format!("/agents/assistant/runs/{task}"))
+        .await;
+    assert_eq!(run["status"], "completed", "{run}");
+
+    remote.stop().await;
+    let answer = local.post_data("/agents/relay/text", &ask).await;
+    let result = &answer["toolResults"][0];
+    assert_eq!(result["isError"], true, "{answer}");
+    let error = result["result"].to_string();
+    assert!(
+        error.contains("cannot reach") || error.contains("went away"),
+        "{answer}"
+    );
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("The ask_assistant tool failed"),
+        "{answer}"
+    );
+    local.stop().await;
 }

@@ -5,7 +5,8 @@
 //! - `task`: a durable agent run as a task;
 //! - `server`: every agent an A2A server (`A2aServer`: the card, and each method on the
 //!   application layer's use cases), which agentry-http mounts at `/a2a/{agentId}`;
-//! - `errors`: failures as JSON-RPC errors carrying the error table's code.
+//! - `errors`: failures as JSON-RPC errors carrying the error table's code;
+//! - `toolset`: remote A2A agents as tools of agentry's agents (`A2aToolset`, `ask_<agent id>`).
 //!
 //! No web framework here: the HTTP layer adapts requests and streams.
 
@@ -13,7 +14,9 @@ pub mod card;
 pub mod errors;
 pub mod server;
 pub mod task;
+pub mod toolset;
 pub mod wire;
 
 pub use card::CARD_PATH;
 pub use server::{A2aServer, Reply};
+pub use toolset::{A2aToolset, A2aToolsetError};

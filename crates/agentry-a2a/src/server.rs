@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::card::card_of;
 use crate::errors::{self, from_app, invalid_params, rpc_error};
-use crate::task::{agent_message, approval_parts, answer_artifact_id, context_of, task_of};
+use crate::task::{agent_message, answer_artifact_id, approval_parts, context_of, task_of};
 use crate::wire::{
     AgentCard, Artifact, Message, Part, Request, Role, RpcError, SendMessageParams, StreamResponse,
     Task, TaskArtifactUpdateEvent, TaskParams, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -51,7 +51,12 @@ impl A2aServer {
 
     /// Agent `id`'s card, its JSON-RPC interface at `url`; `authenticated`: a token is asked
     /// for (the card names the Bearer scheme).
-    pub fn card(&self, id: &AgentId, url: &str, authenticated: bool) -> Result<AgentCard, AppError> {
+    pub fn card(
+        &self,
+        id: &AgentId,
+        url: &str,
+        authenticated: bool,
+    ) -> Result<AgentCard, AppError> {
         let detail = self.app.agent(id)?;
         Ok(card_of(&detail, url, authenticated))
     }
@@ -156,7 +161,10 @@ fn check_envelope(request: &Request, version: Option<&str>) -> Result<(), RpcErr
 }
 
 /// Each event as a JSON-RPC response to request `id`.
-fn rpc_stream(id: Value, mut events: mpsc::Receiver<Result<StreamResponse, RpcError>>) -> BoxStream<'static, Value> {
+fn rpc_stream(
+    id: Value,
+    mut events: mpsc::Receiver<Result<StreamResponse, RpcError>>,
+) -> BoxStream<'static, Value> {
     Box::pin(async_stream(move |tx| async move {
         while let Some(event) = events.recv().await {
             let value = event.map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
@@ -187,8 +195,14 @@ struct Call {
 
 /// What a message asks: a new task (its text), or the answers to a task's pending approvals.
 enum Ask {
-    New { text: String, context: String },
-    Answer { task: String, answers: Vec<ApprovalAnswer> },
+    New {
+        text: String,
+        context: String,
+    },
+    Answer {
+        task: String,
+        answers: Vec<ApprovalAnswer>,
+    },
 }
 
 impl Call {
@@ -234,7 +248,11 @@ impl Call {
         let params: TaskParams = parse(params)?;
         let (run, events) = self
             .app
-            .follow_run(&self.caller, &self.agent, &ExecutionId::from(params.id.as_str()))
+            .follow_run(
+                &self.caller,
+                &self.agent,
+                &ExecutionId::from(params.id.as_str()),
+            )
             .await
             .map_err(from_app)?;
         let state = crate::task::state_of(run.summary.status);
@@ -258,7 +276,12 @@ impl Call {
         let params: TaskParams = parse(params)?;
         let id = ExecutionId::from(params.id.as_str());
         self.app
-            .cancel_run(&self.caller, &self.agent, &id, Some("cancelled through A2A".into()))
+            .cancel_run(
+                &self.caller,
+                &self.agent,
+                &id,
+                Some("cancelled through A2A".into()),
+            )
             .await
             .map_err(from_app)?;
         let run = self.state(&params.id).await?;
@@ -294,7 +317,12 @@ impl Call {
             Ask::Answer { task, answers } => {
                 let (_, events) = self
                     .app
-                    .answer_approvals(&self.caller, &self.agent, &ExecutionId::from(task.as_str()), answers)
+                    .answer_approvals(
+                        &self.caller,
+                        &self.agent,
+                        &ExecutionId::from(task.as_str()),
+                        answers,
+                    )
                     .await
                     .map_err(from_app)?;
                 Ok(events)
@@ -319,7 +347,11 @@ impl Call {
                 "message.parts[{i}] must have exactly one of text, data, url or raw"
             )));
         }
-        if message.parts.iter().any(|p| p.url.is_some() || p.raw.is_some()) {
+        if message
+            .parts
+            .iter()
+            .any(|p| p.url.is_some() || p.raw.is_some())
+        {
             return Err(rpc_error(
                 -32005,
                 "Only text and data parts are supported",
@@ -407,7 +439,11 @@ impl Call {
                     )));
                 }
             },
-            Some(_) => return Err(invalid_params("the data part's \"approvalId\" must be text")),
+            Some(_) => {
+                return Err(invalid_params(
+                    "the data part's \"approvalId\" must be text",
+                ));
+            }
         };
         Ok(Ask::Answer {
             task: task.to_owned(),
@@ -438,7 +474,8 @@ impl Call {
             let task = task_of(&run, None);
             let (id, context) = (task.id.clone(), task.context_id.clone());
             let first_state = task.status.state;
-            if tx.send(Ok(StreamResponse::Task(task))).await.is_err() || first_state.ends_a_stream() {
+            if tx.send(Ok(StreamResponse::Task(task))).await.is_err() || first_state.ends_a_stream()
+            {
                 return;
             }
             let mut n = 0;

@@ -81,7 +81,9 @@ pub fn task_of(run: &RunState, history_length: Option<i32>) -> Task {
             format!("{id}-status"),
             &id,
             &context,
-            vec![Part::text(run.error.clone().unwrap_or_else(|| "failed".into()))],
+            vec![Part::text(
+                run.error.clone().unwrap_or_else(|| "failed".into()),
+            )],
         )),
         _ => None,
     };

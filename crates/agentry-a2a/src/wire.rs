@@ -153,7 +153,11 @@ impl TaskState {
 
     /// A stream ends here: the task ended, or waits for the client.
     pub fn ends_a_stream(self) -> bool {
-        self.is_terminal() || matches!(self, Self::TaskStateInputRequired | Self::TaskStateAuthRequired)
+        self.is_terminal()
+            || matches!(
+                self,
+                Self::TaskStateInputRequired | Self::TaskStateAuthRequired
+            )
     }
 }
 

@@ -4,6 +4,7 @@
 //! `agentry-app`, whose use cases every handler calls (parse, call one command, render). It
 //! decides no access and knows no SQL.
 
+pub mod a2a;
 pub mod access;
 pub mod agents;
 pub mod auth;
@@ -17,7 +18,6 @@ pub mod host;
 pub mod intake;
 pub mod landing;
 pub mod logs;
-pub mod a2a;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;

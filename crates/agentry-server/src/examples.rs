@@ -768,18 +768,25 @@ fn with_context(base: &'static str) -> impl Fn(&InstructionContext<'_>) -> Strin
     }
 }
 
-/// Registers the example agents: `assistant`, `writer`, `supervisor`, `operator`.
-pub fn register_agents(hub: &AgentHub) -> Result<(), agentry_core::agent::AgentError> {
-    hub.register(
-        Agent::new("assistant", "Assistant")
-            .description("Answers questions; can look up the weather and do arithmetic.")
-            .dynamic_instructions(with_context(
-                "You are a helpful assistant. Use get_weather for weather questions and calculate for arithmetic.",
-            ))
-            .tool(get_weather())
-            .tool(calculate())
-            .memory(MemoryConfig::default()),
-    )?;
+/// The variable naming a remote A2A agent's card URL that the example `assistant` may ask
+/// (the tool `ask_<remote agent id>`).
+pub const EXAMPLE_A2A_AGENT: &str = "AGENTRY_EXAMPLE_A2A_AGENT";
+
+/// Registers the example agents: `assistant`, `writer`, `supervisor`, `operator`. `remote`:
+/// tools `assistant` also has (a remote A2A agent, [`EXAMPLE_A2A_AGENT`]).
+pub fn register_agents(
+    hub: &AgentHub,
+    remote: Vec<Arc<dyn agentry_core::agent::Tool>>,
+) -> Result<(), agentry_core::agent::AgentError> {
+    let assistant = Agent::new("assistant", "Assistant")
+        .description("Answers questions; can look up the weather and do arithmetic.")
+        .dynamic_instructions(with_context(
+            "You are a helpful assistant. Use get_weather for weather questions and calculate for arithmetic.",
+        ))
+        .tool(get_weather())
+        .tool(calculate())
+        .memory(MemoryConfig::default());
+    hub.register(remote.into_iter().fold(assistant, Agent::tool))?;
     hub.register(
         Agent::new("writer", "Writer")
             .description("Writes short drafts on a topic.")
@@ -922,7 +929,7 @@ mod tests {
     #[test]
     fn the_operator_is_durable_and_refunds_over_100_need_approval() {
         let hub = AgentHub::new(Arc::new(agentry_core::agent::OfflineModel), None);
-        register_agents(&hub).unwrap();
+        register_agents(&hub, Vec::new()).unwrap();
         let operator = hub.agent(&"operator".into()).unwrap();
         assert_eq!(operator.name, "Operator");
         assert!(operator.durable);

@@ -181,6 +181,21 @@ pub fn default_model() -> Arc<dyn Model> {
     }
 }
 
+/// The remote A2A agent the example `assistant` may ask (`AGENTRY_EXAMPLE_A2A_AGENT`: its card
+/// URL), as its tools.
+fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_core::agent::Tool>>> {
+    let Some(url) = std::env::var(examples::EXAMPLE_A2A_AGENT)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(Vec::new());
+    };
+    let set = agentry_a2a::A2aToolset::new()
+        .agent(url.trim(), None)
+        .with_context(|| format!("{}", examples::EXAMPLE_A2A_AGENT))?;
+    Ok(set.tools())
+}
+
 /// Builds the engine and the agents on `db`, with the examples when asked. `Host::new` wires
 /// the agents into the engine (for `andAgent` steps).
 fn build(
@@ -191,7 +206,8 @@ fn build(
     let engine = Engine::with(db.execution_store(), Arc::new(SystemClock), config);
     let agents = AgentHub::new(default_model(), Some(db.conversation_store()));
     if examples {
-        examples::register_agents(&agents).context("registering the example agents")?;
+        examples::register_agents(&agents, example_remote_agents()?)
+            .context("registering the example agents")?;
         examples::register_workflows(&engine).context("registering the example workflows")?;
     }
     test_agents::register_from_env(&agents, &engine).context("registering the test agents")?;

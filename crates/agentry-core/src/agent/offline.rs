@@ -177,7 +177,7 @@ fn describe_result(r: &ToolResult) -> String {
             result["expression"].as_str().unwrap_or("the expression"),
             result["result"]
         ),
-        "delegate_task" => format!(
+        _ if name == "delegate_task" || name.starts_with("ask_") => format!(
             "{} answered: {}",
             result["agent"].as_str().unwrap_or("The agent"),
             result["text"].as_str().unwrap_or("")
@@ -398,7 +398,12 @@ impl OfflineModel {
                 .collect();
             (parts.join(" "), Vec::new())
         } else {
-            let pick = if has_tool("delegate_task")
+            let remote =
+                delegation_of(&user_text).filter(|(agent, _)| has_tool(&format!("ask_{agent}")));
+            let pick = if let Some((agent, task)) = remote {
+                // A remote A2A agent lent as a tool (`ask_<agent>`).
+                Some(call(&format!("ask_{agent}"), json!({"task": task})))
+            } else if has_tool("delegate_task")
                 && let Some((agent, task)) = delegation_of(&user_text)
             {
                 Some(call("delegate_task", json!({"agent": agent, "task": task})))
@@ -599,6 +604,25 @@ mod tests {
             a.tool_calls[0].args,
             json!({"agent": "writer", "task": "draft a haiku"})
         );
+    }
+
+    #[test]
+    fn asks_a_remote_agent_lent_as_a_tool() {
+        let tools = ["ask_weather", "delegate_task"];
+        let mut r = req("ask weather to tell me about Oslo", &tools);
+        let call = answer(&r).tool_calls.remove(0);
+        assert_eq!(call.tool_name, "ask_weather");
+        assert_eq!(call.args, json!({"task": "tell me about Oslo"}));
+        with_result(
+            &mut r,
+            call,
+            json!({"agent": "weather", "text": "Oslo is cloudy.", "state": "completed"}),
+            false,
+        );
+        assert_eq!(answer(&r).text, "weather answered: Oslo is cloudy.");
+        // Another name is a sub-agent's, when it has the delegation tool.
+        let a = answer(&req("ask writer to draft", &tools));
+        assert_eq!(a.tool_calls[0].tool_name, "delegate_task");
     }
 
     #[test]
