@@ -3,7 +3,7 @@
 # - its layering rules, checked on the dependency tree: agentry-core has no web framework,
 #   database driver or HTTP client; agentry-auth has no web framework, no database and does not
 #   use agentry-core; agentry-app (the application layer) knows no HTTP framework, no SQL and no
-#   MCP; the front ends (agentry-http, agentry-mcp) never reach the store: they go through
+#   MCP; the front ends (agentry-http, agentry-mcp, agentry-a2a) never reach the store: they go through
 #   agentry-app; agentry-logs (the log capture) knows no HTTP framework, no SQL and no MCP
 #   (dev-dependencies do not count);
 # - it names every source file: each crate's files by their path under the crate (`src/`
@@ -28,9 +28,10 @@ forbid() {
 layering_rules() {
   forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
   forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
-  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|server)'
+  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|a2a|server)'
   forbid agentry-http 'sqlx.*|agentry-store'
   forbid agentry-mcp 'actix.*|sqlx.*|agentry-(store|http)'
+  forbid agentry-a2a 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|server)'
   forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
   forbid agentry-metrics 'actix.*|sqlx.*'
   forbid agentry-otel 'actix.*|sqlx.*'
@@ -69,7 +70,7 @@ fi
 
 layering_rules
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-console, agentry-metrics, agentry-otel and agentry-logs keep to their dependencies"
+  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-a2a, agentry-console, agentry-metrics, agentry-otel and agentry-logs keep to their dependencies"
 fi
 
 # The name the codemap must give a tracked file, in backticks.
