@@ -346,3 +346,32 @@ def test_the_run_views_fit_a_phone(page, api, base):
     page.goto(f"{base}/console/agents/{AGENT}/runs/no-such-run")
     expect(page.get_by_role("alert")).to_contain_text("Run no-such-run of agent operator not found")
     api.data("POST", f"/agents/{AGENT}/runs/{run_id}/cancel", {})
+
+
+def test_an_a2a_task_shows_as_the_run_it_is(page, api, base):
+    """A task sent over A2A (JSON-RPC `SendMessage`) is a run of the agent, marked `a2a` in the
+    runs list and on its page."""
+    import json
+    import urllib.request
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": new_id("msg"), "role": "ROLE_USER",
+                               "parts": [{"text": "refund order o-3 20 scratched"}]}},
+    }
+    request = urllib.request.Request(
+        f"{base}/a2a/{AGENT}", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json", "A2A-Version": "1.0"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        task = json.loads(r.read())["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert run_state(api, task["id"])["origin"] == "a2a"
+
+    page.goto(f"{base}/console/agents/{AGENT}")
+    row = page.get_by_role("table", name="Runs").get_by_role("row").filter(
+        has=page.get_by_role("link", name=task["id"], exact=True))
+    expect(row).to_contain_text("a2a")
+    row.get_by_role("link", name=task["id"], exact=True).click()
+    expect(page.get_by_text("A2A task")).to_be_visible()

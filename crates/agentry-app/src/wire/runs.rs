@@ -35,6 +35,10 @@ pub struct RunSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub reason: Option<String>,
+    /// Where it was started from, when not the agent routes: `a2a` (an A2A task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, example = "a2a")]
+    pub origin: Option<String>,
 }
 
 impl From<&ExecutionRecord> for RunSummary {
@@ -53,6 +57,11 @@ impl From<&ExecutionRecord> for RunSummary {
             updated_at: r.updated_at.into(),
             end_at: r.state.end_at().map(Timestamp),
             reason: r.state.suspension().map(|s| s.reason.clone()),
+            origin: r
+                .context
+                .get("origin")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         }
     }
 }

@@ -149,7 +149,7 @@ function makeRow(agentId, r) {
   const tr = h(
     "tr",
     { dataset: { runId: r.runId } },
-    h("td", { class: "id" }, runLink(agentId, r.runId)),
+    h("td", { class: "id" }, runLink(agentId, r.runId), r.origin ? [" ", h("span", { class: "status status-started origin", title: "Started as an A2A task" }, r.origin)] : null),
     h("td", {}, status),
     h("td", {}, start),
     h("td", { class: "hide-narrow" }, dur),

@@ -88,6 +88,7 @@ export async function render({ main, params, signal, title }) {
           ["Status", status],
           ["Agent", h("span", {}, agentLink(agentId, agent.name), " ", h("code", {}, agentId))],
           ["Conversation", state.conversationId ? h("code", {}, state.conversationId) : h("span", { class: "muted" }, "—")],
+          ["Origin", state.origin ? h("span", { class: "status status-started origin" }, state.origin === "a2a" ? "A2A task" : state.origin) : undefined],
           ["User", state.userId ? h("code", {}, state.userId) : h("span", { class: "muted" }, "—")],
           ["Started", time(state.startAt)],
           ["Updated", time(state.updatedAt)],
