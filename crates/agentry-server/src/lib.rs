@@ -192,7 +192,7 @@ fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_core::agent::To
     };
     let set = agentry_a2a::A2aToolset::new()
         .agent(url.trim(), None)
-        .with_context(|| format!("{}", examples::EXAMPLE_A2A_AGENT))?;
+        .context(examples::EXAMPLE_A2A_AGENT)?;
     Ok(set.tools())
 }
 
