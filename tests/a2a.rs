@@ -143,6 +143,41 @@ async fn an_agent_asks_an_agent_of_another_server() {
         format!("assistant answered: {remote_text}"),
         "{answer}"
     );
+    // Streamed, the remote's progress shows as the call's `tool-progress`.
+    let events = local
+        .sse_events(
+            "/agents/relay/stream",
+            &json!({"input": "ask assistant to tell me the weather in Rome"}),
+        )
+        .await;
+    let progress: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool-progress")
+        .collect();
+    assert!(!progress.is_empty(), "{events:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["toolName"] == "ask_assistant" && p["data"]["agent"] == "assistant")
+    );
+    let words: Vec<&str> = progress
+        .iter()
+        .filter_map(|p| p["data"]["text"].as_str())
+        .collect();
+    assert!(words.concat().contains("Rome"), "{words:?}");
+    let call = events
+        .iter()
+        .position(|e| e["type"] == "tool-call")
+        .unwrap();
+    let done = events
+        .iter()
+        .position(|e| e["type"] == "tool-result")
+        .unwrap();
+    let first = events
+        .iter()
+        .position(|e| e["type"] == "tool-progress")
+        .unwrap();
+    assert!(call < first && first < done, "{events:?}");
     // The remote's task is a durable run there, from A2A.
     let task = result["result"]["taskId"].as_str().unwrap();
     let run = remote

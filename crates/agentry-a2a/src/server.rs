@@ -505,13 +505,21 @@ impl Call {
     }
 }
 
-/// A run's event as the task's progress: its text and tool calls as the agent's messages of a
-/// `working` status (the answer comes whole as the artifact at the end).
+/// A run's event as the task's progress: its text, tool calls and the tools' own progress as
+/// the agent's messages of a `working` status (the answer comes whole as the artifact at the
+/// end).
 fn progress(task: &str, context: &str, n: &mut u32, event: AgentEvent) -> Option<StreamResponse> {
     let parts = match event {
         AgentEvent::TextDelta(t) if !t.is_empty() => vec![Part::text(t)],
         AgentEvent::ToolCall(call) => vec![Part::data(json!({"toolCall": call}))],
         AgentEvent::ToolResult(result) => vec![Part::data(json!({"toolResult": result}))],
+        AgentEvent::ToolProgress {
+            tool_call_id,
+            tool_name,
+            data,
+        } => vec![Part::data(json!({"toolProgress": {
+            "toolCallId": tool_call_id, "toolName": tool_name, "data": data,
+        }}))],
         _ => return None,
     };
     *n += 1;

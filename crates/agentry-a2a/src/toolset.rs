@@ -1,7 +1,8 @@
 //! Remote A2A agents as tools of agentry's agents (like `McpToolset` for MCP servers): each
 //! remote agent, named by its card's URL, is the tool `ask_<agent id>` taking `{task}`. A call
 //! reads the card (once, then kept), sends the task with `SendStreamingMessage`, follows the
-//! task to its end and answers `{agent, taskId, state, text}`. A remote that fails, refuses,
+//! task to its end (the words of its `working` updates reported as the call's progress: the
+//! caller's stream shows them as `tool-progress`) and answers `{agent, taskId, state, text}`. A remote that fails, refuses,
 //! waits for input or cannot be reached is a tool error naming why (the model sees it as
 //! such: `isError` in `toolResults`).
 
@@ -196,7 +197,9 @@ impl RemoteAgent {
             buffer.extend_from_slice(&chunk);
             while let Some(end) = find_event_end(&buffer) {
                 let event: Vec<u8> = buffer.drain(..end).collect();
-                outcome.take(&self.id, &event)?;
+                if let Some(words) = outcome.take(&self.id, &event)? {
+                    ctx.report_progress(json!({"agent": self.id, "text": words}));
+                }
             }
             if buffer.len() > MAX_BYTES {
                 return Err(format!(
@@ -239,7 +242,9 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn take(&mut self, agent: &str, event: &[u8]) -> Result<(), String> {
+    /// Takes one event of the stream; answers the words of a `working` status message (the
+    /// remote's progress), if it has some.
+    fn take(&mut self, agent: &str, event: &[u8]) -> Result<Option<String>, String> {
         let text = String::from_utf8_lossy(event);
         let data: String = text
             .lines()
@@ -248,7 +253,7 @@ impl Outcome {
             .collect::<Vec<_>>()
             .join("\n");
         if data.is_empty() {
-            return Ok(()); // a comment (keep-alive)
+            return Ok(None); // a comment (keep-alive)
         }
         let body: Value = serde_json::from_str(&data)
             .map_err(|e| format!("the remote agent {agent} sent an unreadable event: {e}"))?;
@@ -256,7 +261,7 @@ impl Outcome {
             return Err(rpc_failure(agent, &body));
         }
         let Ok(event) = serde_json::from_value::<StreamResponse>(body["result"].clone()) else {
-            return Ok(()); // an event of a later protocol: skipped
+            return Ok(None); // an event of a later protocol: skipped
         };
         let words = |parts: &[crate::wire::Part]| {
             parts
@@ -279,6 +284,10 @@ impl Outcome {
                 self.state = Some(u.status.state);
                 if let Some(m) = &u.status.message {
                     self.status_text = words(&m.parts);
+                    if u.status.state == TaskState::TaskStateWorking && !self.status_text.is_empty()
+                    {
+                        return Ok(Some(self.status_text.clone()));
+                    }
                 }
             }
             StreamResponse::ArtifactUpdate(u) => {
@@ -290,7 +299,7 @@ impl Outcome {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     fn answer(self, agent: &str) -> Result<Value, String> {

@@ -192,6 +192,7 @@ impl App {
             depth: 0,
             run_id: None,
             attempt: 1,
+            progress: None,
         };
         tool.call(args, ctx)
             .await

@@ -565,6 +565,15 @@ impl RunEvents {
                 out
             }
             EventKind::AgentToolResult { result, .. } => vec![AgentEvent::ToolResult(result)],
+            EventKind::AgentToolProgress {
+                tool_call_id,
+                tool_name,
+                data,
+            } => vec![AgentEvent::ToolProgress {
+                tool_call_id,
+                tool_name,
+                data,
+            }],
             EventKind::AgentApprovalRequest { request } => {
                 vec![AgentEvent::ToolApprovalRequest(request)]
             }

@@ -139,6 +139,14 @@ pub enum EventKind {
     AgentTextDelta {
         delta: String,
     },
+    /// A tool call of a durable run reported progress, for the run's live subscribers in this
+    /// process. Not stored.
+    #[serde(skip)]
+    AgentToolProgress {
+        tool_call_id: String,
+        tool_name: String,
+        data: Value,
+    },
     /// The last event of a run: the execution as it now stands. Not stored.
     #[serde(skip)]
     WorkflowResult {
@@ -161,6 +169,7 @@ impl EventKind {
             EventKind::WorkflowResult { .. }
                 | EventKind::WorkflowHandover { .. }
                 | EventKind::AgentTextDelta { .. }
+                | EventKind::AgentToolProgress { .. }
         )
     }
 
@@ -186,6 +195,7 @@ impl EventKind {
             EventKind::AgentApprovalRequest { .. } => "agent-approval-request",
             EventKind::AgentApprovalAnswer { .. } => "agent-approval-answer",
             EventKind::AgentTextDelta { .. } => "agent-text-delta",
+            EventKind::AgentToolProgress { .. } => "agent-tool-progress",
         }
     }
 }

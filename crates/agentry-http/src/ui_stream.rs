@@ -142,7 +142,8 @@ impl UiMessageStream {
                 // The model's next call is a new step.
                 self.close_step(&mut out);
             }
-            AgentEvent::PartialObject(_) => {}
+            // A tool's progress is in the raw stream (`tool-progress`), not the UI stream.
+            AgentEvent::PartialObject(_) | AgentEvent::ToolProgress { .. } => {}
             AgentEvent::Finish {
                 finish_reason,
                 usage,

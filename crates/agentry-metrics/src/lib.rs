@@ -407,7 +407,8 @@ impl Telemetry for Metrics {
                 | EventKind::AgentToolResult { .. }
                 | EventKind::AgentApprovalRequest { .. }
                 | EventKind::AgentApprovalAnswer { .. }
-                | EventKind::AgentTextDelta { .. } => {}
+                | EventKind::AgentTextDelta { .. }
+                | EventKind::AgentToolProgress { .. } => {}
             }
         }
         self.commit_duration

@@ -314,6 +314,14 @@ pub enum AgentEvent {
     /// /agents/{id}/runs/{runId}/approvals/{approvalId}. The run suspends; the stream ends
     /// with `finish` (`finishReason: tool-calls`).
     ToolApprovalRequest(ApprovalRequest),
+    /// A tool call's progress while it runs (a remote A2A agent's words, for one).
+    #[serde(rename_all = "camelCase")]
+    ToolProgress {
+        tool_call_id: String,
+        tool_name: String,
+        #[schema(value_type = Object)]
+        data: Value,
+    },
     /// The object so far.
     ObjectDelta {
         object: Value,
@@ -338,6 +346,15 @@ impl From<&DomainEvent> for AgentEvent {
             DomainEvent::ToolCall(c) => Self::ToolCall(c.into()),
             DomainEvent::ToolResult(r) => Self::ToolResult(r.into()),
             DomainEvent::ToolApprovalRequest(r) => Self::ToolApprovalRequest(r.into()),
+            DomainEvent::ToolProgress {
+                tool_call_id,
+                tool_name,
+                data,
+            } => Self::ToolProgress {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                data: data.clone(),
+            },
             DomainEvent::PartialObject(o) => Self::ObjectDelta { object: o.clone() },
             DomainEvent::Finish {
                 finish_reason,

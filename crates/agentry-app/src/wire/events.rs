@@ -55,6 +55,8 @@ pub enum WorkflowEventKind {
     AgentApprovalAnswer(AgentRunRecord),
     /// A piece of a durable agent run's text, live.
     AgentTextDelta(AgentRunRecord),
+    /// A tool call of a durable agent run reported progress, live.
+    AgentToolProgress(AgentRunRecord),
 }
 
 /// A step's output while it runs: progress or partial results, as the step sent them.
@@ -338,6 +340,17 @@ impl From<&EventKind> for WorkflowEventKind {
                 let mut fields = serde_json::Map::new();
                 fields.insert("delta".into(), Value::String(delta.clone()));
                 Self::AgentTextDelta(AgentRunRecord(fields))
+            }
+            EventKind::AgentToolProgress {
+                tool_call_id,
+                tool_name,
+                data,
+            } => {
+                let mut fields = serde_json::Map::new();
+                fields.insert("toolCallId".into(), Value::String(tool_call_id.clone()));
+                fields.insert("toolName".into(), Value::String(tool_name.clone()));
+                fields.insert("data".into(), data.clone());
+                Self::AgentToolProgress(AgentRunRecord(fields))
             }
         }
     }

@@ -281,14 +281,27 @@ impl AgentHub {
             .journal()
             .cloned()
             .ok_or_else(|| StepError::failed("a durable run needs the engine's journal"))?;
-        // The model's text goes to the run's live subscribers as it streams.
+        // The model's text and the tools' progress go to the run's live subscribers as they
+        // come.
         let (tx, forward) = if input.stream {
             let (tx, mut rx) = mpsc::channel::<AgentEvent>(64);
             let j = journal.clone();
             let forward = tokio::spawn(async move {
                 while let Some(ev) = rx.recv().await {
-                    if let AgentEvent::TextDelta(delta) = ev {
-                        j.announce(EventKind::AgentTextDelta { delta });
+                    match ev {
+                        AgentEvent::TextDelta(delta) => {
+                            j.announce(EventKind::AgentTextDelta { delta });
+                        }
+                        AgentEvent::ToolProgress {
+                            tool_call_id,
+                            tool_name,
+                            data,
+                        } => j.announce(EventKind::AgentToolProgress {
+                            tool_call_id,
+                            tool_name,
+                            data,
+                        }),
+                        _ => {}
                     }
                 }
             });

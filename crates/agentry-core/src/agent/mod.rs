@@ -11,7 +11,7 @@ pub use model::{
     ModelResponse, ToolSpec,
 };
 pub use offline::OfflineModel;
-pub use tool::{Approval, FnTool, Tool, ToolContext};
+pub use tool::{Approval, FnTool, MAX_PROGRESS_BYTES, Tool, ToolContext, ToolProgress};
 
 pub mod definition;
 pub mod durable;

@@ -119,6 +119,12 @@ pub enum AgentEvent {
     ToolResult(ToolResult),
     /// A tool call waits for a person's approval (durable runs only); the run suspends.
     ToolApprovalRequest(super::durable::ApprovalRequest),
+    /// A tool call's progress while it runs ([`ToolContext::report_progress`]).
+    ToolProgress {
+        tool_call_id: String,
+        tool_name: String,
+        data: Value,
+    },
     /// A partial object (stream-object only), each larger than the last.
     PartialObject(Value),
     Finish {
@@ -237,7 +243,25 @@ impl<'a> Generation<'a> {
             depth: self.depth,
             run_id: None,
             attempt: 1,
+            progress: None,
         }
+    }
+
+    /// The progress sink of call `c`: its reports go to the stream as `tool-progress` (none
+    /// when the generation does not stream).
+    fn progress_of(&self, c: &ToolCall) -> Option<super::tool::ToolProgress> {
+        let sink = self.sink?.clone();
+        let (id, name) = (c.tool_call_id.clone(), c.tool_name.clone());
+        Some(super::tool::ToolProgress::new(move |data| {
+            let size = serde_json::to_vec(&data).map_or(usize::MAX, |b| b.len());
+            if size <= super::tool::MAX_PROGRESS_BYTES {
+                let _ = sink.try_send(AgentEvent::ToolProgress {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    data,
+                });
+            }
+        }))
     }
 }
 
@@ -309,6 +333,8 @@ pub(super) async fn observed_call(
         otel.status_code = tracing::field::Empty,
     );
     let began = Instant::now();
+    let mut ctx = ctx;
+    ctx.progress = g.progress_of(c);
     let result = {
         use tracing::Instrument;
         call_tool(g.agent, op, tool, (c, approved), ctx)

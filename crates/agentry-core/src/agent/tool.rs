@@ -27,6 +27,40 @@ pub struct ToolContext {
     /// How many times this call was started, this time included: 1, or more in a durable run
     /// whose process died while the tool ran (tools run at least once).
     pub attempt: u32,
+    /// Where the call reports its progress while it runs (none: the generation does not
+    /// stream): see [`ToolContext::report_progress`].
+    pub progress: Option<ToolProgress>,
+}
+
+impl ToolContext {
+    /// Reports progress of this call (a remote agent's words, a long job's share done): it
+    /// reaches the generation's stream as `tool-progress` (and a durable run's live
+    /// subscribers), never the model. Dropped when the stream lags, or over
+    /// [`MAX_PROGRESS_BYTES`].
+    pub fn report_progress(&self, data: Value) {
+        if let Some(p) = &self.progress {
+            (p.0)(data);
+        }
+    }
+}
+
+/// The largest progress report, serialized (larger ones are dropped).
+pub const MAX_PROGRESS_BYTES: usize = 16 * 1024;
+
+/// A tool call's progress sink.
+#[derive(Clone)]
+pub struct ToolProgress(Arc<dyn Fn(Value) + Send + Sync>);
+
+impl ToolProgress {
+    pub fn new(f: impl Fn(Value) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for ToolProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolProgress")
+    }
 }
 
 #[async_trait]
