@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentry_auth::{TokenOptions, create_token};
 use agentry_core::agent::{Agent, FnTool};
 use agentry_server::AuthSettings;
-use agentry_tests::{Backend, TestServer, pytest, repo};
+use agentry_tests::{Backend, TestServer, pytest, repo, run_to_success};
 use serde_json::json;
 
 const SECRET: &str = "a2a-tests-secret-of-at-least-32-bytes";
@@ -86,25 +86,11 @@ async fn the_official_python_sdk_talks_to_every_agent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_js_sdk_sends_and_streams() {
     let open = TestServer::start(Backend::Sqlite).await;
-    let script = repo().join("tests/node/a2a.mjs");
-    let url = open.url("/a2a/assistant/");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .arg(script)
-            .arg(url)
-            .current_dir(repo().join("tests/node"))
-            .output()
-            .expect("running node (scripts/install-test-deps.sh installs it)")
-    })
-    .await
-    .unwrap();
-    let report = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    println!("{report}");
-    assert!(out.status.success(), "tests/node/a2a.mjs failed:\n{report}");
+    let mut node = std::process::Command::new("node");
+    node.arg(repo().join("tests/node/a2a.mjs"))
+        .arg(open.url("/a2a/assistant/"))
+        .current_dir(repo().join("tests/node"));
+    run_to_success(node, "tests/node/a2a.mjs").await;
     open.stop().await;
 }
 

@@ -443,21 +443,25 @@ pub async fn pytest(target: &str, modules: &'static str, env: Vec<(&'static str,
         .await
         .unwrap();
     let args = ["-m", "pytest", target, "-q", "-p", "no:cacheprovider"].map(str::to_owned);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args(args)
-            .current_dir(repo())
-            .envs(env)
-            .output()
-            .expect("running pytest")
-    })
-    .await
-    .unwrap();
+    let mut command = std::process::Command::new(python);
+    command.args(args).current_dir(repo()).envs(env);
+    run_to_success(command, target).await;
+}
+
+/// Runs `command` (a test's client: pytest, a Node.js script) to its end, printing its output;
+/// fails with that output, naming `what`, unless it succeeded.
+pub async fn run_to_success(mut command: std::process::Command, what: &str) {
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| {
+            panic!("running {what}: {e} (scripts/install-test-deps.sh installs it)")
+        });
     let report = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     println!("{report}");
-    assert!(out.status.success(), "{target} failed:\n{report}");
+    assert!(out.status.success(), "{what} failed:\n{report}");
 }
