@@ -830,6 +830,20 @@ impl ExecutionStore for InMemoryExecutionStore {
             rows.remove(id);
             log.remove(id);
         }
+        // A queue's key is remembered while an execution of it is kept.
+        let kept: std::collections::HashSet<(String, String)> = rows
+            .values()
+            .filter_map(|(r, _)| r.queue.as_ref())
+            .map(|q| (q.name.clone(), q.key.clone().unwrap_or_default()))
+            .collect();
+        for (queue, (_, served)) in self
+            .queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+        {
+            served.retain(|key, _| kept.contains(&(queue.clone(), key.clone())));
+        }
         Ok(doomed.len() as u64)
     }
 

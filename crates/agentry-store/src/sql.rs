@@ -653,7 +653,21 @@ where
         Self::push_list(&mut q, &finals);
         q.push(") LIMIT ").push_bind(i64::from(limit)).push(")");
         let res = q.build().execute(&self.pool).await.map_err(db_err)?;
-        Ok(DB::rows_affected(&res))
+        let pruned = DB::rows_affected(&res);
+        if pruned > 0 {
+            // A queue's key is remembered (its last turn) while an execution of it is kept:
+            // the keys a client's inputs made do not pile up.
+            sqlx::query(
+                "DELETE FROM workflow_queue_keys WHERE NOT EXISTS (SELECT 1 FROM \
+                 workflow_executions e WHERE e.queue_name = workflow_queue_keys.queue_name \
+                 AND (e.queue_key = workflow_queue_keys.queue_key \
+                 OR (e.queue_key IS NULL AND workflow_queue_keys.queue_key = '')))",
+            )
+            .execute(&self.pool)
+            .await
+            .map_err(db_err)?;
+        }
+        Ok(pruned)
     }
 
     async fn events_after(

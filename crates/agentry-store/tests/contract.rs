@@ -76,6 +76,7 @@ contract!(
     a_dequeue_serves_priorities_then_keys_in_turn,
     a_dequeue_keeps_to_the_rate_window,
     queue_counts_are_per_key_and_status,
+    a_pruned_key_is_forgotten,
 );
 
 /// A database for one test.
@@ -1382,4 +1383,29 @@ async fn queue_counts_are_per_key_and_status(store: &dyn ExecutionStore) {
             .expect("counts")
             .is_empty()
     );
+}
+
+async fn a_pruned_key_is_forgotten(store: &dyn ExecutionStore) {
+    let queue = Queue::new("q").concurrency(1).key("/k");
+    let workflows = wf(&["w"]);
+    // Key a served, then key b: a's turn comes before b's.
+    for key in ["a", "b"] {
+        enqueue(store, &[queued(key, 0, 0)]).await;
+        let got = dequeue(store, &queue, "n1", &workflows).await;
+        finish(store, &ids(&got)).await;
+    }
+    // Their executions pruned, both keys are forgotten: first in goes first again.
+    let later = now() + chrono::Duration::seconds(60);
+    assert_eq!(
+        store
+            .prune(later, &[Status::Completed], 100)
+            .await
+            .expect("prune"),
+        2
+    );
+    let b = queued("b", 0, 10);
+    let a = queued("a", 0, 20);
+    enqueue(store, &[b.clone(), a]).await;
+    let got = dequeue(store, &queue, "n1", &workflows).await;
+    assert_eq!(ids(&got), vec![b.id]);
 }
