@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::card::card_of;
 use crate::errors::{self, from_app, invalid_params, rpc_error};
-use crate::task::{agent_message, answer_artifact_id, approval_parts, context_of, task_of};
+use crate::task::{agent_message, answer_artifact_id, context_of, task_of};
 use crate::wire::{
     AgentCard, Artifact, Message, Part, Request, Role, RpcError, SendMessageParams, StreamResponse,
     Task, TaskArtifactUpdateEvent, TaskParams, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -163,30 +163,20 @@ fn check_envelope(request: &Request, version: Option<&str>) -> Result<(), RpcErr
 /// Each event as a JSON-RPC response to request `id`.
 fn rpc_stream(
     id: Value,
-    mut events: mpsc::Receiver<Result<StreamResponse, RpcError>>,
+    events: mpsc::Receiver<Result<StreamResponse, RpcError>>,
 ) -> BoxStream<'static, Value> {
-    Box::pin(async_stream(move |tx| async move {
-        while let Some(event) = events.recv().await {
+    Box::pin(futures::stream::unfold(events, move |mut events| {
+        let id = id.clone();
+        async move {
+            let event = events.recv().await?;
             let value = event.map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
-            if tx.send(response(&id, value)).await.is_err() {
-                return;
-            }
+            Some((response(&id, value), events))
         }
     }))
 }
 
-/// A stream of what `produce` sends into its channel.
-fn async_stream<F, Fut>(produce: F) -> impl futures::Stream<Item = Value>
-where
-    F: FnOnce(mpsc::Sender<Value>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(produce(tx));
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
-}
-
 /// One request's use cases: the application, who asks, of which agent.
+#[derive(Clone)]
 struct Call {
     app: App,
     caller: Caller,
@@ -353,7 +343,7 @@ impl Call {
             .any(|p| p.url.is_some() || p.raw.is_some())
         {
             return Err(rpc_error(
-                -32005,
+                errors::CONTENT_TYPE_NOT_SUPPORTED,
                 "Only text and data parts are supported",
                 Code::InvalidRequest,
             ));
@@ -465,11 +455,7 @@ impl Call {
         mut events: RunEvents,
     ) -> mpsc::Receiver<Result<StreamResponse, RpcError>> {
         let (tx, rx) = mpsc::channel(64);
-        let call = Call {
-            app: self.app.clone(),
-            caller: self.caller.clone(),
-            agent: self.agent.clone(),
-        };
+        let call = self.clone();
         tokio::spawn(async move {
             let task = task_of(&run, None);
             let (id, context) = (task.id.clone(), task.context_id.clone());
@@ -552,19 +538,11 @@ fn ending(run: &RunState) -> Vec<StreamResponse> {
             last_chunk: true,
         }));
     }
-    let mut status = task.status;
-    if status.state == TaskState::TaskStateInputRequired && status.message.is_none() {
-        status.message = Some(agent_message(
-            format!("{}-status", task.id),
-            &task.id,
-            &task.context_id,
-            approval_parts(run),
-        ));
-    }
+    // Its status as `task_of` makes it (waiting for input: the pending approvals named).
     out.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
         task_id: task.id,
         context_id: task.context_id,
-        status,
+        status: task.status,
     }));
     out
 }

@@ -47,7 +47,7 @@ pub fn context_of(run: &RunState) -> String {
 
 /// The parts that ask for the pending approvals: a sentence, and the approvals as data (what
 /// the answer's data part names: `{approved, reason?, approvalId?}`).
-pub fn approval_parts(run: &RunState) -> Vec<Part> {
+fn approval_parts(run: &RunState) -> Vec<Part> {
     let tools: Vec<&str> = run
         .pending_approvals
         .iter()

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::replica::{Replica, client, sqlite_url};
-use serde_json::{Value, json};
+use common::replica::{Replica, get, post, sqlite_url};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_assistant_asks_the_remote_agent_it_was_given() {
@@ -17,15 +17,7 @@ async fn the_example_assistant_asks_the_remote_agent_it_was_given() {
         "local",
         &[("AGENTRY_EXAMPLE_A2A_AGENT", card.as_str())],
     );
-    let http = client();
-    let mine: Value = http
-        .get(local.url("/a2a/assistant/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, mine) = get(&local, "/a2a/assistant/.well-known/agent-card.json", None).await;
     let skills: Vec<&str> = mine["skills"]
         .as_array()
         .unwrap()
@@ -33,15 +25,13 @@ async fn the_example_assistant_asks_the_remote_agent_it_was_given() {
         .filter_map(|s| s["id"].as_str())
         .collect();
     assert!(skills.contains(&"ask_assistant"), "{mine}");
-    let answer: Value = http
-        .post(local.url("/agents/assistant/text"))
-        .json(&json!({"input": "ask assistant to tell me the weather in Paris"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, answer) = post(
+        &local,
+        "/agents/assistant/text",
+        json!({"input": "ask assistant to tell me the weather in Paris"}),
+        None,
+    )
+    .await;
     let text = answer["data"]["text"].as_str().unwrap_or_default();
     assert!(
         text.starts_with("assistant answered: The weather in Paris"),

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use common::replica::{
-    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, state_of,
-    token, wait_for_state,
+    PATIENCE, Replica, SECRET, client, get, log_lines, post, read_sse, scratch_dir, sqlite_url,
+    state_of, token, wait_for_state,
 };
 use serde_json::{Value, json};
 
@@ -116,33 +116,13 @@ async fn block(c: &Cluster, id: &str, tenant: &str) {
     .await;
 }
 
-async fn post(r: &Replica, path: &str, body: Value) -> (u16, Value) {
-    let resp = client()
-        .post(r.url(path))
-        .json(&body)
-        .send()
-        .await
-        .expect("post");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-async fn get(r: &Replica, path: &str, token: Option<&str>) -> (u16, Value) {
-    let mut req = client().get(r.url(path));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.expect("get");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 /// Cancels `id` through `r`: the answer's `data`.
 async fn cancel(r: &Replica, id: &str) -> Value {
     let (status, answer) = post(
         r,
         &format!("/workflows/{WF}/executions/{id}/cancel"),
         json!({"reason": "test"}),
+        None,
     )
     .await;
     assert_eq!(status, 200, "cancel {id}: {answer}");
@@ -772,6 +752,7 @@ async fn a_queued_execution_is_cancelled_before_it_starts(url: &str) {
         c.at(0),
         &format!("/workflows/{WF}/executions/can-2/cancel"),
         json!({}),
+        None,
     )
     .await;
     assert_eq!(

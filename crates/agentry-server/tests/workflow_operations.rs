@@ -13,31 +13,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::replica::{
-    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, state_of,
-    token, wait_for_state,
+    PATIENCE, Replica, SECRET, client, get, log_lines, post, read_sse, scratch_dir, sqlite_url,
+    state_of, token, wait_for_state,
 };
 use serde_json::{Value, json};
-
-/// POSTs `body` (with `token` when given); the status and the JSON answer.
-async fn post(r: &Replica, path: &str, body: Value, token: Option<&str>) -> (u16, Value) {
-    let mut req = client().post(r.url(path)).json(&body);
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.expect("post");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-async fn get(r: &Replica, path: &str, token: Option<&str>) -> (u16, Value) {
-    let mut req = client().get(r.url(path));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let resp = req.send().await.expect("get");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
 
 /// The execution's state (`data`), or `Null` while it does not exist.
 async fn state(r: &Replica, workflow: &str, id: &str) -> Value {

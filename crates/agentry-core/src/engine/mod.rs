@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SystemClock};
 use crate::event::{EventKind, WorkflowEvent};
 use crate::id::{ExecutionId, UserId, WorkflowId};
+use crate::queue::Queue;
 use crate::state::{
     Cancellation, ExecutionState, Status, SuspendRequest, Suspension, Transition, TransitionError,
     transition,
@@ -662,20 +663,21 @@ impl Engine {
         let kinds = self.admit(&wf, &mut record)?;
         let events = self.numbered(&mut record, 0, kinds);
         let began = std::time::Instant::now();
-        let mut handle = match self.inner.store.insert(&record, &events).await {
+        match self.inner.store.insert(&record, &events).await {
             Err(StoreError::Duplicate(_)) => {
-                self.rejoin(&record, options.last_event_id.unwrap_or(0))
-                    .await?
+                let mut handle = self
+                    .rejoin(&record, options.last_event_id.unwrap_or(0))
+                    .await?;
+                handle.queue_wait = wf.queue().map(Queue::wait);
+                Ok(handle)
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
             Ok(()) => {
                 self.telemetry()
                     .committed(&record, &events, began.elapsed());
-                self.entered(wf.clone(), record, events)
+                Ok(self.entered(wf, record, events))
             }
-        };
-        handle.queue_wait = wf.queue().map(|q| q.wait());
-        Ok(handle)
+        }
     }
 
     /// A new execution's first state, set in `record`, and the events of its insert: queued
@@ -723,7 +725,9 @@ impl Engine {
             let before = record.last_event - events.len() as i64;
             self.publish(events);
             self.nudge_queues();
-            return self.follower(&record.id, before);
+            let mut handle = self.follower(&record.id, before);
+            handle.queue_wait = wf.queue().map(Queue::wait);
+            return handle;
         }
         let entry = Entry {
             step: record.progress.next_step,

@@ -116,10 +116,7 @@ impl Engine {
         let step = *lock(&index);
         tracing::info!(execution_id = %execution_id, step, "a failed execution is retried");
         if rec.state.status() == Status::Queued {
-            let wait = wf.queue().map(|q| q.wait());
-            let mut handle = self.entered(wf, rec, events);
-            handle.queue_wait = wait;
-            return Ok(handle);
+            return Ok(self.entered(wf, rec, events));
         }
         let entry = Entry {
             step,
@@ -221,9 +218,7 @@ impl Engine {
             other => other?,
         }
         tracing::info!(execution_id = %record.id, from = %execution_id, step = %request.from_step, "forked an execution");
-        let mut handle = self.entered(wf.clone(), record, events);
-        handle.queue_wait = wf.queue().map(|q| q.wait());
-        Ok(handle)
+        Ok(self.entered(wf, record, events))
     }
 
     /// Copies `step`'s record from `source`, with its children's and its journal's.

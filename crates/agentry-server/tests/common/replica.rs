@@ -112,6 +112,35 @@ pub fn client() -> reqwest::Client {
         .expect("client")
 }
 
+/// POSTs `body` to `r` (with `token` when given): the status and the JSON answer.
+pub async fn post(
+    r: &Replica,
+    path: &str,
+    body: serde_json::Value,
+    token: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let mut req = client().post(r.url(path)).json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    answer(req.send().await.expect("post")).await
+}
+
+/// GETs `path` of `r` (with `token` when given): the status and the JSON answer.
+pub async fn get(r: &Replica, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let mut req = client().get(r.url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    answer(req.send().await.expect("get")).await
+}
+
+/// A response's status and JSON body (`Null` when it has none).
+async fn answer(resp: reqwest::Response) -> (u16, serde_json::Value) {
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+}
+
 /// A fresh SQLite file's URL, and the file (to remove).
 pub fn sqlite_url() -> (String, PathBuf) {
     let path = std::env::temp_dir().join(format!("agentry-dur-{}.db", uuid::Uuid::new_v4()));
