@@ -597,6 +597,69 @@ async fn a_rate_limit_per_key_spreads_each_keys_starts(url: &str) {
     assert!(first_window > 2, "the limit is per key: {dequeued:?}");
 }
 
+/// SQLite has one server: killed -9 while a step runs and others wait, it is started again on
+/// the same database and node id, continues the started executions (their interrupted step once
+/// more) and drains the queue; nothing is lost, and the limits hold across the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_queue_loses_nothing_on_sqlite() {
+    let (url, path) = sqlite_url();
+    let queue = "concurrency=2,keyLimit=1";
+    let mut c = Cluster::start_n(&url, 1, queue, &[]);
+    let ids: Vec<String> = (0..10).map(|i| format!("skill-{i:02}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        enqueue(c.at(0), body(id, &format!("t{}", i % 5), 600)).await;
+    }
+    // A step runs now (started less than 300 ms ago, not ended) while others wait.
+    let started = Instant::now();
+    loop {
+        let log = logged(&c.log());
+        let now = Utc::now();
+        let running = log.iter().any(|l| {
+            l.start
+                && now - l.at < chrono::Duration::milliseconds(300)
+                && !log.iter().any(|e| !e.start && e.id == l.id)
+        });
+        let (_, q) = get(c.at(0), &format!("/queues/{WF}"), None).await;
+        if running && q["data"]["queued"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(started.elapsed() < PATIENCE, "nothing ran: {log:?} {q}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.replicas[0].signal("-KILL");
+    let _ = c.replicas[0].child.wait();
+    let killed_at = Utc::now();
+    let env = [("AGENTRY_TEST_QUEUE", queue)];
+    c.replicas[0] = Replica::with_test_registry(&url, "q1", &c.dir, &env);
+    let states = wait_all_completed(c.at(0), &ids).await;
+
+    let log = logged(&c.log());
+    let mut interrupted = 0;
+    for s in &states {
+        let id = s["executionId"].as_str().unwrap();
+        let starts: Vec<&Logged> = log.iter().filter(|l| l.start && l.id == id).collect();
+        let ends: Vec<&Logged> = log.iter().filter(|l| !l.start && l.id == id).collect();
+        // Ended once; started once, or twice when the kill interrupted its step.
+        assert_eq!(ends.len(), 1, "{id}: {starts:?} {ends:?}");
+        assert!(matches!(starts.len(), 1 | 2), "{id}: {starts:?}");
+        if starts.len() == 2 {
+            interrupted += 1;
+            assert!(
+                starts[0].at < killed_at && starts[1].at > killed_at,
+                "{id}: {starts:?}"
+            );
+        }
+        let last = starts.last().expect("a start");
+        assert_eq!(s["steps"]["work"]["attempt"], last.attempt, "{id}: {s}");
+    }
+    assert!(interrupted > 0, "the kill interrupted nothing: {log:?}");
+    assert_limits(&stored_runs(&states), 2, 1, "stored step times");
+    let (_, q) = get(c.at(0), &format!("/queues/{WF}"), None).await;
+    assert_eq!(q["data"]["queued"], 0, "{q}");
+    drop(c);
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Three PostgreSQL replicas, `concurrency=4,keyLimit=1`, a 1 s lease: 24 executions of 800 ms
 /// over 6 tenants. Once a replica runs some of them and others still wait, it is killed with
 /// -9. Every execution completes exactly once in the end (those it interrupted started again
