@@ -73,6 +73,19 @@ if [ "$failed" = 0 ]; then
   echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-a2a, agentry-console, agentry-metrics, agentry-otel and agentry-logs keep to their dependencies"
 fi
 
+# Every transaction of the store runs to its end whatever its caller does (sqlx 0.9 leaves a
+# PostgreSQL session inside a transaction when a `begin` is dropped mid-flight): a line of
+# agentry-store that begins one must carry the mark of `to_the_end` (crates/agentry-store/src/sql.rs).
+unmarked=$(grep -nE '\.begin(_with)?\(|Connection::begin' crates/agentry-store/src/*.rs \
+  | grep -v 'to_the_end' | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+if [ -n "$unmarked" ]; then
+  echo "a transaction begun outside to_the_end (crates/agentry-store/src/sql.rs):" >&2
+  echo "$unmarked" >&2
+  failed=1
+else
+  echo "store: every transaction begins inside to_the_end"
+fi
+
 # The name the codemap must give a tracked file, in backticks.
 codemap_name() {
   local f="$1" rel

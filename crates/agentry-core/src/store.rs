@@ -386,6 +386,14 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
     }
+
+    /// Whether the failure is the data's: a value the database cannot hold. Trying again
+    /// cannot help, and the step that made the value fails. Every other failure of the store
+    /// is the infrastructure's (or a bug of the store), never the workflow's: a run waits for
+    /// the database and tries again, or hands its execution over, and never fails it.
+    pub fn is_the_datas(&self) -> bool {
+        matches!(self, StoreError::Invalid(_))
+    }
 }
 
 /// Where executions live. Implemented in memory here and on SQLite and PostgreSQL by

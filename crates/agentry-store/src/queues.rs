@@ -55,7 +55,8 @@ where
         if pass.workflows.is_empty() || pass.limit == 0 || !self.any_queued(&name).await? {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool().begin().await.map_err(db_err)?;
+        // Inside `to_the_end` (`ExecutionStore::dequeue`).
+        let mut tx = self.pool().begin().await.map_err(db_err)?; // to_the_end
         // The queue's lock, and the pass's number (the round-robin's clock).
         let mut q = QueryBuilder::<DB>::new("INSERT INTO workflow_queues (name, passes) VALUES (");
         q.push_bind(name.clone()).push(

@@ -366,74 +366,87 @@ impl StepRow {
     }
 }
 
-/// A database failure as the store's: [`StoreError::Unavailable`] when the database could not
-/// be reached or did not answer in time (worth trying again), [`StoreError::Invalid`] for a
-/// value it cannot hold, [`StoreError::Database`] for anything else.
+/// A database failure as the store's: [`StoreError::Unavailable`] for every fault of the
+/// database or the way to it, not of the statement (worth trying again: a run waits and tries
+/// again, a request answers 503), [`StoreError::Invalid`] for a value it cannot hold,
+/// [`StoreError::Database`] for the rest: a statement the database refuses, which is a bug
+/// of this crate.
 pub(crate) fn db_err(e: sqlx::Error) -> StoreError {
-    let unavailable = match &e {
+    let code = match &e {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(d) => match d.code().as_deref().map(|c| {
-            if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::BeginFailed => Code::Unavailable,
+        sqlx::Error::Database(d) => match d.code() {
+            Some(c) if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => {
                 Code::sqlite(c.parse().unwrap_or_default())
-            } else {
-                Code::postgres(c)
             }
-        }) {
-            Some(Code::Unavailable) => true,
-            Some(Code::Unstorable) => {
-                return StoreError::Invalid(
-                    "a text value must not contain the NUL character".into(),
-                );
-            }
-            _ => false,
+            Some(c) => Code::postgres(&c),
+            None => Code::Other,
         },
-        _ => false,
+        _ => Code::Other,
     };
-    if unavailable {
-        StoreError::Unavailable(e.to_string())
-    } else {
-        StoreError::Database(e.to_string())
+    match code {
+        Code::Unavailable => StoreError::Unavailable(e.to_string()),
+        Code::Unstorable => {
+            StoreError::Invalid("a text value must not contain the NUL character".into())
+        }
+        Code::TooLarge => StoreError::Invalid(format!("a value is too large to store: {e}")),
+        Code::Other => StoreError::Database(e.to_string()),
     }
 }
 
 /// What a database's error code says.
 #[derive(Debug, PartialEq, Eq)]
 enum Code {
-    /// The database is unreachable, stopping, out of space or of connections, busy past its
-    /// time-out, or read-only: not the statement's fault.
+    /// Not the statement's fault: the database is unreachable, stopping, restarting, gone,
+    /// out of space or of connections, busy past its time-out, read-only, or the session is in
+    /// a state the statement did not make.
     Unavailable,
     /// A character the database cannot store (PostgreSQL's NUL in text).
     Unstorable,
+    /// A value over a limit of the database (PostgreSQL's index row size).
+    TooLarge,
     Other,
 }
 
 impl Code {
     /// SQLite's extended result code.
     fn sqlite(extended: i64) -> Code {
-        // The primary codes BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL and CANTOPEN.
+        // The primary codes BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN,
+        // PROTOCOL and NOTADB.
         match extended & 0xff {
-            5 | 6 | 7 | 8 | 10 | 13 | 14 => Code::Unavailable,
+            5 | 6 | 7 | 8 | 10 | 11 | 13 | 14 | 15 | 26 => Code::Unavailable,
+            18 => Code::TooLarge,
             _ => Code::Other,
         }
     }
 
-    /// PostgreSQL's SQLSTATE.
+    /// PostgreSQL's SQLSTATE, by its class (the first two characters) where the class says it.
     fn postgres(code: &str) -> Code {
         match code {
-            // The database stopping or not accepting connections yet, a statement or lock
-            // time-out, a serialization failure or deadlock, a read-only standby.
-            "57P01" | "57P02" | "57P03" | "57014" | "55P03" | "40001" | "40P01" | "25006" => {
+            // The NUL character in text or JSON.
+            "22021" | "22P05" => Code::Unstorable,
+            // A lock not available (`lock_timeout`), a database that does not exist (dropped
+            // under the server), a table that does not exist (a schema dropped or not migrated).
+            "55P03" | "3D000" | "42P01" => Code::Unavailable,
+            // A program limit: an index row or a value over the database's size limits.
+            c if c.starts_with("54") => Code::TooLarge,
+            // Connection exceptions; invalid transaction state (a read-only transaction, a
+            // failed one: a session the statement found so); invalid authorization (a role
+            // dropped or its password changed); transaction rollback (serialization failure,
+            // deadlock); insufficient resources (disk full, out of memory, too many
+            // connections); operator intervention (shutdown, a statement time-out or
+            // cancellation); system errors (I/O); the server's internal errors.
+            c if ["08", "25", "28", "40", "53", "57", "58", "XX"]
+                .iter()
+                .any(|class| c.starts_with(class)) =>
+            {
                 Code::Unavailable
             }
-            // Connection exceptions and insufficient resources (disk full, out of memory,
-            // too many connections).
-            c if c.starts_with("08") || c.starts_with("53") => Code::Unavailable,
-            "22021" | "22P05" => Code::Unstorable,
             _ => Code::Other,
         }
     }
@@ -454,5 +467,12 @@ mod code_tests {
         assert_eq!(Code::postgres("53100"), Code::Unavailable); // disk_full
         assert_eq!(Code::postgres("22021"), Code::Unstorable);
         assert_eq!(Code::postgres("23505"), Code::Other); // unique_violation
+        assert_eq!(Code::postgres("42601"), Code::Other); // syntax_error: a bug
+        assert_eq!(Code::postgres("25P02"), Code::Unavailable); // in_failed_sql_transaction
+        assert_eq!(Code::postgres("25006"), Code::Unavailable); // read_only_sql_transaction
+        assert_eq!(Code::postgres("3D000"), Code::Unavailable); // invalid_catalog_name
+        assert_eq!(Code::postgres("57014"), Code::Unavailable); // query_canceled
+        assert_eq!(Code::postgres("54000"), Code::TooLarge); // program_limit_exceeded
+        assert_eq!(Code::sqlite(18), Code::TooLarge); // SQLITE_TOOBIG
     }
 }

@@ -120,6 +120,30 @@ impl<DB: Dialect> SqlStore<DB> {
     }
 }
 
+/// Runs `work` on a task of its own and waits for its outcome: store work that opens a
+/// transaction always runs to its end, whatever becomes of its caller (a client that hung up, a
+/// `select!` that took another branch, a time-out). sqlx 0.9 is not cancel-safe there on
+/// PostgreSQL: a future dropped while its `BEGIN` is in flight leaves the session inside a
+/// transaction that nothing ends, and the pool lends that connection to the next caller, whose
+/// statements run inside it and fail (`cannot execute UPDATE in a read-only transaction`, then
+/// `current transaction is aborted` for every statement after the first error;
+/// transact-rs/sqlx#4393, fixed upstream after 0.9.0). A check when a connection returns to the
+/// pool would cost a round trip on every use (sqlx does not expose the session's transaction
+/// status); a task costs microseconds and leaves no window. Every `begin` of this crate is
+/// inside one (the committers are tasks of their own): `scripts/check-layers.sh` refuses a line
+/// that begins a transaction without the `to_the_end` mark.
+pub(crate) async fn to_the_end<T: Send + 'static>(
+    work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::spawn(work).await {
+        Ok(outcome) => outcome,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "the store's task stopped: {e}"
+        ))),
+    }
+}
+
 /// The most writes one group commit holds.
 pub const MAX_BATCH: usize = 128;
 
@@ -472,15 +496,20 @@ where
     }
 
     async fn get(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(db_err)?;
-        // The header and its steps from one snapshot: a checkpoint committing meanwhile is
-        // seen whole or not at all.
-        let mut tx = sqlx::Connection::begin_with(&mut *conn, DB::BEGIN_SNAPSHOT)
-            .await
-            .map_err(db_err)?;
-        let found = Self::read_record(&mut tx, id).await?;
-        tx.commit().await.map_err(db_err)?;
-        Ok(found)
+        let pool = self.pool.clone();
+        let id = id.to_owned();
+        to_the_end(async move {
+            let mut conn = pool.acquire().await.map_err(db_err)?;
+            // The header and its steps from one snapshot: a checkpoint committing meanwhile is
+            // seen whole or not at all.
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, DB::BEGIN_SNAPSHOT) // to_the_end
+                .await
+                .map_err(db_err)?;
+            let found = Self::read_record(&mut tx, &id).await?;
+            tx.commit().await.map_err(db_err)?;
+            Ok(found)
+        })
+        .await
     }
 
     /// The header, then its steps, without a transaction: two statements instead of four (on
@@ -775,7 +804,25 @@ where
     }
 
     async fn dequeue(&self, pass: &Dequeue<'_>) -> Result<Vec<ExecutionRecord>, StoreError> {
-        self.dequeue_pass(pass).await
+        let store = self.clone();
+        let (queue, node, workflows) = (
+            pass.queue.clone(),
+            pass.node.to_owned(),
+            pass.workflows.to_vec(),
+        );
+        let (ttl, limit, now) = (pass.ttl, pass.limit, pass.now);
+        to_the_end(async move {
+            let pass = Dequeue {
+                queue: &queue,
+                node: &node,
+                ttl,
+                workflows: &workflows,
+                limit,
+                now,
+            };
+            store.dequeue_pass(&pass).await
+        })
+        .await
     }
 
     async fn queue_counts(
@@ -1103,7 +1150,8 @@ where
         conn: &mut DB::Connection,
         jobs: &[&Job],
     ) -> Result<Vec<bool>, StoreError> {
-        let mut tx = sqlx::Connection::begin(conn).await.map_err(db_err)?;
+        // to_the_end: the committers are tasks of their own.
+        let mut tx = sqlx::Connection::begin(conn).await.map_err(db_err)?; // to_the_end
         Self::lock_in_order(&mut tx, jobs).await?;
         let mut outcomes = vec![false; jobs.len()];
         let writes: Vec<(usize, &Write)> = jobs

@@ -354,11 +354,10 @@ impl RunStep<'_> {
         let first = self.journal.entry(&journal_key("model", 1, None)).await;
         let mut messages: Vec<Message> = match first {
             Some(r) if r.is_finished() => read(Some(&r.input), "history")?,
-            _ => self
-                .hub
-                .prepare(g.agent, g.input, g.opts)
-                .await
-                .map_err(failed)?,
+            _ => {
+                self.patiently(|| self.hub.prepare(g.agent, g.input, g.opts))
+                    .await?
+            }
         };
         let max_steps = g.opts.max_steps.unwrap_or(DEFAULT_MAX_STEPS).max(1);
         let mut result = TextResult {
@@ -416,12 +415,33 @@ impl RunStep<'_> {
             result.tool_calls.extend(resp.tool_calls);
             result.tool_results.extend(results);
         }
-        self.hub
-            .remember(g.agent, g.input, &result.text, g.opts)
-            .await
-            .map_err(failed)?;
+        self.patiently(|| self.hub.remember(g.agent, g.input, &result.text, g.opts))
+            .await?;
         tracing::info!(agent_id = %g.agent.id, run_id = %self.ctx.execution_id, finish_reason = ?result.finish_reason, total_tokens = result.usage.total_tokens, "durable agent run finished");
         Ok(result)
+    }
+
+    /// Memory's reads and writes wait for the database as the run's own writes do: a memory
+    /// that fails (down, or refusing a statement) never fails the run. A shutdown meanwhile
+    /// hands the run over.
+    async fn patiently<T, Fut>(&self, work: impl Fn() -> Fut) -> Result<T, StepError>
+    where
+        Fut: std::future::Future<Output = Result<T, AgentError>>,
+    {
+        let mut pause = std::time::Duration::from_millis(50);
+        loop {
+            match work().await {
+                Err(e @ (AgentError::MemoryUnavailable(_) | AgentError::Memory(_))) => {
+                    if self.journal.draining() {
+                        return Err(StepError::Cancelled);
+                    }
+                    tracing::warn!(run_id = %self.ctx.execution_id, error = %e, "conversation memory failed: trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(2));
+                }
+                other => return other.map_err(failed),
+            }
+        }
     }
 
     /// The model call number `call`: its recorded answer, or a new one, recorded with the

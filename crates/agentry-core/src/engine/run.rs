@@ -226,10 +226,11 @@ impl Engine {
                     Err(e) => Err(e.into()),
                 }
             }
-            // The database went away and this process stops before it came back: the
-            // execution is not failed; it continues where its lease is taken over.
-            Err(EngineError::Store(e)) if e.is_unavailable() => {
-                tracing::warn!(execution_id = %id, error = %e, "the database is unavailable and this process stops: the execution continues elsewhere");
+            // The database failed this run (it went away and this process stops before it came
+            // back, or it refused a statement): the execution is not failed; it continues where
+            // its lease is taken over. Only the workflow's own code fails a workflow.
+            Err(EngineError::Store(e)) if !e.is_the_datas() => {
+                tracing::warn!(execution_id = %id, error = %e, "the database failed this run: the execution continues where its lease is taken over");
                 let e = EngineError::HandedOver(id.clone());
                 let message = e.to_string();
                 self.emit_for(&id, &workflow_id, EventKind::WorkflowHandover { message });
@@ -1056,7 +1057,7 @@ impl Engine {
         error: StoreError,
         pause: &mut Duration,
     ) -> Result<(), EngineError> {
-        if patience == Patience::Request || !error.is_unavailable() {
+        if patience == Patience::Request || error.is_the_datas() {
             return Err(error.into());
         }
         if *pause == DB_RETRY_FIRST {
@@ -1217,7 +1218,7 @@ impl Engine {
             {
                 Ok(true) => return Ok(()),
                 Ok(false) => return Err(StepError::Cancelled),
-                Err(e) if e.is_unavailable() => {
+                Err(e) if !e.is_the_datas() => {
                     let execution_id = children.execution_id();
                     if self
                         .outlast(execution_id, Patience::Run, e, &mut pause)
@@ -1528,7 +1529,7 @@ impl Engine {
             };
             match tried {
                 // The database went away: try again (the parent's run waits, as its writes do).
-                Err(EngineError::Store(e)) if e.is_unavailable() => {
+                Err(EngineError::Store(e)) if !e.is_the_datas() => {
                     if self
                         .outlast(&ctx.execution_id, Patience::Run, e, &mut pause)
                         .await
