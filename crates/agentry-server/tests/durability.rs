@@ -199,6 +199,70 @@ on_both_databases!(
     crash_points_on_postgres
 );
 
+/// An acknowledged resume is never lost: the resume's write commits (its data with it), then
+/// the process aborts before the resumed step runs. The restarted process continues the step
+/// with the resume's data: the expense is approved by the manager the resume named, not
+/// suspended again for want of an answer.
+async fn a_resume_survives_a_crash_before_its_step(database_url: &str) {
+    let id = format!("ea-{}", uuid::Uuid::new_v4().simple());
+    let first = Replica::start(database_url, "n1", &[("AGENTRY_LEASE_TTL", "60s")]);
+    let input = json!({"employeeId": "e-1", "amount": 1500, "category": "travel"});
+    let (status, body) = common::replica::post(
+        &first,
+        "/workflows/expense-approval/execute",
+        json!({"input": input, "options": {"executionId": id}}),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["data"]["status"].as_str()),
+        (200, Some("suspended")),
+        "{body}"
+    );
+    first.signal("-TERM");
+    drop(first);
+
+    // The step that the resume wakes aborts the process before it runs.
+    let crash = [
+        ("AGENTRY_LEASE_TTL", "60s"),
+        (
+            "AGENTRY_CRASH_AT",
+            "before-step:expense-approval:check-approval",
+        ),
+    ];
+    let mut crashing = Replica::start(database_url, "n1", &crash);
+    let resume = client()
+        .post(crashing.url(&format!(
+            "/workflows/expense-approval/executions/{id}/resume"
+        )))
+        .json(&json!({"resumeData": {"approved": true, "managerId": "m-7"}}))
+        .send()
+        .await;
+    assert!(!crashing.exited().await.success());
+    assert!(crashing.log().contains("crash point"), "{}", crashing.log());
+    assert!(resume.is_err(), "the crash answered the resume: {resume:?}");
+    drop(crashing);
+
+    let restarted = Replica::start(database_url, "n1", &[("AGENTRY_LEASE_TTL", "60s")]);
+    let done = wait_for_state(
+        &restarted,
+        "expense-approval",
+        &id,
+        "the resumed run's end",
+        |s| s["status"] != "running" && !s.is_null(),
+    )
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["approvedBy"], "m-7", "{done}");
+    drop(restarted);
+}
+
+on_both_databases!(
+    a_resume_survives_a_crash_before_its_step,
+    a_resume_survives_a_crash_before_its_step_on_sqlite,
+    a_resume_survives_a_crash_before_its_step_on_postgres
+);
+
 /// kill -9 mid-run, restart with the same node id on the same SQLite file: the new process
 /// continues its own interrupted execution at once (no waiting out the lease), from the step
 /// that was interrupted, to the same result.

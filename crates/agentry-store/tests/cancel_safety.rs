@@ -93,7 +93,10 @@ async fn abandoned_calls_never_poison_the_pool() {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(stuck, 0, "round {round}: a session was left inside a transaction");
+        assert_eq!(
+            stuck, 0,
+            "round {round}: a session was left inside a transaction"
+        );
         let read = store.get("e-1").await;
         assert!(
             matches!(&read, Ok(Some(_))),

@@ -590,7 +590,12 @@ impl Engine {
         if new {
             events.push(event.received());
         }
-        let mut next = self.resumed(wf, r, suspension.step_index, events)?;
+        let woken = Woken {
+            resume_data: None,
+            suspend_data: suspension.data.clone(),
+            timed_out: false,
+        };
+        let mut next = self.resumed(wf, r, suspension.step_index, &woken, events)?;
         event.take_into(
             &suspension.step_id,
             entry_id(&suspension.step_id, &wait.entry),

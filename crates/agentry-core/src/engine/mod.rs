@@ -49,7 +49,7 @@ pub use mailbox::{
     MAX_PENDING_EVENTS, MailboxEvent, Published, mailbox,
 };
 pub use repair::{FORKED_FROM, ForkRequest};
-use run::{Entry, LiveRun};
+use run::{Entry, LiveRun, Woken};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.
 #[async_trait]
@@ -973,6 +973,13 @@ impl Engine {
             Wake::Deadline => (suspension.step_index, None),
         };
         let now = self.inner.clock.now();
+        let woken = Woken {
+            resume_data: resume_data.clone(),
+            suspend_data: (index == suspension.step_index)
+                .then(|| suspension.data.clone())
+                .flatten(),
+            timed_out: matches!(wake, Wake::Deadline),
+        };
         let (rec, events) = self
             .commit(
                 Some(current),
@@ -995,22 +1002,19 @@ impl Engine {
                     if matches!(wake, Wake::Deadline) && !due {
                         return Err(EngineError::NotDue(r.id.clone()));
                     }
-                    self.resumed(&wf, r, index, events)
+                    self.resumed(&wf, r, index, &woken, events)
                 },
             )
             .await?;
         if matches!(wake, Wake::Deadline) {
             tracing::info!(execution_id = %execution_id, "deadline passed: resuming with the time-out marker");
         }
-        let suspend_data = (index == suspension.step_index)
-            .then_some(suspension.data)
-            .flatten();
         let entry = Entry {
             step: index,
-            resume: Some((resume_data, suspend_data)),
+            resume: Some((woken.resume_data, woken.suspend_data)),
             begun: true,
             announce: events,
-            timed_out: matches!(wake, Wake::Deadline),
+            timed_out: woken.timed_out,
         };
         Ok(self.spawn_run(wf, rec, entry))
     }
@@ -1022,6 +1026,7 @@ impl Engine {
         wf: &Workflow,
         r: &ExecutionRecord,
         index: usize,
+        woken: &Woken,
         events: &mut Vec<EventKind>,
     ) -> Result<ExecutionRecord, EngineError> {
         let state = transition(&r.state, Transition::Resume).map_err(|e| match e {
@@ -1049,6 +1054,11 @@ impl Engine {
                 }
                 _ => self.begin(&mut next.progress, step, input.clone()),
             }
+            let attempt = next.progress.steps.get(&step.id).map_or(1, |r| r.attempt);
+            let record = woken.record(attempt, self.inner.clock.now());
+            next.progress
+                .steps_mut()
+                .insert(Woken::record_id(&step.id), Arc::new(record));
             events.push(Self::step_start(step, index, input));
         }
         Ok(next)

@@ -208,12 +208,17 @@ impl Engine {
                 .await?;
             return Ok(());
         }
+        // A step interrupted after a resume woke it continues with that resume.
+        let woken = wf
+            .steps()
+            .get(start)
+            .and_then(|step| Woken::of(&claimed, &step.id));
         let entry = Entry {
             step: start,
-            resume: None,
+            timed_out: woken.as_ref().is_some_and(|w| w.timed_out),
+            resume: woken.map(|w| (w.resume_data, w.suspend_data)),
             begun: false,
             announce: Vec::new(),
-            timed_out: false,
         };
         drop(self.spawn_run(wf, claimed, entry));
         Ok(())

@@ -70,6 +70,54 @@ pub(super) struct Entry {
     pub(super) timed_out: bool,
 }
 
+/// What a suspended step is woken with (a resume's data, its own suspend data, or its timer),
+/// stored with the write that wakes it (`<step>/$wake`): a run that continues the step after a
+/// crash or a hand-off hands it the same, so an acknowledged resume is never lost.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Woken {
+    pub(super) resume_data: Option<Value>,
+    pub(super) suspend_data: Option<Value>,
+    pub(super) timed_out: bool,
+}
+
+impl Woken {
+    /// The id of the record of `step`'s last wake.
+    pub(super) fn record_id(step: &str) -> String {
+        format!("{step}/$wake")
+    }
+
+    /// The record of this wake, for the step's `attempt`: the suspend data as its input, the
+    /// resume as its output.
+    pub(super) fn record(&self, attempt: u32, at: chrono::DateTime<chrono::Utc>) -> StepRecord {
+        let output = serde_json::json!({
+            "resumeData": self.resume_data,
+            "timedOut": self.timed_out,
+        });
+        StepRecord::started(
+            self.suspend_data.clone().unwrap_or(Value::Null),
+            attempt,
+            at,
+        )
+        .finished(output, true, at)
+    }
+
+    /// What `step` was last woken with, if the step is still at that wake's attempt and has
+    /// not finished since (`rec` as a claim found it).
+    pub(super) fn of(rec: &ExecutionRecord, step: &str) -> Option<Woken> {
+        let running = rec.progress.steps.get(step)?;
+        let record = rec.progress.steps.get(&Self::record_id(step))?;
+        if running.status != StepStatus::Running || record.attempt != running.attempt {
+            return None;
+        }
+        let output = record.output.as_ref()?;
+        Some(Woken {
+            resume_data: output.get("resumeData").filter(|v| !v.is_null()).cloned(),
+            suspend_data: Some(record.input.clone()).filter(|v| !v.is_null()),
+            timed_out: output.get("timedOut").and_then(Value::as_bool) == Some(true),
+        })
+    }
+}
+
 /// The records of a composite step's children, as they finish. With a lease, the children of
 /// `andAll` and `andRace` are stored at once (so that a re-run skips them); the rest are
 /// stored with the step's checkpoint.
