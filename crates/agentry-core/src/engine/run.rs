@@ -1529,7 +1529,6 @@ impl Engine {
             .and_then(Value::as_str)
             .map(ExecutionId::from);
         let mut pause = DB_RETRY_FIRST;
-        let mut retried = false;
         let outcome = loop {
             let tried = match (&child_id, &ctx.resume_data) {
                 (Some(child_id), Some(resume)) => {
@@ -1537,8 +1536,9 @@ impl Engine {
                         .resume(workflow_id, child_id, resume.clone(), None)
                         .await
                     {
-                        // The resume sent before the database failed was taken: follow it.
-                        Err(EngineError::NotSuspended { .. }) if retried => {
+                        // The resume was taken already (sent before the database failed, or
+                        // by this step's run that a crash or a hand-off interrupted): follow it.
+                        Err(EngineError::NotSuspended { .. }) => {
                             match self.attach(workflow_id, child_id, 0).await {
                                 Ok(handle) => handle.finish().await,
                                 Err(e) => Err(e),
@@ -1585,7 +1585,6 @@ impl Engine {
                     {
                         return Err(StepError::Cancelled);
                     }
-                    retried = true;
                 }
                 other => break other,
             }

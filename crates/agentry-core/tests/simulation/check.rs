@@ -346,8 +346,8 @@ async fn check_log(
                 let waits = matches!(spec.shapes.get(i), Some(Shape::Wait { .. }));
                 if waits && waiting_at == Some(i) {
                     lost += 1;
-                    world.trace.line(format!(
-                        "note: {n} waits again at step {i}: a resume was lost to a crash"
+                    v.push(format!(
+                        "resume kept: {n} waits again at step {i}: a resume was lost to a crash"
                     ));
                 }
                 waiting_at = Some(i);
