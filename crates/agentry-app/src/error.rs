@@ -27,6 +27,7 @@ mod status {
     pub const PAYLOAD_TOO_LARGE: u16 = 413;
     pub const UNSUPPORTED_MEDIA_TYPE: u16 = 415;
     pub const UNPROCESSABLE_ENTITY: u16 = 422;
+    pub const TOO_MANY_REQUESTS: u16 = 429;
     pub const INTERNAL_SERVER_ERROR: u16 = 500;
     pub const BAD_GATEWAY: u16 = 502;
     pub const SERVICE_UNAVAILABLE: u16 = 503;
@@ -111,6 +112,7 @@ error_table! {
     ApprovalNotPending => CONFLICT, "approval_not_pending", "An answer to a tool approval that is answered already (another answer won), expired, or whose run ended.";
     ExecutionEnded => CONFLICT, "execution_ended", "An event for an execution that completed, failed or was cancelled: no step will take it.";
     MailboxFull => CONFLICT, "mailbox_full", "An event for an execution whose mailbox already holds 100 events no step took.";
+    MailboxTooLarge => PAYLOAD_TOO_LARGE, "mailbox_too_large", "An event for an execution whose mailbox (its events, taken or not) would hold more bytes than `AGENTRY_MAILBOX_MAX_BYTES` (1 MiB).";
     VersionUnavailable => CONFLICT, "version_unavailable", "A resume, event, retry or timer of an execution whose workflow version this server does not have (`... needs a server that has that version`): send it to a server that runs that version.";
     ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
     ScheduleExists => CONFLICT, "schedule_exists", "A schedule with this id exists already (`Schedule <id> already exists`).";
@@ -118,6 +120,7 @@ error_table! {
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
+    TooManyEvents => TOO_MANY_REQUESTS, "too_many_events", "An event sent by key when the events kept are at a cap: per name and key (`AGENTRY_EVENTS_MAX_PER_KEY`, 100; `AGENTRY_EVENTS_MAX_BYTES_PER_KEY`, 1 MiB) or in all (`AGENTRY_EVENTS_MAX`, 10,000; `AGENTRY_EVENTS_MAX_BYTES`, 64 MiB); header `Retry-After`: older events leave the hour's retention.";
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
     ToolFailed => UNPROCESSABLE_ENTITY, "tool_failed", "MCP: a tool called directly failed, with its own message (arguments it refused, or its work failed).";
     ClientClosedRequest => BAD_REQUEST, "client_closed_request", "The client went away before the answer (logged; nobody reads it).";
@@ -156,6 +159,7 @@ impl Code {
         match self {
             Code::ServerShuttingDown | Code::DatabaseUnavailable | Code::McpSessionLimit => Some(2),
             Code::ExecutionContinuesElsewhere | Code::ModelRateLimited => Some(1),
+            Code::TooManyEvents => Some(60),
             _ => None,
         }
     }
@@ -223,6 +227,8 @@ impl AppError {
             E::InvalidEventData(_) => Code::InvalidEvent,
             E::EventAfterEnd { .. } => Code::ExecutionEnded,
             E::MailboxFull(_) => Code::MailboxFull,
+            E::MailboxTooLarge { .. } => Code::MailboxTooLarge,
+            E::TooManyEvents(_) => Code::TooManyEvents,
             E::VersionUnavailable { .. } => Code::VersionUnavailable,
             // Only inside a run (a cancel while a step ran, a timer a resume beat), which
             // answers with the record instead.

@@ -45,9 +45,19 @@ impl App {
         body: PublishRequest,
     ) -> Result<EventPublished, AppError> {
         let owner = self.policy.list_owner(caller)?;
+        // An event's id is its sender's: the verified user's scope, or the shared one of the
+        // callers without a token (and of a server without a provider).
+        let scope = caller.user_id();
         let published = self
             .engine
-            .publish_event(name, &body.key, body.data, body.event_id, owner.as_ref())
+            .publish_event(
+                name,
+                &body.key,
+                body.data,
+                body.event_id,
+                owner.as_ref(),
+                scope.as_ref(),
+            )
             .await
             .map_err(|e| AppError::engine(e, "Failed to send the event"))?;
         Ok(EventPublished::of(&published, name, &body.key))

@@ -74,6 +74,8 @@ fn engine_errors() -> Vec<EngineError> {
             status: Status::Completed,
         },
         EngineError::MailboxFull(s()),
+        EngineError::MailboxTooLarge { id: s(), limit: 1 },
+        EngineError::TooManyEvents(s()),
         EngineError::NotRetryable {
             id: s(),
             status: Status::Completed,
@@ -119,6 +121,8 @@ fn engine_errors() -> Vec<EngineError> {
             | EngineError::InvalidEventData(_)
             | EngineError::EventAfterEnd { .. }
             | EngineError::MailboxFull(_)
+            | EngineError::MailboxTooLarge { .. }
+            | EngineError::TooManyEvents(_)
             | EngineError::NotRetryable { .. }
             | EngineError::NotForkable { .. }
             | EngineError::Unchanged

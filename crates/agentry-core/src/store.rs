@@ -286,7 +286,11 @@ pub struct StatusCount {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublishedEvent {
     pub name: String,
-    /// Unique per name: the same id sent again is the same event (delivered once).
+    /// Whose ids it shares: the verified user who sent it, `""` for a sender without a token
+    /// (or a server without a provider). An id is unique per name within its scope, so one
+    /// user's id can neither block nor reveal another's.
+    pub scope: String,
+    /// Unique per name and scope: the same id sent again is the same event (delivered once).
     pub event_id: String,
     pub key: String,
     pub data: Value,
@@ -295,6 +299,23 @@ pub struct PublishedEvent {
     pub owner: Option<String>,
     /// The executions it woke when it was sent; `None` until its sender recorded them.
     pub woken: Option<Vec<String>>,
+}
+
+/// The events kept by key ([`ExecutionStore::published_load`]): with one name and key, and in
+/// all; their number and the bytes of their data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PublishedLoad {
+    pub key_count: u64,
+    pub key_bytes: u64,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+impl PublishedEvent {
+    /// The bytes of its data as stored (compact JSON).
+    pub fn bytes(&self) -> u64 {
+        self.data.to_string().len() as u64
+    }
 }
 
 /// The value of the derived `waiting_for` of a suspended execution whose step waits for the
@@ -534,16 +555,26 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// when none was.
     async fn live_versions(&self, within: Duration) -> Result<Vec<String>, StoreError>;
 
-    /// Keeps an event sent by key; `false` (and nothing written) when its name and id are
-    /// taken: it was sent before.
+    /// Keeps an event sent by key; `false` (and nothing written) when its name, scope and id
+    /// are taken: it was sent before.
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError>;
 
-    /// The event `name` sent with `event_id`, if kept.
+    /// The event `name` sent in `scope` with `event_id`, if kept.
     async fn published_event(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
     ) -> Result<Option<PublishedEvent>, StoreError>;
+
+    /// How many events (and how many bytes of their data) are kept since `since`: with `name`
+    /// and `key`, and in all.
+    async fn published_load(
+        &self,
+        name: &str,
+        key: &str,
+        since: DateTime<Utc>,
+    ) -> Result<PublishedLoad, StoreError>;
 
     /// Up to `limit` events `name` sent with `key` at `since` or later, oldest first.
     async fn published_events(
@@ -558,6 +589,7 @@ pub trait ExecutionStore: Send + Sync + 'static {
     async fn record_woken(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
         woken: &[String],
     ) -> Result<(), StoreError>;
@@ -1063,7 +1095,7 @@ impl ExecutionStore for InMemoryExecutionStore {
         let mut published = self.published();
         if published
             .iter()
-            .any(|e| e.name == event.name && e.event_id == event.event_id)
+            .any(|e| e.name == event.name && e.scope == event.scope && e.event_id == event.event_id)
         {
             return Ok(false);
         }
@@ -1074,13 +1106,32 @@ impl ExecutionStore for InMemoryExecutionStore {
     async fn published_event(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
     ) -> Result<Option<PublishedEvent>, StoreError> {
         Ok(self
             .published()
             .iter()
-            .find(|e| e.name == name && e.event_id == event_id)
+            .find(|e| e.name == name && e.scope == scope && e.event_id == event_id)
             .cloned())
+    }
+
+    async fn published_load(
+        &self,
+        name: &str,
+        key: &str,
+        since: DateTime<Utc>,
+    ) -> Result<PublishedLoad, StoreError> {
+        let mut load = PublishedLoad::default();
+        for e in self.published().iter().filter(|e| e.published_at >= since) {
+            load.count += 1;
+            load.bytes += e.bytes();
+            if e.name == name && e.key == key {
+                load.key_count += 1;
+                load.key_bytes += e.bytes();
+            }
+        }
+        Ok(load)
     }
 
     async fn published_events(
@@ -1104,11 +1155,12 @@ impl ExecutionStore for InMemoryExecutionStore {
     async fn record_woken(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
         woken: &[String],
     ) -> Result<(), StoreError> {
         for e in self.published().iter_mut() {
-            if e.name == name && e.event_id == event_id {
+            if e.name == name && e.scope == scope && e.event_id == event_id {
                 e.woken = Some(woken.to_vec());
             }
         }

@@ -365,6 +365,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
                 EventNotFound,
                 ExecutionEnded,
                 MailboxFull,
+                MailboxTooLarge,
                 Conflict,
                 VersionUnavailable,
                 Internal,
@@ -375,7 +376,13 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         .with_json_body(),
         protected(
             routes::SEND_EVENT,
-            &[InvalidEvent, EventNotFound, Internal, DatabaseUnavailable],
+            &[
+                InvalidEvent,
+                EventNotFound,
+                TooManyEvents,
+                Internal,
+                DatabaseUnavailable,
+            ],
         )
         .with_json_body(),
         protected(

@@ -46,6 +46,9 @@ pub struct Settings {
     pub retention: Option<Duration>,
     /// Serve `GET /metrics` on this address instead of the main one (`AGENTRY_METRICS_BIND`).
     pub metrics_bind: Option<String>,
+    /// What an execution's mailbox and the events kept by key may hold
+    /// (`AGENTRY_MAILBOX_MAX_BYTES`, `AGENTRY_EVENTS_MAX*`).
+    pub event_limits: agentry_core::engine::EventLimits,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -137,6 +140,7 @@ impl Default for Settings {
             crash_at: None,
             retention: None,
             metrics_bind: None,
+            event_limits: agentry_core::engine::EventLimits::default(),
         }
     }
 }
@@ -240,6 +244,7 @@ pub async fn start_with(
         lease_ttl: settings.lease_ttl,
         crash_hook: settings.crash_at.clone().map(CrashAt::hook),
         db_patience: settings.database.timeout,
+        event_limits: settings.event_limits,
         // Executions join the traces they start in, when traces are exported.
         trace: agentry_otel::enabled().then(|| {
             Arc::new(agentry_otel::OtelTraceContext)

@@ -211,6 +211,22 @@ struct ServeArgs {
     /// ago, in the background [default: keep them]
     #[arg(long, env = "AGENTRY_RETENTION", value_parser = parse_duration)]
     retention: Option<std::time::Duration>,
+    /// The most bytes of events (taken or not) one execution's mailbox holds: 1048576, 512KiB,
+    /// 1MiB
+    #[arg(long, env = "AGENTRY_MAILBOX_MAX_BYTES", default_value = "1MiB", value_parser = parse_bytes)]
+    mailbox_max_bytes: u64,
+    /// The most events sent by key kept (for the hour's retention) per event name and key
+    #[arg(long, env = "AGENTRY_EVENTS_MAX_PER_KEY", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    events_max_per_key: u64,
+    /// The most bytes of events sent by key kept per event name and key
+    #[arg(long, env = "AGENTRY_EVENTS_MAX_BYTES_PER_KEY", default_value = "1MiB", value_parser = parse_bytes)]
+    events_max_bytes_per_key: u64,
+    /// The most events sent by key kept in all
+    #[arg(long, env = "AGENTRY_EVENTS_MAX", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    events_max: u64,
+    /// The most bytes of events sent by key kept in all
+    #[arg(long, env = "AGENTRY_EVENTS_MAX_BYTES", default_value = "64MiB", value_parser = parse_bytes)]
+    events_max_bytes: u64,
     /// Serve `GET /metrics` (Prometheus) on this address instead of the main one, e.g.
     /// 127.0.0.1:9464 [default: on the main address]
     #[arg(long, env = "AGENTRY_METRICS_BIND")]
@@ -219,6 +235,29 @@ struct ServeArgs {
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
     crash_at: Option<agentry_server::CrashAt>,
+}
+
+/// A size in bytes: a number, optionally followed by `KiB`, `MiB` or `GiB`; at least 1 KiB.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?}: a size is a number of bytes, KiB, MiB or GiB"))?;
+    let factor = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("{other:?}: use B, KiB, MiB or GiB")),
+    };
+    let bytes = n
+        .checked_mul(factor)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    if bytes < 1024 {
+        return Err(format!("{s:?}: at least 1KiB"));
+    }
+    Ok(bytes)
 }
 
 /// A lease ttl: at least one second (a shorter one would expire between two heartbeats of a
@@ -348,6 +387,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         crash_at: args.crash_at,
         retention: args.retention,
         metrics_bind: args.metrics_bind.filter(|b| !b.trim().is_empty()),
+        event_limits: agentry_core::engine::EventLimits {
+            mailbox_bytes: args.mailbox_max_bytes,
+            kept_per_key: args.events_max_per_key,
+            kept_bytes_per_key: args.events_max_bytes_per_key,
+            kept: args.events_max,
+            kept_bytes: args.events_max_bytes,
+        },
     };
     let running = start(&settings).await?;
     tracing::info!(

@@ -749,3 +749,151 @@ async fn patched_takes_the_recorded_branch_after_a_restart(url: &str) {
     drop(again);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An event's id is its sender's (strict mode and provider mode alike): bob's `eventId` neither
+/// blocks alice's event with the same id nor names bob's execution to her.
+async fn one_user_s_event_id_is_not_another_s(url: &str) {
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(
+        url,
+        "scope",
+        &dir,
+        &[("AGENTRY_JWT_SECRET", SECRET), ("AGENTRY_AUTH_STRICT", "1")],
+    );
+    let (alice, bob) = (token("alice", &[]), token("bob", &[]));
+    for (who, order) in [(&alice, "o-A"), (&bob, "o-B")] {
+        let (status, body) = post(
+            &r,
+            "/workflows/payment-webhook/execute",
+            json!({"input": {"orderId": order}, "options": {"executionId": format!("pw-{order}")}}),
+            Some(who),
+        )
+        .await;
+        assert_eq!(body["data"]["status"], "suspended", "{status} {body}");
+    }
+    let paid = |key: &str| json!({"key": key, "eventId": "evt_1001", "data": {"amount": 3, "status": "paid"}});
+    let (status, body) = post(&r, "/events/payment", paid("o-B"), Some(&bob)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["duplicate"], false, "{body}");
+    assert_eq!(body["data"]["woken"][0]["executionId"], "pw-o-B", "{body}");
+
+    let (status, body) = post(&r, "/events/payment", paid("o-A"), Some(&alice)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["duplicate"], false, "{body}");
+    assert_eq!(
+        body["data"]["woken"],
+        json!([{"workflowId": "payment-webhook", "executionId": "pw-o-A"}]),
+        "alice's event is hers, and names no execution of bob's: {body}"
+    );
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let path = "/workflows/payment-webhook/executions/pw-o-A/state";
+        let (_, s) = get(&r, path, Some(&alice)).await;
+        if status_is(&s["data"], "completed") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "alice's payment never landed: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Her own id again is her duplicate.
+    let (status, body) = post(&r, "/events/payment", paid("o-A"), Some(&alice)).await;
+    assert_eq!(
+        (status, &body["data"]["duplicate"]),
+        (200, &json!(true)),
+        "{body}"
+    );
+    assert_eq!(body["data"]["woken"][0]["executionId"], "pw-o-A", "{body}");
+}
+
+on_both_databases!(
+    one_user_s_event_id_is_not_another_s,
+    one_user_s_event_id_is_not_another_s_on_sqlite,
+    one_user_s_event_id_is_not_another_s_on_postgres
+);
+
+/// The events kept by key are capped per name and key and in all (`429 too_many_events` with
+/// `Retry-After`), and an execution's mailbox by its bytes (`413 mailbox_too_large`).
+async fn events_are_capped(url: &str) {
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(
+        url,
+        "caps",
+        &dir,
+        &[
+            ("AGENTRY_EVENTS_MAX_PER_KEY", "3"),
+            ("AGENTRY_EVENTS_MAX", "5"),
+            ("AGENTRY_MAILBOX_MAX_BYTES", "200KiB"),
+        ],
+    );
+    let send = |key: &str| json!({"key": key, "data": {"amount": 1, "status": "paid"}});
+    for _ in 0..3 {
+        let (status, body) = post(&r, "/events/payment", send("k-1"), None).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let refused = client()
+        .post(r.url("/events/payment"))
+        .json(&send("k-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "60");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "too_many_events", "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("AGENTRY_EVENTS_MAX_PER_KEY"),
+        "{body}"
+    );
+    // Another key has room, until the cap of all events.
+    for _ in 0..2 {
+        let (status, body) = post(&r, "/events/payment", send("k-2"), None).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = post(&r, "/events/payment", send("k-3"), None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("too_many_events")),
+        "{body}"
+    );
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("AGENTRY_EVENTS_MAX)"),
+        "{body}"
+    );
+
+    // A mailbox of 200 KiB takes three events of 60 KB, not a fourth.
+    // The execution naps a minute: the events wait in its mailbox (its execute is left
+    // waiting).
+    let execute = client()
+        .post(r.url("/workflows/tester-mailbox/execute"))
+        .json(&json!({"input": {"ms": 60000}, "options": {"executionId": "mb-1"}}))
+        .send();
+    let _waiting = tokio::spawn(execute);
+    wait_for_state(&r, "tester-mailbox", "mb-1", "the nap", |s| {
+        status_is(s, "running")
+    })
+    .await;
+    let big = json!({"data": {"blob": "x".repeat(60_000)}});
+    let path = "/workflows/tester-mailbox/executions/mb-1/events/ping";
+    for _ in 0..3 {
+        let (status, body) = post(&r, path, big.clone(), None).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = post(&r, path, big, None).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (413, Some("mailbox_too_large")),
+        "{body}"
+    );
+}
+
+on_both_databases!(
+    events_are_capped,
+    events_are_capped_on_sqlite,
+    events_are_capped_on_postgres
+);

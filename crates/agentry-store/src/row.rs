@@ -153,12 +153,22 @@ impl EventRow {
 #[derive(Debug, sqlx::FromRow)]
 pub struct PublishedRow {
     pub name: String,
+    pub scope: String,
     pub event_id: String,
     pub event_key: String,
     pub data: String,
     pub published_at: DateTime<Utc>,
     pub owner: Option<String>,
     pub woken: Option<String>,
+}
+
+/// What [`agentry_core::store::ExecutionStore::published_load`] counts.
+#[derive(Debug, sqlx::FromRow)]
+pub struct LoadRow {
+    pub count: i64,
+    pub bytes: i64,
+    pub key_count: i64,
+    pub key_bytes: i64,
 }
 
 impl PublishedRow {
@@ -171,6 +181,7 @@ impl PublishedRow {
             data: parse(&self.data).map_err(corrupt)?,
             woken: parse_opt(self.woken.as_deref()).map_err(corrupt)?,
             name: self.name,
+            scope: self.scope,
             event_id: self.event_id,
             key: self.event_key,
             published_at: self.published_at,

@@ -24,7 +24,7 @@ use agentry_core::WorkflowEvent;
 use agentry_core::queue::QueueCount;
 use agentry_core::store::{
     Claim, Dequeue, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, PublishedEvent,
-    StatusCount, StepRecord, StoreError,
+    PublishedLoad, StatusCount, StepRecord, StoreError,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -36,7 +36,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::row::{
-    CandidateRow, CountRow, EventRow, ExecutionRow, IdRow, KeyCountRow, NodeRow, PassRow,
+    CandidateRow, CountRow, EventRow, ExecutionRow, IdRow, KeyCountRow, LoadRow, NodeRow, PassRow,
     PublishedRow, QueueCountRow, StepKeyRow, StepRow, VersionCountRow, db_err, to_json,
 };
 
@@ -113,7 +113,7 @@ impl<DB: Dialect> SqlStore<DB> {
     /// `SELECT` of the kept events sent by key, up to its `WHERE `.
     fn select_published() -> QueryBuilder<DB> {
         QueryBuilder::new(format!(
-            "SELECT name, event_id, event_key, data{t} AS data, published_at, owner, \
+            "SELECT name, scope, event_id, event_key, data{t} AS data, published_at, owner, \
              woken{t} AS woken FROM workflow_published_events WHERE ",
             t = DB::AS_TEXT
         ))
@@ -462,6 +462,7 @@ where
     for<'r> KeyCountRow: FromRow<'r, DB::Row>,
     for<'r> PassRow: FromRow<'r, DB::Row>,
     for<'r> QueueCountRow: FromRow<'r, DB::Row>,
+    for<'r> LoadRow: FromRow<'r, DB::Row>,
 {
     async fn check(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(db_err)?;
@@ -894,21 +895,27 @@ where
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO workflow_published_events \
-             (name, event_id, event_key, data, published_at, owner) VALUES (",
+             (name, scope, event_id, event_key, data, bytes, published_at, owner) VALUES (",
         );
+        let data = to_json(&event.data);
+        let bytes = i64::try_from(data.len()).unwrap_or(i64::MAX);
         q.push_bind(event.name.clone())
+            .push(", ")
+            .push_bind(event.scope.clone())
             .push(", ")
             .push_bind(event.event_id.clone())
             .push(", ")
             .push_bind(event.key.clone())
             .push(", ")
-            .push_bind(to_json(&event.data))
+            .push_bind(data)
             .push(DB::AS_JSON)
+            .push(", ")
+            .push_bind(bytes)
             .push(", ")
             .push_bind(event.published_at)
             .push(", ")
             .push_bind(event.owner.clone())
-            .push(") ON CONFLICT (name, event_id) DO NOTHING");
+            .push(") ON CONFLICT (name, scope, event_id) DO NOTHING");
         let res = q.build().execute(&self.pool).await.map_err(db_err)?;
         Ok(DB::rows_affected(&res) == 1)
     }
@@ -916,11 +923,14 @@ where
     async fn published_event(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
     ) -> Result<Option<PublishedEvent>, StoreError> {
         let mut q = Self::select_published();
         q.push("name = ")
             .push_bind(name.to_owned())
+            .push(" AND scope = ")
+            .push_bind(scope.to_owned())
             .push(" AND event_id = ")
             .push_bind(event_id.to_owned());
         let row: Option<PublishedRow> = q
@@ -955,9 +965,44 @@ where
         rows.into_iter().map(PublishedRow::into_event).collect()
     }
 
+    async fn published_load(
+        &self,
+        name: &str,
+        key: &str,
+        since: DateTime<Utc>,
+    ) -> Result<PublishedLoad, StoreError> {
+        let mut q = QueryBuilder::<DB>::new(
+            "SELECT count(*) AS count, CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS bytes, \
+             CAST(COALESCE(SUM(CASE WHEN name = ",
+        );
+        q.push_bind(name.to_owned())
+            .push(" AND event_key = ")
+            .push_bind(key.to_owned())
+            .push(" THEN 1 ELSE 0 END), 0) AS BIGINT) AS key_count, CAST(COALESCE(SUM(CASE WHEN name = ")
+            .push_bind(name.to_owned())
+            .push(" AND event_key = ")
+            .push_bind(key.to_owned())
+            .push(" THEN bytes ELSE 0 END), 0) AS BIGINT) AS key_bytes \
+                   FROM workflow_published_events WHERE published_at >= ")
+            .push_bind(since);
+        let row: LoadRow = q
+            .build_query_as()
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_err)?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok(PublishedLoad {
+            key_count: n(row.key_count),
+            key_bytes: n(row.key_bytes),
+            count: n(row.count),
+            bytes: n(row.bytes),
+        })
+    }
+
     async fn record_woken(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
         woken: &[String],
     ) -> Result<(), StoreError> {
@@ -966,6 +1011,8 @@ where
             .push(DB::AS_JSON)
             .push(" WHERE name = ")
             .push_bind(name.to_owned())
+            .push(" AND scope = ")
+            .push_bind(scope.to_owned())
             .push(" AND event_id = ")
             .push_bind(event_id.to_owned());
         q.build().execute(&self.pool).await.map_err(db_err)?;

@@ -930,6 +930,7 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
     use agentry_core::store::PublishedEvent;
     let sent = |id: &str, key: &str, at: DateTime<Utc>| PublishedEvent {
         name: "payment".into(),
+        scope: "alice".into(),
         event_id: id.into(),
         key: key.into(),
         data: json!({"amount": 12.5, "text": "caf\u{e9} \u{1f600}"}),
@@ -946,6 +947,12 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
             .await
             .unwrap()
     );
+    // The same id in another sender's scope is another event.
+    let bob_s = PublishedEvent {
+        scope: "bob".into(),
+        ..sent("e-1", "o-9", now())
+    };
+    assert!(store.publish_event(&bob_s).await.unwrap());
     assert!(store.publish_event(&sent("e-0", "o-1", old)).await.unwrap());
     assert!(
         store
@@ -959,16 +966,37 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
         .unwrap();
     assert_eq!(found, vec![sent("e-1", "o-1", at)]);
     store
-        .record_woken("payment", "e-1", &["a".into(), "b".into()])
+        .record_woken("payment", "alice", "e-1", &["a".into(), "b".into()])
         .await
         .unwrap();
     let one = store
-        .published_event("payment", "e-1")
+        .published_event("payment", "alice", "e-1")
         .await
         .unwrap()
         .unwrap();
     assert_eq!(one.woken, Some(vec!["a".to_owned(), "b".to_owned()]));
     assert_eq!(one.owner.as_deref(), Some("alice"));
+    let bob_s_read = store
+        .published_event("payment", "bob", "e-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((bob_s_read.key.as_str(), bob_s_read.woken), ("o-9", None));
+    // What is kept, by key and in all, with the bytes of the data.
+    let load = store
+        .published_load("payment", "o-1", now() - chrono::Duration::hours(1))
+        .await
+        .unwrap();
+    let bytes = sent("e-1", "o-1", at).bytes();
+    assert_eq!(
+        load,
+        agentry_core::store::PublishedLoad {
+            key_count: 1,
+            key_bytes: bytes,
+            count: 3,
+            bytes: 3 * bytes,
+        }
+    );
     assert_eq!(
         store
             .prune_published(now() - chrono::Duration::hours(1))
@@ -978,7 +1006,7 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
     );
     assert!(
         store
-            .published_event("payment", "e-0")
+            .published_event("payment", "alice", "e-0")
             .await
             .unwrap()
             .is_none()

@@ -147,6 +147,12 @@ impl MailboxEvent {
         })
     }
 
+    /// What it counts against the mailbox's bytes: its data (compact JSON), id, name and key.
+    fn bytes(&self) -> u64 {
+        let key = self.key.as_deref().map_or(0, str::len);
+        (self.data.to_string().len() + self.event_id.len() + self.name.len() + key) as u64
+    }
+
     /// The mailbox record of this event.
     fn record(&self) -> StepRecord {
         let mut input = json!({
@@ -279,6 +285,7 @@ impl Engine {
         data: Value,
         event_id: Option<String>,
         owner: Option<&UserId>,
+        scope: Option<&UserId>,
     ) -> Result<Published, EngineError> {
         let declaring: Vec<Arc<Workflow>> = self
             .workflows()
@@ -302,8 +309,10 @@ impl Engine {
         if let Err(e) = store.prune_published(now - EVENT_RETENTION).await {
             tracing::warn!(error = %e, "forgetting the events sent by key before the retention window failed");
         }
+        let scope = scope.map_or("", |s| s.as_str()).to_owned();
         let sent = PublishedEvent {
             name: name.to_owned(),
+            scope: scope.clone(),
             event_id: event_id.clone(),
             key: key.to_owned(),
             data,
@@ -311,17 +320,21 @@ impl Engine {
             owner: owner.map(|o| o.as_str().to_owned()),
             woken: None,
         };
-        let inserted = store.publish_event(&sent).await?;
+        let known = store.published_event(name, &scope, &event_id).await?;
+        if known.is_none() {
+            self.check_kept(&sent, now - EVENT_RETENTION).await?;
+        }
+        let inserted = known.is_none() && store.publish_event(&sent).await?;
         // Sent again: the stored event (its data, its time) is delivered to any execution that
         // waits for it and did not get it (a first sending cut short by a failure), and the
         // answer is both sendings' executions.
-        let event = if inserted {
-            sent
-        } else {
-            store
-                .published_event(name, &event_id)
+        let event = match known {
+            _ if inserted => sent,
+            Some(event) => event,
+            None => store
+                .published_event(name, &scope, &event_id)
                 .await?
-                .ok_or_else(|| EngineError::Internal(format!("event {event_id} vanished")))?
+                .ok_or_else(|| EngineError::Internal(format!("event {event_id} vanished")))?,
         };
         let mut woken = Vec::new();
         for id in event.woken.iter().flatten() {
@@ -336,7 +349,7 @@ impl Engine {
         }
         let ids: Vec<String> = woken.iter().map(|r| r.id.clone()).collect();
         if event.woken.as_ref() != Some(&ids) {
-            store.record_woken(name, &event_id, &ids).await?;
+            store.record_woken(name, &scope, &event_id, &ids).await?;
         }
         Ok(Published {
             event_id,
@@ -344,6 +357,53 @@ impl Engine {
             duplicate: !inserted,
             kept_until: event.published_at + EVENT_RETENTION,
         })
+    }
+
+    /// Refuses `sent` when the events kept since `since` are at a cap of
+    /// [`EventLimits`]: with its name and key, or in all. (Replicas sending at once may pass a
+    /// cap by the events they send together: a cap bounds, it does not count exactly.)
+    async fn check_kept(
+        &self,
+        sent: &PublishedEvent,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), EngineError> {
+        let limits = self.inner.config.event_limits;
+        let load = self
+            .inner
+            .store
+            .published_load(&sent.name, &sent.key, since)
+            .await?;
+        let bytes = sent.bytes();
+        let full = if load.key_count >= limits.kept_per_key {
+            Some(format!(
+                "{} events {} with this key are kept (AGENTRY_EVENTS_MAX_PER_KEY)",
+                load.key_count, sent.name
+            ))
+        } else if load.key_bytes + bytes > limits.kept_bytes_per_key {
+            Some(format!(
+                "the events {} with this key hold {} bytes, at most {} (AGENTRY_EVENTS_MAX_BYTES_PER_KEY)",
+                sent.name, load.key_bytes, limits.kept_bytes_per_key
+            ))
+        } else if load.count >= limits.kept {
+            Some(format!(
+                "{} events are kept (AGENTRY_EVENTS_MAX)",
+                load.count
+            ))
+        } else if load.bytes + bytes > limits.kept_bytes {
+            Some(format!(
+                "the events kept hold {} bytes, at most {} (AGENTRY_EVENTS_MAX_BYTES)",
+                load.bytes, limits.kept_bytes
+            ))
+        } else {
+            None
+        };
+        match full {
+            Some(why) => Err(EngineError::TooManyEvents(format!(
+                "{why}; older ones leave after {} minutes",
+                EVENT_RETENTION.as_secs() / 60
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// A key must be 1 to [`MAX_EVENT_KEY_CHARS`] characters, without NUL.
@@ -556,9 +616,18 @@ impl Engine {
                 status,
             });
         }
-        let pending = mailbox(r).iter().filter(|e| e.taken.is_none()).count();
+        let held = mailbox(r);
+        let pending = held.iter().filter(|e| e.taken.is_none()).count();
         if pending >= MAX_PENDING_EVENTS {
             return Err(EngineError::MailboxFull(r.id.clone()));
+        }
+        let limit = self.inner.config.event_limits.mailbox_bytes;
+        let bytes: u64 = held.iter().chain([event]).map(MailboxEvent::bytes).sum();
+        if bytes > limit {
+            return Err(EngineError::MailboxTooLarge {
+                id: r.id.clone(),
+                limit,
+            });
         }
         let mut next = r.clone();
         next.progress.steps_mut().insert(

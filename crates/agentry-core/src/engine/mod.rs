@@ -141,6 +141,15 @@ pub enum EngineError {
     EventAfterEnd { id: String, status: Status },
     #[error("Execution {0} has too many events waiting in its mailbox")]
     MailboxFull(String),
+    /// The execution's mailbox holds as many bytes of events as it may.
+    #[error(
+        "Execution {id}'s mailbox holds {limit} bytes of events already (AGENTRY_MAILBOX_MAX_BYTES)"
+    )]
+    MailboxTooLarge { id: String, limit: u64 },
+    /// The events kept by key are at a cap (per key or in all): a sending passes again once
+    /// older ones leave the retention window.
+    #[error("Too many events kept: {0}")]
+    TooManyEvents(String),
     /// A retry of an execution that did not fail.
     #[error("Execution {id} cannot be retried: it is {status} (only a failed execution can)")]
     NotRetryable { id: String, status: Status },
@@ -211,6 +220,38 @@ pub struct EngineConfig {
     /// How long a client waiting on a run ([`RunHandle::finish_for_client`]) bears with a
     /// database that does not take the run's writes (`AGENTRY_DB_TIMEOUT`).
     pub db_patience: Duration,
+    /// What an execution's mailbox and the events kept by key may hold.
+    pub event_limits: EventLimits,
+}
+
+/// What events may hold in memory and in the database: an execution's mailbox (its bytes; its
+/// untaken events are [`MAX_PENDING_EVENTS`]), and the events sent by key kept for the
+/// retention window, per name and key and in all (their number and bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventLimits {
+    /// The bytes of the events (taken or not) one execution's mailbox holds
+    /// (`AGENTRY_MAILBOX_MAX_BYTES`, 1 MiB).
+    pub mailbox_bytes: u64,
+    /// Events kept per name and key (`AGENTRY_EVENTS_MAX_PER_KEY`, 100).
+    pub kept_per_key: u64,
+    /// Their bytes per name and key (`AGENTRY_EVENTS_MAX_BYTES_PER_KEY`, 1 MiB).
+    pub kept_bytes_per_key: u64,
+    /// Events kept in all (`AGENTRY_EVENTS_MAX`, 10,000).
+    pub kept: u64,
+    /// Their bytes in all (`AGENTRY_EVENTS_MAX_BYTES`, 64 MiB).
+    pub kept_bytes: u64,
+}
+
+impl Default for EventLimits {
+    fn default() -> Self {
+        Self {
+            mailbox_bytes: 1 << 20,
+            kept_per_key: 100,
+            kept_bytes_per_key: 1 << 20,
+            kept: 10_000,
+            kept_bytes: 64 << 20,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -222,6 +263,7 @@ impl Default for EngineConfig {
             crash_hook: None,
             trace: None,
             db_patience: Duration::from_secs(5),
+            event_limits: EventLimits::default(),
         }
     }
 }

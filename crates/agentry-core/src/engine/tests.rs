@@ -789,6 +789,7 @@ async fn an_event_sent_by_key_wakes_the_waiting_and_is_kept_for_later_ones() {
             json!({"amount": 3}),
             Some("p-1".into()),
             None,
+            None,
         )
         .await
         .unwrap();
@@ -809,6 +810,7 @@ async fn an_event_sent_by_key_wakes_the_waiting_and_is_kept_for_later_ones() {
             json!({"amount": 3}),
             Some("p-1".into()),
             None,
+            None,
         )
         .await
         .unwrap();
@@ -826,7 +828,7 @@ async fn an_event_sent_by_key_wakes_the_waiting_and_is_kept_for_later_ones() {
     // An event nobody declares is refused.
     assert!(matches!(
         engine
-            .publish_event("nope", "k", json!({}), None, None)
+            .publish_event("nope", "k", json!({}), None, None, None)
             .await,
         Err(EngineError::UnknownEvent { .. })
     ));

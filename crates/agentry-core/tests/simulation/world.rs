@@ -870,9 +870,22 @@ impl ExecutionStore for FaultyStore {
     async fn published_event(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
     ) -> Result<Option<PublishedEvent>, StoreError> {
-        self.world.inner.published_event(name, event_id).await
+        self.world
+            .inner
+            .published_event(name, scope, event_id)
+            .await
+    }
+
+    async fn published_load(
+        &self,
+        name: &str,
+        key: &str,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<agentry_core::store::PublishedLoad, StoreError> {
+        self.world.inner.published_load(name, key, since).await
     }
 
     async fn published_events(
@@ -891,10 +904,14 @@ impl ExecutionStore for FaultyStore {
     async fn record_woken(
         &self,
         name: &str,
+        scope: &str,
         event_id: &str,
         woken: &[String],
     ) -> Result<(), StoreError> {
-        self.world.inner.record_woken(name, event_id, woken).await
+        self.world
+            .inner
+            .record_woken(name, scope, event_id, woken)
+            .await
     }
 
     async fn prune_published(
