@@ -792,7 +792,10 @@ async fn one_user_s_event_id_is_not_another_s(url: &str) {
         if status_is(&s["data"], "completed") {
             break;
         }
-        assert!(Instant::now() < deadline, "alice's payment never landed: {s}");
+        assert!(
+            Instant::now() < deadline,
+            "alice's payment never landed: {s}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Her own id again is her duplicate.
@@ -896,4 +899,113 @@ on_both_databases!(
     events_are_capped,
     events_are_capped_on_sqlite,
     events_are_capped_on_postgres
+);
+
+/// The server's resident memory (`VmRSS`), in MiB.
+fn rss_mib(r: &Replica) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", r.child.id())).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS");
+    kib / 1024
+}
+
+/// Full mailboxes cost bounded memory (hardening III, finding 9): four executions' mailboxes
+/// and one key's kept events filled with 60 KB events up to their caps, then 64 clients reading
+/// the executions' states at once for ten seconds. The binary's RSS stays within 100 MiB of
+/// what it was before the events (it grew by 500 MiB and more when nothing was capped).
+async fn full_mailboxes_cost_bounded_memory(url: &str) {
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(url, "rss", &dir, &[]);
+    let ids: Vec<String> = (0..4).map(|i| format!("full-{i}")).collect();
+    let mut naps = Vec::new();
+    for id in &ids {
+        let execute = client()
+            .post(r.url("/workflows/tester-mailbox/execute"))
+            .json(&json!({"input": {"ms": 60_000}, "options": {"executionId": id}}))
+            .send();
+        naps.push(tokio::spawn(execute));
+        wait_for_state(&r, "tester-mailbox", id, "the nap", |s| {
+            status_is(s, "running")
+        })
+        .await;
+    }
+    let before = rss_mib(&r);
+    let blob = json!({"blob": "x".repeat(60_000)});
+    for id in &ids {
+        let path = format!("/workflows/tester-mailbox/executions/{id}/events/ping");
+        let mut taken = 0;
+        loop {
+            let (status, body) = post(&r, &path, json!({"data": blob}), None).await;
+            if status == 413 {
+                assert_eq!(body["code"], "mailbox_too_large", "{body}");
+                break;
+            }
+            assert_eq!(status, 200, "{body}");
+            taken += 1;
+            assert!(taken <= 100, "the mailbox never filled");
+        }
+        assert!(
+            (10..=20).contains(&taken),
+            "{taken} events of 60 KB in 1 MiB"
+        );
+    }
+    for n in 0.. {
+        let (status, body) =
+            post(&r, "/events/ping", json!({"key": "k", "data": blob}), None).await;
+        if status == 429 {
+            break;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(n < 100, "the key's events were never capped");
+    }
+
+    let stop = Instant::now() + Duration::from_secs(10);
+    let readers: Vec<_> = (0..64)
+        .map(|i| {
+            let url = r.url(&format!("/executions/{}", ids[i % ids.len()]));
+            tokio::spawn(async move {
+                let c = client();
+                let mut reads = 0u32;
+                while Instant::now() < stop {
+                    let resp = c.get(&url).send().await.expect("read");
+                    assert_eq!(resp.status(), 200);
+                    let body: Value = resp.json().await.expect("json");
+                    assert!(
+                        body["data"]["mailbox"]
+                            .as_array()
+                            .is_some_and(|m| !m.is_empty())
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut peak = before;
+    while Instant::now() < stop {
+        peak = peak.max(rss_mib(&r));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut reads = 0;
+    for reader in readers {
+        reads += reader.await.expect("reader");
+    }
+    peak = peak.max(rss_mib(&r));
+    assert!(reads > 64, "{reads} reads");
+    assert!(
+        peak < before + 100,
+        "RSS {before} MiB before the events, {peak} MiB at most after {reads} reads"
+    );
+    eprintln!("RSS {before} MiB before, {peak} MiB at most, {reads} state reads");
+    drop(naps);
+}
+
+on_both_databases!(
+    full_mailboxes_cost_bounded_memory,
+    full_mailboxes_cost_bounded_memory_on_sqlite,
+    full_mailboxes_cost_bounded_memory_on_postgres
 );
