@@ -75,6 +75,20 @@ impl Policy {
         }
     }
 
+    /// Whether the caller may follow or answer a `/chat` conversation's run, in every mode: a
+    /// run started by a verified user is that user's (or an admin's); one started without a
+    /// verified user is anyone's that may act on the run (strict mode's rule still applies).
+    /// A front end answers a conversation the caller may not reach as if it had no run.
+    pub fn may_join_conversation(&self, caller: &Caller, run: &ExecutionRecord) -> bool {
+        let started_by_a_user = match run.owner.as_deref() {
+            None => true,
+            Some(owner) => caller.user().is_some_and(|user| {
+                user.has_role(ADMIN_ROLE) || user.id().as_deref() == Some(owner)
+            }),
+        };
+        started_by_a_user && self.may_see(caller, run)
+    }
+
     /// Whether the caller may see `execution` (always outside strict mode).
     pub fn may_see(&self, caller: &Caller, execution: &ExecutionRecord) -> bool {
         self.authorize_execution(caller, execution).is_ok()

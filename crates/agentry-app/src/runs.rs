@@ -262,6 +262,7 @@ impl App {
             let page = self.list_page(caller, request).await?;
             let mine = page.records.into_iter().find(|r| {
                 r.context.get("conversationId").and_then(Value::as_str) == Some(conversation_id)
+                    && self.policy.may_join_conversation(caller, r)
             });
             if let Some(r) = mine
                 && found.as_ref().is_none_or(|f| r.start_at > f.start_at)
@@ -679,6 +680,15 @@ impl App {
     ) -> Result<ChatStream, AppError> {
         if let Some((run_id, answers)) = approvals {
             let run_id = ExecutionId::from(run_id);
+            // The conversation's owner's answers only: another caller's are answered as if
+            // the run did not exist.
+            let rec = self.owned_run(caller, id, &run_id).await?;
+            if !self.policy.may_join_conversation(caller, &rec) {
+                return Err(AppError::new(
+                    Code::RunNotFound,
+                    format!("Run {run_id} of agent {id} not found"),
+                ));
+            }
             let (_, events) = self.answer_approvals(caller, id, &run_id, answers).await?;
             return Ok(ChatStream {
                 message_id: run_id.into_string(),

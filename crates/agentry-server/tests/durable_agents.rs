@@ -608,3 +608,93 @@ async fn two_approvals_in_one_answer_are_answered_one_by_one() {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `/chat` conversation started by a verified user is that user's, also outside strict mode
+/// (provider on): another user, or a caller without a token, finds no active run at its resume
+/// URL (204) and cannot answer its approval (404); its owner can.
+async fn a_chat_conversation_is_its_user_s(database_url: &str) {
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(
+        database_url,
+        "chat",
+        &dir,
+        &[("AGENTRY_JWT_SECRET", SECRET)],
+    );
+    let (alice, bob) = (token("alice", &[]), token("bob", &[]));
+    let chat = |who: &str, messages: Value| {
+        client()
+            .post(r.url("/agents/operator/chat"))
+            .bearer_auth(who)
+            .json(&json!({"messages": messages, "options": {"conversationId": "c-1"}}))
+            .send()
+    };
+    let asked = chat(
+        &alice,
+        json!([{"id": "u-1", "role": "user",
+                "parts": [{"type": "text", "text": "refund order o-1 250 damaged box"}]}]),
+    )
+    .await
+    .expect("chat");
+    assert_eq!(asked.status(), 200);
+    let run = asked.headers()["x-run-id"].to_str().unwrap().to_owned();
+    let _ = asked.text().await;
+    let state = wait_for_run(&r, "operator", &run, "the approval", |s| {
+        s["status"] == "suspended"
+    })
+    .await;
+    let approval = state["pendingApprovals"][0]["approvalId"]
+        .as_str()
+        .expect("a pending approval")
+        .to_owned();
+
+    let resume_url = r.url("/agents/operator/chat/c-1/stream");
+    for who in [Some(&bob), None] {
+        let mut req = client().get(&resume_url);
+        if let Some(t) = who {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("resume");
+        assert_eq!(
+            resp.status(),
+            204,
+            "{who:?}: another's conversation is not theirs"
+        );
+    }
+    let resp = client()
+        .get(&resume_url)
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("resume");
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("tool-approval-request"));
+
+    let answer = json!([{"id": run, "role": "assistant", "parts": [{
+        "type": "tool-issue_refund", "toolCallId": "x", "state": "approval-responded",
+        "input": {"orderId": "o-1", "amount": 250},
+        "approval": {"id": approval, "approved": true}}]}]);
+    let refused = chat(&bob, answer.clone()).await.expect("chat");
+    assert_eq!(refused.status(), 404);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "run_not_found", "{body}");
+    let state = run_state(&r, "operator", &run).await.unwrap();
+    assert_eq!(
+        state["status"], "suspended",
+        "bob's answer ran alice's refund: {state}"
+    );
+
+    let accepted = chat(&alice, answer).await.expect("chat");
+    assert_eq!(accepted.status(), 200);
+    let _ = accepted.text().await;
+    let done = wait_for_run(&r, "operator", &run, "the refund", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+}
+
+on_both_databases!(
+    a_chat_conversation_is_its_user_s,
+    a_chat_conversation_is_its_user_s_on_sqlite,
+    a_chat_conversation_is_its_user_s_on_postgres
+);
