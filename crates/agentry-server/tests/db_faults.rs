@@ -1567,3 +1567,63 @@ async fn health_and_readiness_through_an_outage_and_a_drain() {
     );
     verdict.finish();
 }
+
+/// The database itself dropped under a running server (`DROP DATABASE ... WITH (FORCE)`: its
+/// connections cut, and every new one refused as `database ... does not exist`): every reading
+/// route, and a start, answers 503 `database_unavailable` with `Retry-After` within the bound,
+/// never 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_database_answers_503_on_every_route() {
+    let _one_at_a_time = serial().await;
+    let mut verdict = Verdict::new("a_dropped_database_answers_503_on_every_route");
+    let db = agentry_testdb::PgDatabase::create("agentry_dropped")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let server = Server::start(&db.url, &[]);
+    let bound = DB_TIMEOUT + Duration::from_secs(2);
+    let started = post(
+        &server,
+        "/workflows/expense-approval/execute",
+        &json!({"input": {"employeeId": "e-1", "amount": 5000, "category": "travel"},
+                "options": {"executionId": "ea-1"}}),
+        bound,
+    )
+    .await;
+    assert_eq!(started.status, Some(200), "{}", started.describe());
+    db.drop_now().await;
+
+    for path in [
+        "/executions",
+        "/executions/ea-1",
+        "/workflows/expense-approval/executions",
+        "/workflows/expense-approval/executions/ea-1/state",
+        "/agent-runs",
+        "/agents/assistant/runs",
+        "/agents/assistant/runs/r-1",
+        "/schedules",
+        "/schedules/nightly-report",
+        "/queues",
+        "/api/execution-counts",
+    ] {
+        let a = get(&server, path, bound).await;
+        verdict.check(
+            a.is_unavailable("database_unavailable"),
+            "a reading route answers 503 database_unavailable with Retry-After",
+            || a.describe(),
+        );
+    }
+    let a = post(
+        &server,
+        "/workflows/countdown/execute",
+        &json!({"input": {"stepDelayMs": 1}}),
+        bound,
+    )
+    .await;
+    verdict.check(
+        a.is_unavailable("database_unavailable"),
+        "a start answers 503 database_unavailable with Retry-After",
+        || a.describe(),
+    );
+    drop(server);
+    verdict.finish();
+}
