@@ -26,6 +26,7 @@ mod status {
     pub const CONFLICT: u16 = 409;
     pub const PAYLOAD_TOO_LARGE: u16 = 413;
     pub const UNSUPPORTED_MEDIA_TYPE: u16 = 415;
+    pub const MISDIRECTED_REQUEST: u16 = 421;
     pub const UNPROCESSABLE_ENTITY: u16 = 422;
     pub const INTERNAL_SERVER_ERROR: u16 = 500;
     pub const BAD_GATEWAY: u16 = 502;
@@ -118,6 +119,7 @@ error_table! {
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
+    HostNotAllowed => MISDIRECTED_REQUEST, "host_not_allowed", "The request names a host this server does not answer for (its `Host`, or a trusted proxy's forwarded host): not in `AGENTRY_ALLOWED_HOSTS`, or, without it on a loopback address, not `localhost`, `127.0.0.1` or `[::1]` with the port. A guard against DNS rebinding; every route but the probes.";
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
     ToolFailed => UNPROCESSABLE_ENTITY, "tool_failed", "MCP: a tool called directly failed, with its own message (arguments it refused, or its work failed).";
     ClientClosedRequest => BAD_REQUEST, "client_closed_request", "The client went away before the answer (logged; nobody reads it).";
