@@ -43,7 +43,10 @@ fn endpoint(app: &AppState, req: &HttpRequest, id: &str) -> (String, &'static st
         Some(host) => host.to_string(),
         None => req.app_config().local_addr().to_string(),
     };
-    (format!("{}://{host}{path}", seen.scheme), CARD_CACHE_PRIVATE)
+    (
+        format!("{}://{host}{path}", seen.scheme),
+        CARD_CACHE_PRIVATE,
+    )
 }
 
 /// GET /a2a/{id}/.well-known/agent-card.json

@@ -153,10 +153,7 @@ impl PublicUrl {
         Ok(Self {
             base: url.as_str().trim_end_matches('/').to_owned(),
             // Its name, on whatever port a proxy in front of the server names.
-            host: HostPort {
-                port: None,
-                ..host
-            },
+            host: HostPort { port: None, ..host },
         })
     }
 

@@ -209,7 +209,13 @@ mod tests {
             assert_eq!(HostPort::parse(bad), None, "{bad}");
         }
         assert_eq!(AllowedHosts::parse_list(" * ").unwrap(), AllowedHosts::Any);
-        for bad in ["", " , ", "*, a.example", "https://a.example", "a.example/x"] {
+        for bad in [
+            "",
+            " , ",
+            "*, a.example",
+            "https://a.example",
+            "a.example/x",
+        ] {
             assert!(AllowedHosts::parse_list(bad).is_err(), "{bad}");
         }
     }
@@ -236,7 +242,12 @@ mod tests {
         for ok in ["localhost:3141", "127.0.0.1:3141", "[::1]:3141"] {
             assert!(hosts.allows(&host(ok), 80), "{ok}");
         }
-        for refused in ["localhost:8080", "evil.example.com:3141", "localhost", "0.0.0.0:3141"] {
+        for refused in [
+            "localhost:8080",
+            "evil.example.com:3141",
+            "localhost",
+            "0.0.0.0:3141",
+        ] {
             assert!(!hosts.allows(&host(refused), 80), "{refused}");
         }
         let other_loopback = AllowedHosts::by_address("127.0.0.2:9".parse().unwrap(), None);
