@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Apply migrations, register the examples and serve HTTP (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending migrations and exit.
     Migrate(DbArgs),
     /// Print one signed JWT (HS256 with AGENTRY_JWT_SECRET) and a newline.
@@ -337,7 +337,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!(database = %redact(&db.database_url), "migrations applied");
             Ok(())
         }
-        Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Serve(args)) => serve(*args).await,
         Some(Command::Prune(args)) => prune(args).await,
         Some(Command::Token(_)) => unreachable!("handled above"),
         None => serve(cli.serve).await,
