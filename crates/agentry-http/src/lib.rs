@@ -84,7 +84,8 @@ pub struct HttpConfig {
     /// requests, and for CORS (`AGENTRY_ALLOWED_ORIGINS`; none: CORS off).
     pub allowed_origins: AllowedOrigins,
     /// The hosts the server answers for (`AGENTRY_ALLOWED_HOSTS`); `None`: decided by the
-    /// address [`serve`] listens on ([`AllowedHosts::by_address`]).
+    /// address [`serve`] listens on ([`AllowedHosts::by_address`]), or any host for an [`app`]
+    /// a host serves itself.
     pub allowed_hosts: Option<AllowedHosts>,
     /// The peers whose forwarding headers are believed (`AGENTRY_TRUSTED_PROXIES`; none).
     pub trusted_proxies: TrustedProxies,

@@ -330,3 +330,38 @@ fn bad_edge_settings_fail_at_start() {
         );
     }
 }
+
+/// `--metrics-bind`'s address answers by its own address: on loopback, the loopback names on
+/// its port, whatever `AGENTRY_ALLOWED_HOSTS` lists for the API.
+#[test]
+fn the_metrics_address_answers_its_own_hosts() {
+    let (url, path) = temp_db();
+    let mut child = bin()
+        .args(["--bind", "0.0.0.0:0", "--database-url", &url])
+        .args(["--metrics-bind", "127.0.0.1:0"])
+        .env("AGENTRY_ALLOWED_HOSTS", "agents.example.com")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    printed(&mut stdout, "agentry listening on http://");
+    let metrics = printed(&mut stdout, "agentry metrics on http://");
+    let addr = metrics.trim_end_matches("/metrics");
+    let port = addr.rsplit(':').next().unwrap();
+    let ok = http_get_for(addr, &format!("localhost:{port}"), "/metrics");
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    for host in [
+        "agents.example.com".to_owned(),
+        format!("evil.example.com:{port}"),
+    ] {
+        let refused = http_get_for(addr, &host, "/metrics");
+        assert!(refused.starts_with("HTTP/1.1 421"), "{host}: {refused}");
+        assert!(
+            refused.contains("\"code\":\"host_not_allowed\""),
+            "{refused}"
+        );
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
+}
