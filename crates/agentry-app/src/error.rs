@@ -26,6 +26,7 @@ mod status {
     pub const CONFLICT: u16 = 409;
     pub const PAYLOAD_TOO_LARGE: u16 = 413;
     pub const UNSUPPORTED_MEDIA_TYPE: u16 = 415;
+    pub const MISDIRECTED_REQUEST: u16 = 421;
     pub const UNPROCESSABLE_ENTITY: u16 = 422;
     pub const TOO_MANY_REQUESTS: u16 = 429;
     pub const INTERNAL_SERVER_ERROR: u16 = 500;
@@ -120,9 +121,10 @@ error_table! {
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
-    TooManyEvents => TOO_MANY_REQUESTS, "too_many_events", "An event sent by key when the events kept are at a cap: per name and key (`AGENTRY_EVENTS_MAX_PER_KEY`, 100; `AGENTRY_EVENTS_MAX_BYTES_PER_KEY`, 1 MiB) or in all (`AGENTRY_EVENTS_MAX`, 10,000; `AGENTRY_EVENTS_MAX_BYTES`, 64 MiB); header `Retry-After`: older events leave the hour's retention.";
+    HostNotAllowed => MISDIRECTED_REQUEST, "host_not_allowed", "The request names a host this server does not answer for (its `Host`, or a trusted proxy's forwarded host): not in `AGENTRY_ALLOWED_HOSTS`, or, without it on a loopback address, not `localhost`, `127.0.0.1` or `[::1]` with the port. A guard against DNS rebinding; every route but the probes.";
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
     ToolFailed => UNPROCESSABLE_ENTITY, "tool_failed", "MCP: a tool called directly failed, with its own message (arguments it refused, or its work failed).";
+    TooManyEvents => TOO_MANY_REQUESTS, "too_many_events", "An event sent by key when the events kept are at a cap: per name and key (`AGENTRY_EVENTS_MAX_PER_KEY`, 100; `AGENTRY_EVENTS_MAX_BYTES_PER_KEY`, 1 MiB) or in all (`AGENTRY_EVENTS_MAX`, 10,000; `AGENTRY_EVENTS_MAX_BYTES`, 64 MiB); header `Retry-After`: older events leave the hour's retention.";
     ClientClosedRequest => BAD_REQUEST, "client_closed_request", "The client went away before the answer (logged; nobody reads it).";
     ExecutionFailed => INTERNAL_SERVER_ERROR, "execution_failed", "The execution ended in error (`Failed to execute workflow`; header `X-Execution-Id`; its state has the reason).";
     GenerationFailed => INTERNAL_SERVER_ERROR, "generation_failed", "The model or the server failed otherwise (`Failed to generate: ...`).";

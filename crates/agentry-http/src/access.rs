@@ -11,8 +11,9 @@
 //! A row's failures are the codes its handler (and the use cases it calls) may answer; the ones
 //! that follow from what the route is are not written in the row but derived from it
 //! ([`BuiltinRoute::failures`]): any route may answer `invalid_request` (intake refuses the NUL
-//! character in a path or query), a protected one, or a sensitive one in strict mode, the 401s,
-//! one that changes something the cross-site 403, one with a JSON body its 408, 413 and 415.
+//! character in a path or query) and, but the probes, `host_not_allowed` (the host guard), a
+//! protected one, or a sensitive one in strict mode, the 401s, one that changes something the
+//! cross-site 403, one with a JSON body its 408, 413 and 415.
 //! `/doc`'s failure responses are generated from [`BuiltinRoute::failures`] and the table
 //! (`openapi.rs`).
 
@@ -83,6 +84,8 @@ impl BuiltinRoute {
             // parameter that does not decode is refused too.
             Code::InvalidRequest => true,
             c if UNAUTHORIZED.contains(&c) => self.access == Access::Protected || self.sensitive,
+            // The host guard (`hosts.rs`) on every route but the probes.
+            Code::HostNotAllowed => !crate::health::PROBES.contains(&self.path),
             // The cross-site guard (`origin.rs`) on every method that changes something.
             Code::Forbidden => self.method != "GET",
             c if BODY.contains(&c) => self.json_body,
@@ -545,10 +548,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             Route::new("GET", "/a2a/{id}/.well-known/agent-card.json"),
             &[AgentNotFound],
         ),
-        protected(
-            Route::new("POST", "/a2a/{id}"),
-            &[AgentNotFound, PayloadTooLarge, Internal],
-        ),
+        protected(Route::new("POST", "/a2a/{id}"), &[AgentNotFound, Internal]).with_json_body(),
         // Prometheus metrics: public by default (counts, no execution data), like the spec's
         // logs; a 404 when they are served on their own address.
         public(Route::new("GET", "/metrics"), &[RouteNotFound]),

@@ -1,7 +1,7 @@
 //! What every request goes through before routing: `HEAD` served as `GET` without a body, and
 //! the body read under a deadline (a client that promises 100 bytes and sends 14 is answered 408
 //! after `HttpConfig::body_timeout`, not held open). Also the JSON content-type rule of the
-//! routes whose body is optional.
+//! routes whose body is optional, or parsed by their handler.
 
 use std::io;
 use std::time::Duration;
@@ -172,6 +172,20 @@ fn says_json(req: &HttpRequest) -> bool {
     )
 }
 
+/// A JSON body as bytes, for a handler that parses it itself (`POST /a2a/{id}`, whose parse
+/// errors are JSON-RPC's): a Content-Type that is not JSON, or none, is a 415 before the body
+/// is read, as for every route that takes JSON; a slow body a 408, a large one a 413.
+pub async fn json_bytes(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+) -> Result<web::Bytes, ApiError> {
+    if !says_json(req) {
+        return Err(unsupported_media_type());
+    }
+    read_body(payload, limit).await
+}
+
 /// An optional JSON body (`POST .../suspend`): `None` when the request has no body and no
 /// Content-Type; a body or a Content-Type that is not JSON is a 415 (so a cross-site form or
 /// `text/plain` request never reaches the handler), a slow body a 408, a large one a 413.
@@ -186,21 +200,7 @@ pub async fn optional_json<T: serde::de::DeserializeOwned>(
     if has_type && !says_json(req) {
         return Err(unsupported_media_type());
     }
-    let body = match payload.to_bytes_limited(limit).await {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => {
-            return Err(match e.as_error::<PayloadError>() {
-                Some(p) => payload_error(p),
-                None => ApiError::bad_request(format!("Invalid request body: {e}")),
-            });
-        }
-        Err(_) => {
-            return Err(ApiError::new(
-                Code::PayloadTooLarge,
-                format!("Request body is over the limit of {limit} bytes"),
-            ));
-        }
-    };
+    let body = read_body(payload, limit).await?;
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
@@ -210,4 +210,19 @@ pub async fn optional_json<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| ApiError::bad_request(format!("Invalid request body: {e}")))
+}
+
+/// The whole body, at most `limit` bytes (413), under intake's deadline (408).
+async fn read_body(payload: web::Payload, limit: usize) -> Result<web::Bytes, ApiError> {
+    match payload.to_bytes_limited(limit).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => Err(match e.as_error::<PayloadError>() {
+            Some(p) => payload_error(p),
+            None => ApiError::bad_request(format!("Invalid request body: {e}")),
+        }),
+        Err(_) => Err(ApiError::new(
+            Code::PayloadTooLarge,
+            format!("Request body is over the limit of {limit} bytes"),
+        )),
+    }
 }

@@ -13,8 +13,10 @@ pub mod envelope;
 pub mod error;
 pub mod executions;
 pub mod fallback;
+pub mod forwarded;
 pub mod health;
 pub mod host;
+pub mod hosts;
 pub mod intake;
 pub mod landing;
 pub mod logs;
@@ -51,7 +53,9 @@ use utoipa_actix_web::service_config::ServiceConfig;
 pub use agentry_auth as authn;
 pub use auth::{AuthGate, AuthenticatedUser, authenticated_user};
 pub use error::ApiError;
+pub use forwarded::{PublicUrl, TrustedProxies};
 pub use host::{Host, HostError};
+pub use hosts::AllowedHosts;
 pub use origin::AllowedOrigins;
 pub use validate::{Valid, Validate};
 
@@ -79,6 +83,15 @@ pub struct HttpConfig {
     /// Browser origins allowed besides the server's own, on WebSockets and state-changing
     /// requests, and for CORS (`AGENTRY_ALLOWED_ORIGINS`; none: CORS off).
     pub allowed_origins: AllowedOrigins,
+    /// The hosts the server answers for (`AGENTRY_ALLOWED_HOSTS`); `None`: decided by the
+    /// address [`serve`] listens on ([`AllowedHosts::by_address`]), or any host for an [`app`]
+    /// a host serves itself.
+    pub allowed_hosts: Option<AllowedHosts>,
+    /// The peers whose forwarding headers are believed (`AGENTRY_TRUSTED_PROXIES`; none).
+    pub trusted_proxies: TrustedProxies,
+    /// The server's public base URL (`AGENTRY_PUBLIC_URL`), which the A2A cards' URLs start
+    /// with; `None`: the host and scheme each request was sent to.
+    pub public_url: Option<PublicUrl>,
     /// `GET /metrics` is served on its own address (`--metrics-bind`, see [`serve_metrics`]),
     /// not on this one.
     pub metrics_elsewhere: bool,
@@ -99,6 +112,9 @@ impl Default for HttpConfig {
             keep_alive: Duration::from_secs(5),
             max_connections: 10_000,
             allowed_origins: AllowedOrigins::default(),
+            allowed_hosts: None,
+            trusted_proxies: TrustedProxies::default(),
+            public_url: None,
             metrics_elsewhere: false,
             mcp_sessions: agentry_mcp::SessionLimits::default(),
         }
@@ -195,8 +211,8 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
 ///
 /// Layers, outermost first: CORS (only when origins are configured), the trace span, the
 /// request log, the HTTP metrics, the host's error handler, the failure envelope for non-JSON
-/// errors, the cross-site guard, intake (HEAD as GET, NUL refused, the body deadline),
-/// authentication, the host's middleware chain, then routing.
+/// errors, the host guard, the cross-site guard, intake (HEAD as GET, NUL refused, the body
+/// deadline), authentication, the host's middleware chain, then routing.
 pub fn app(
     state: AppState,
 ) -> App<
@@ -215,6 +231,14 @@ pub fn app(
     let not_found = ext.not_found.clone();
     let origins = state.config.allowed_origins.clone();
     let cors = origin::cors(&origins);
+    let host_guard = Arc::new(hosts::HostGuard {
+        hosts: state
+            .config
+            .allowed_hosts
+            .clone()
+            .unwrap_or(AllowedHosts::Any),
+        trusted: state.config.trusted_proxies.clone(),
+    });
     let body_timeout = state.config.body_timeout;
     let counted = state.app.metrics().clone();
     let mut app = App::new()
@@ -229,6 +253,9 @@ pub fn app(
         }))
         .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
             origin::refuse_cross_site(origins.clone(), req, next)
+        }))
+        .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+            hosts::refuse_foreign_host(host_guard.clone(), req, next)
         }))
         .wrap(fallback::json_errors())
         .wrap(from_fn(
@@ -264,16 +291,26 @@ pub fn app(
 }
 
 /// Serves `GET /metrics` alone on `listener` (`--metrics-bind`), under the same authentication
-/// rules as the main address; every other path is a 404 envelope.
+/// rules as the main address; every other path is a 404 envelope. It answers the hosts of its
+/// own address ([`AllowedHosts::by_address`]: the loopback names on a loopback address, else
+/// any): a scraper names it by that address, not by the API's public names.
 pub fn serve_metrics(
     listener: TcpListener,
     state: AppState,
 ) -> std::io::Result<actix_web::dev::Server> {
+    let host_guard = Arc::new(hosts::HostGuard {
+        hosts: AllowedHosts::by_address(listener.local_addr()?, None),
+        trusted: state.config.trusted_proxies.clone(),
+    });
     Ok(HttpServer::new(move || {
         let gate = state.auth.clone();
+        let host_guard = host_guard.clone();
         App::new()
             .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
                 auth::guard(gate.clone(), req, next)
+            }))
+            .wrap(from_fn(move |req: ServiceRequest, next: Next<BoxBody>| {
+                hosts::refuse_foreign_host(host_guard.clone(), req, next)
             }))
             .wrap(fallback::json_errors())
             .app_data(web::Data::new(state.clone()))
@@ -290,8 +327,26 @@ pub fn serve_metrics(
 }
 
 /// Starts serving on `listener`; the returned server runs until stopped through its handle
-/// (signals are left to the caller, which also has executions to wind down).
-pub fn serve(listener: TcpListener, state: AppState) -> std::io::Result<actix_web::dev::Server> {
+/// (signals are left to the caller, which also has executions to wind down). Without
+/// `allowed_hosts`, the hosts answered are decided by the listener's address; when that is
+/// any host, a warning names the setting.
+pub fn serve(
+    listener: TcpListener,
+    mut state: AppState,
+) -> std::io::Result<actix_web::dev::Server> {
+    if state.config.allowed_hosts.is_none() {
+        let addr = listener.local_addr()?;
+        let hosts = AllowedHosts::by_address(addr, state.config.public_url.as_ref());
+        if hosts == AllowedHosts::Any {
+            tracing::warn!(
+                %addr,
+                "the server answers requests for any host (it is not bound to a loopback \
+                 address and AGENTRY_ALLOWED_HOSTS is not set): set AGENTRY_ALLOWED_HOSTS \
+                 (--allowed-hosts) to the names clients use, to guard against DNS rebinding"
+            );
+        }
+        state.config.allowed_hosts = Some(hosts);
+    }
     let config = state.config.clone();
     Ok(HttpServer::new(move || app(state.clone()))
         .client_request_timeout(config.header_timeout)

@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Apply migrations, register the examples and serve HTTP (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending migrations and exit.
     Migrate(DbArgs),
     /// Print one signed JWT (HS256 with AGENTRY_JWT_SECRET) and a newline.
@@ -174,6 +174,20 @@ struct ServeArgs {
     /// state-changing requests) and for CORS, e.g. https://app.example.com [default: none, CORS off]
     #[arg(long, env = "AGENTRY_ALLOWED_ORIGINS", value_parser = parse_origins)]
     allowed_origins: Option<agentry_http::AllowedOrigins>,
+    /// Comma list of the hosts the server answers for (a guard against DNS rebinding): host
+    /// (any port) or host:port, or * for any; a request for another is 421 host_not_allowed
+    /// [default: bound to a loopback address, localhost, 127.0.0.1 and [::1] on the bound port;
+    /// bound elsewhere, any host, with a warning]
+    #[arg(long, env = "AGENTRY_ALLOWED_HOSTS", value_parser = parse_hosts)]
+    allowed_hosts: Option<agentry_http::AllowedHosts>,
+    /// Comma list of proxy addresses or CIDR blocks whose Forwarded and X-Forwarded-Host/-Proto
+    /// headers are believed, e.g. 10.0.0.0/8 [default: none: those headers are ignored]
+    #[arg(long, env = "AGENTRY_TRUSTED_PROXIES", value_parser = parse_proxies)]
+    trusted_proxies: Option<agentry_http::TrustedProxies>,
+    /// The server's public base URL (http or https, no query or fragment), which A2A cards
+    /// name, e.g. https://agents.example.com [default: the host each request was sent to]
+    #[arg(long, env = "AGENTRY_PUBLIC_URL", value_parser = parse_public_url)]
+    public_url: Option<agentry_http::PublicUrl>,
     /// How long a client has to send a request's head (line and headers).
     #[arg(long, env = "AGENTRY_HEADER_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     header_timeout: std::time::Duration,
@@ -283,6 +297,18 @@ fn parse_origins(s: &str) -> Result<agentry_http::AllowedOrigins, String> {
     agentry_http::AllowedOrigins::parse_list(s)
 }
 
+fn parse_hosts(s: &str) -> Result<agentry_http::AllowedHosts, String> {
+    agentry_http::AllowedHosts::parse_list(s)
+}
+
+fn parse_proxies(s: &str) -> Result<agentry_http::TrustedProxies, String> {
+    agentry_http::TrustedProxies::parse_list(s)
+}
+
+fn parse_public_url(s: &str) -> Result<agentry_http::PublicUrl, String> {
+    agentry_http::PublicUrl::parse(s)
+}
+
 /// Logs to stderr and to the capture behind `/api/logs`, and spans to an OpenTelemetry
 /// collector when `OTEL_EXPORTER_OTLP_ENDPOINT` names one (the returned handle flushes them at
 /// exit).
@@ -350,7 +376,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!(database = %redact(&db.database_url), "migrations applied");
             Ok(())
         }
-        Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Serve(args)) => serve(*args).await,
         Some(Command::Prune(args)) => prune(args).await,
         Some(Command::Token(_)) => unreachable!("handled above"),
         None => serve(cli.serve).await,
@@ -364,6 +390,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         keep_alive: args.keep_alive,
         max_connections: args.max_connections as usize,
         allowed_origins: args.allowed_origins.unwrap_or_default(),
+        allowed_hosts: args.allowed_hosts,
+        trusted_proxies: args.trusted_proxies.unwrap_or_default(),
+        public_url: args.public_url,
         mcp_sessions: agentry_mcp::SessionLimits {
             per_user: args.mcp_max_sessions_per_user as usize,
             total: args.mcp_max_sessions as usize,

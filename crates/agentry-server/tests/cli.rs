@@ -18,6 +18,9 @@ fn bin() -> Command {
         .env_remove("AGENTRY_JWT_PUBLIC_KEY_FILE")
         .env_remove("AGENTRY_PUBLIC_ROUTES")
         .env_remove("AGENTRY_PROTECTED_ROUTES")
+        .env_remove("AGENTRY_ALLOWED_HOSTS")
+        .env_remove("AGENTRY_TRUSTED_PROXIES")
+        .env_remove("AGENTRY_PUBLIC_URL")
         .env("RUST_LOG", "warn");
     c
 }
@@ -28,11 +31,16 @@ fn temp_db() -> (String, std::path::PathBuf) {
 }
 
 fn http_get(addr: &str, path: &str) -> String {
+    http_get_for(addr, addr, path)
+}
+
+/// A GET sent to `addr` that names `host`.
+fn http_get_for(addr: &str, host: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -120,6 +128,12 @@ fn help_lists_flags_with_their_environment_variables() {
         "AGENTRY_MCP_MAX_SESSIONS",
         "--mcp-session-idle",
         "AGENTRY_MCP_SESSION_IDLE",
+        "--allowed-hosts",
+        "AGENTRY_ALLOWED_HOSTS",
+        "--trusted-proxies",
+        "AGENTRY_TRUSTED_PROXIES",
+        "--public-url",
+        "AGENTRY_PUBLIC_URL",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
@@ -201,6 +215,153 @@ fn token_output_is_accepted_by_the_server() {
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
     assert!(ok.contains("\"words\":3"), "{ok}");
     let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Runs the server with `args` and `env` until it listens, sends `check` the address to reach
+/// it at, then stops it: what it wrote on stderr.
+fn served(args: &[&str], env: &[(&str, &str)], check: impl FnOnce(&str)) -> String {
+    let (url, path) = temp_db();
+    let mut cmd = bin();
+    cmd.args(args)
+        .args(["--database-url", &url])
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped());
+    let (mut child, addr) = spawn_listening(&mut cmd);
+    // A server bound to every address is reached on the loopback one.
+    let addr = addr.replace("0.0.0.0", "127.0.0.1");
+    check(&addr);
+    child.kill().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&path);
+    stderr
+}
+
+/// Bound beyond loopback without `AGENTRY_ALLOWED_HOSTS` (a container), the server answers any
+/// host and says so once at start, naming the setting; bound to loopback, or with the setting,
+/// it refuses other hosts (421) and says nothing.
+#[test]
+fn the_hosts_answered_follow_the_bound_address_or_the_setting() {
+    let warning = "AGENTRY_ALLOWED_HOSTS";
+    let stderr = served(&["--bind", "0.0.0.0:0"], &[], |addr| {
+        let resp = http_get_for(addr, "evil.example.com", "/agents");
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    });
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(warning)).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("WARN"), "{stderr}");
+
+    let stderr = served(&["--bind", "127.0.0.1:0"], &[], |addr| {
+        let resp = http_get_for(addr, "evil.example.com", "/agents");
+        assert!(resp.starts_with("HTTP/1.1 421"), "{resp}");
+        assert!(resp.contains("\"code\":\"host_not_allowed\""), "{resp}");
+        let port = addr.rsplit(':').next().unwrap();
+        let resp = http_get_for(addr, &format!("localhost:{port}"), "/agents");
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    });
+    assert!(!stderr.contains(warning), "{stderr}");
+
+    let stderr = served(
+        &["--bind", "0.0.0.0:0"],
+        &[("AGENTRY_ALLOWED_HOSTS", "agents.example.com")],
+        |addr| {
+            let resp = http_get_for(addr, "evil.example.com", "/agents");
+            assert!(resp.starts_with("HTTP/1.1 421"), "{resp}");
+            let resp = http_get_for(addr, "agents.example.com", "/agents");
+            assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        },
+    );
+    assert!(!stderr.contains(warning), "{stderr}");
+}
+
+/// The edge settings are checked at start: a bad one stops the server with its reason.
+#[test]
+fn bad_edge_settings_fail_at_start() {
+    for (var, flag, value, reason) in [
+        (
+            "AGENTRY_PUBLIC_URL",
+            "--public-url",
+            "javascript://evil.example/%0aalert(1)",
+            "http or https",
+        ),
+        (
+            "AGENTRY_PUBLIC_URL",
+            "--public-url",
+            "https://agents.example.com/?q=1",
+            "no query",
+        ),
+        (
+            "AGENTRY_TRUSTED_PROXIES",
+            "--trusted-proxies",
+            "proxy.example",
+            "not an IP address",
+        ),
+        (
+            "AGENTRY_ALLOWED_HOSTS",
+            "--allowed-hosts",
+            "https://agents.example.com",
+            "is not a host",
+        ),
+        (
+            "AGENTRY_ALLOWED_HOSTS",
+            "--allowed-hosts",
+            "*, agents.example.com",
+            "is not a host",
+        ),
+    ] {
+        let out = bin()
+            .args(["--bind", "127.0.0.1:0", "--database-url", "sqlite::memory:"])
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{var}={value} started");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains(reason),
+            "{var}={value}: {err}"
+        );
+    }
+}
+
+/// `--metrics-bind`'s address answers by its own address: on loopback, the loopback names on
+/// its port, whatever `AGENTRY_ALLOWED_HOSTS` lists for the API.
+#[test]
+fn the_metrics_address_answers_its_own_hosts() {
+    let (url, path) = temp_db();
+    let mut child = bin()
+        .args(["--bind", "0.0.0.0:0", "--database-url", &url])
+        .args(["--metrics-bind", "127.0.0.1:0"])
+        .env("AGENTRY_ALLOWED_HOSTS", "agents.example.com")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    printed(&mut stdout, "agentry listening on http://");
+    let metrics = printed(&mut stdout, "agentry metrics on http://");
+    let addr = metrics.trim_end_matches("/metrics");
+    let port = addr.rsplit(':').next().unwrap();
+    let ok = http_get_for(addr, &format!("localhost:{port}"), "/metrics");
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    for host in [
+        "agents.example.com".to_owned(),
+        format!("evil.example.com:{port}"),
+    ] {
+        let refused = http_get_for(addr, &host, "/metrics");
+        assert!(refused.starts_with("HTTP/1.1 421"), "{host}: {refused}");
+        assert!(
+            refused.contains("\"code\":\"host_not_allowed\""),
+            "{refused}"
+        );
+    }
+    child.kill().unwrap();
     let _ = child.wait();
     let _ = std::fs::remove_file(&path);
 }
