@@ -17,7 +17,7 @@ pub struct EventRequest {
     #[serde(default)]
     pub data: Value,
     /// Names the event: the same id again is delivered once (the answer is the first
-    /// delivery's). A fresh one when absent. 1 to 128 letters, digits, `-`, `_`, `.` or `:`.
+    /// delivery's). A fresh one when absent. 1 to 256 letters, digits, `-`, `_`, `.` or `:`.
     #[serde(default)]
     pub event_id: Option<String>,
 }

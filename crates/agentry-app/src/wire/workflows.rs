@@ -236,7 +236,7 @@ pub struct WorkflowOptions {
     /// Conversation context.
     pub conversation_id: Option<String>,
     /// The execution's id, chosen by the caller (default: a new UUID v7). Reusing one is a 409.
-    #[schema(pattern = "^[A-Za-z0-9._:@-]{1,128}$", example = "exp-1")]
+    #[schema(pattern = "^[A-Za-z0-9._:@-]{1,256}$", example = "exp-1")]
     pub execution_id: Option<String>,
     /// Additional context data, handed to the steps.
     #[serde(default)]
