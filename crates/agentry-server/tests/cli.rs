@@ -120,6 +120,8 @@ fn help_lists_flags_with_their_environment_variables() {
         "AGENTRY_MCP_MAX_SESSIONS",
         "--mcp-session-idle",
         "AGENTRY_MCP_SESSION_IDLE",
+        "--max-schedules-per-user",
+        "AGENTRY_MAX_SCHEDULES_PER_USER",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
