@@ -387,6 +387,12 @@ async fn every_id_a_client_chooses_has_one_bound(backend: Backend) {
         msg,
         "Invalid token: the user's id must be at most 256 characters"
     );
+    let r = s.send(ask("u\u{0}")).await;
+    let msg = assert_failure(r.status, &r.body, 401);
+    assert_eq!(
+        msg,
+        "Invalid token: the user's id must not contain the NUL character"
+    );
     let r = s.send(ask(&wide)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     s.stop().await;
