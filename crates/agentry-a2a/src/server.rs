@@ -285,7 +285,12 @@ impl Call {
             Ask::New { text, context } => {
                 let mut generation = self
                     .app
-                    .question(&self.caller, &self.agent, &text, Some(context))
+                    .question(
+                        &self.caller,
+                        &self.agent,
+                        &text,
+                        Some(("message.contextId", context)),
+                    )
                     .map_err(from_app)?;
                 generation.durability.durable = true;
                 generation

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::App;
 use crate::caller::Caller;
 use crate::error::{AppError, Code};
-use crate::input::{BodyKind, Generation, read_body};
+use crate::input::{BodyKind, Generation, check_key, read_body};
 use crate::wire::agents::{AgentDetail, AgentSummary};
 
 impl App {
@@ -53,17 +53,22 @@ impl App {
         Ok(self.for_caller(caller, generation))
     }
 
-    /// A question in one user message, with an optional conversation (MCP's `ask_<agent>`).
+    /// A question in one user message, with an optional conversation (MCP's `ask_<agent>`,
+    /// A2A's messages): `conversation` is its id and the field it came in, which a refusal
+    /// names (`conversationId`, `message.contextId`).
     pub fn question(
         &self,
         caller: &Caller,
         id: &AgentId,
         text: &str,
-        conversation_id: Option<String>,
+        conversation: Option<(&str, String)>,
     ) -> Result<Generation, AppError> {
         self.agents.require(id).map_err(AppError::agent)?;
         let mut options = crate::input::parse_options(None)?;
-        options.conversation_id = conversation_id;
+        if let Some((field, conversation_id)) = conversation {
+            check_key(field, &conversation_id)?;
+            options.conversation_id = Some(conversation_id);
+        }
         let generation = Generation {
             input: vec![Message::user(text)],
             options,

@@ -117,7 +117,7 @@ error_table! {
     VersionUnavailable => CONFLICT, "version_unavailable", "A resume, event, retry or timer of an execution whose workflow version this server does not have (`... needs a server that has that version`): send it to a server that runs that version.";
     ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
     ScheduleExists => CONFLICT, "schedule_exists", "A schedule with this id exists already (`Schedule <id> already exists`).";
-    ScheduleLimit => CONFLICT, "schedule_limit", "The server keeps 1000 schedules already: delete one first.";
+    ScheduleLimit => CONFLICT, "schedule_limit", "The server keeps 1000 schedules already, or the caller keeps as many as one user may (`AGENTRY_MAX_SCHEDULES_PER_USER`, 100 by default; `You keep N schedules already ...`): delete one first.";
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
@@ -260,7 +260,7 @@ impl AppError {
             ScheduleError::Exists(_) => Code::ScheduleExists,
             ScheduleError::Invalid { .. } => Code::InvalidSchedule,
             ScheduleError::InvalidBackfill { .. } => Code::InvalidBackfill,
-            ScheduleError::Limit => Code::ScheduleLimit,
+            ScheduleError::Limit | ScheduleError::UserLimit(_) => Code::ScheduleLimit,
             ScheduleError::Contention(_) => Code::Conflict,
             ScheduleError::Engine(_) | ScheduleError::Store(_) => {
                 return match err {

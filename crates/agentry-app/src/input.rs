@@ -17,6 +17,7 @@ use std::marker::PhantomData;
 use agentry_core::agent::{
     ApprovalAnswer, GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message, Role,
 };
+pub use agentry_core::id::MAX_KEY_CHARS;
 use serde::de::value::{MapAccessDeserializer, MapDeserializer};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -44,6 +45,14 @@ const ROLES: &str = "must be one of \"system\", \"user\", \"assistant\"";
 
 fn refuse<E: de::Error>(text: impl Display) -> E {
     E::custom(text)
+}
+
+/// The one check of a key a client chooses, for every front end: at most [`MAX_KEY_CHARS`]
+/// characters and no NUL character, else a 400 naming `field` as the client wrote it
+/// (`options.conversationId must be at most 256 characters`, `message.contextId must not
+/// contain the NUL character`).
+pub fn check_key(field: &str, value: &str) -> Result<(), AppError> {
+    agentry_core::id::check_key(field, value).map_err(AppError::bad_request)
 }
 
 /// The refusal of the field `at` of a body, as a whole sentence: the path under `at` that
@@ -261,35 +270,40 @@ impl<const MIN: i64, const MAX: i64> PartialSchema for Float<MIN, MAX> {
 
 impl<const MIN: i64, const MAX: i64> ToSchema for Float<MIN, MAX> {}
 
-/// A string without the NUL character.
+/// A key a client chooses (a user, conversation or run id): a string of at most
+/// [`MAX_KEY_CHARS`] characters without the NUL character ([`check_key`]). Its schema shows
+/// the bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Text(String);
+pub struct Key(String);
 
-impl Text {
+impl Key {
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
 
-impl<'de> Shaped<'de> for Text {
+impl<'de> Shaped<'de> for Key {
     fn other<E: de::Error>() -> Result<Self, E> {
         Err(refuse("must be a string"))
     }
     fn from_str<E: de::Error>(s: &str) -> Result<Self, E> {
-        agentry_core::id::refuse_nul(AT, s).map_err(refuse)?;
+        agentry_core::id::check_key(AT, s).map_err(refuse)?;
         Ok(Self(s.to_owned()))
     }
 }
 
-deserialize_by_shape!(Text);
+deserialize_by_shape!(Key);
 
-impl PartialSchema for Text {
+impl PartialSchema for Key {
     fn schema() -> RefOr<Schema> {
-        String::schema()
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(MAX_KEY_CHARS))
+            .into()
     }
 }
 
-impl ToSchema for Text {}
+impl ToSchema for Key {}
 
 /// An array of strings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -383,10 +397,10 @@ mod defaults {
 pub struct GenerationOptions {
     /// User id for tracking (and, with `conversationId`, for memory).
     #[schema(inline)]
-    pub user_id: Option<Text>,
+    pub user_id: Option<Key>,
     /// Conversation id: agents with memory keep the conversation under it.
     #[schema(inline)]
-    pub conversation_id: Option<Text>,
+    pub conversation_id: Option<Key>,
     /// How many messages of history to load.
     #[schema(inline, default = defaults::context_limit)]
     pub context_limit: Option<Int<0, { MAX_CONTEXT_LIMIT as i64 }>>,
@@ -424,7 +438,7 @@ pub struct GenerationOptions {
     /// The durable run's id, chosen by the caller (implies `durable`): the same id with the
     /// same input rejoins that run.
     #[schema(inline)]
-    pub run_id: Option<Text>,
+    pub run_id: Option<Key>,
 }
 
 impl<'de> Shaped<'de> for GenerationOptions {
@@ -438,7 +452,7 @@ impl<'de> Shaped<'de> for GenerationOptions {
         if options.user_id.is_none()
             && let Some(u) = options.context_user()
         {
-            agentry_core::id::refuse_nul(&format!("{AT}.context.userId"), u).map_err(refuse)?;
+            agentry_core::id::check_key(&format!("{AT}.context.userId"), u).map_err(refuse)?;
         }
         Ok(options)
     }
@@ -1052,8 +1066,8 @@ pub fn read_body(body: &Value, kind: BodyKind) -> Result<Generation, AppError> {
         && let Some(id) = body.get("id").and_then(Value::as_str)
         && !id.is_empty()
     {
-        agentry_core::id::refuse_nul("id", id).map_err(AppError::bad_request)?;
-        options.conversation_id = Some(Text(id.to_owned()));
+        check_key("id", id)?;
+        options.conversation_id = Some(Key(id.to_owned()));
     }
     Ok(Generation {
         input: input.into_messages(),

@@ -87,6 +87,13 @@ impl App {
         self
     }
 
+    /// The same application with each user creating at most `max` schedules (under the
+    /// server's 1000).
+    pub fn with_max_schedules_per_user(mut self, max: u64) -> Self {
+        self.scheduler = self.scheduler.with_max_per_user(max);
+        self
+    }
+
     /// The schedules: declare them ([`Scheduler::declare`]), then start the loop that fires
     /// them ([`Scheduler::start`]).
     pub fn scheduler(&self) -> &Scheduler {

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::App;
 use crate::caller::Caller;
 use crate::error::{AppError, Code};
+use crate::input::check_key;
 use crate::wire::{
     self, CancelResult, ExecutionCounts, ExecutionList, ExecutionResult, ExecutionStateView,
     ExecutionSummary, SuspendResult, WorkflowDetail, WorkflowSummary,
@@ -189,15 +190,30 @@ impl App {
                 ),
             ));
         }
+        for (field, key) in [
+            ("options.userId", user_id.as_deref()),
+            ("options.conversationId", conversation_id.as_deref()),
+        ] {
+            if let Some(key) = key {
+                check_key(field, key)?;
+            }
+        }
         caller.inject(&mut context, &mut user_id);
         // Whom the run is for: the client's `userId`, else its context's `user.id`.
-        let user_id = user_id.or_else(|| {
-            context
+        let user_id = match user_id {
+            Some(id) => Some(id),
+            None => match context
                 .get("user")
                 .and_then(|u| u.get("id"))
                 .and_then(Value::as_str)
-                .map(UserId::from)
-        });
+            {
+                Some(id) => {
+                    check_key("options.context.user.id", id)?;
+                    Some(UserId::from(id))
+                }
+                None => None,
+            },
+        };
         if let Some(id) = &user_id {
             context.insert("userId".into(), Value::String(id.to_string()));
         }

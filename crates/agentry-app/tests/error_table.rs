@@ -214,6 +214,7 @@ fn schedule_errors() -> Vec<ScheduleError> {
             message: s(),
         },
         ScheduleError::Limit,
+        ScheduleError::UserLimit(100),
         ScheduleError::Contention(s()),
     ];
     all.extend(engine_errors().into_iter().map(ScheduleError::Engine));
@@ -225,6 +226,7 @@ fn schedule_errors() -> Vec<ScheduleError> {
             | ScheduleError::Invalid { .. }
             | ScheduleError::InvalidBackfill { .. }
             | ScheduleError::Limit
+            | ScheduleError::UserLimit(_)
             | ScheduleError::Contention(_)
             | ScheduleError::Engine(_)
             | ScheduleError::Store(_) => {}
@@ -320,6 +322,7 @@ fn the_rows_are_the_expected_ones() {
         schedule(ScheduleError::NotFound("s".into())),
         Code::ScheduleNotFound
     );
+    assert_eq!(schedule(ScheduleError::UserLimit(100)), Code::ScheduleLimit);
     assert_eq!(
         schedule(ScheduleError::Store(StoreError::Unavailable("down".into()))),
         Code::DatabaseUnavailable

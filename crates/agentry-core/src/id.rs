@@ -1,8 +1,17 @@
-//! The one rule for the ids of agents and workflows: they appear in URL paths and route patterns,
-//! so they are plain words (no `/`, `?`, `#`, `%` or spaces) that need no escaping anywhere.
+//! The rules for ids. Agents and workflows (which a host registers) appear in URL paths and
+//! route patterns, so their ids are plain words (no `/`, `?`, `#`, `%` or spaces) that need no
+//! escaping anywhere. Every id a client chooses (an execution's, a run's, a user's, a
+//! conversation's, an event's, a schedule's) is at most [`MAX_KEY_CHARS`] characters without the
+//! NUL character ([`check_key`]); execution and event ids are plain words besides.
 
-/// The longest id accepted.
+/// The longest agent or workflow id accepted.
 pub const MAX_ID_LEN: usize = 128;
+
+/// The longest id a client chooses, in characters: the one bound of every key (ids, user ids,
+/// conversation ids, event keys). Several such keys share one index row in the database
+/// (PostgreSQL's btree takes about 2,700 bytes a row): 256 characters are at most 1 KiB of
+/// UTF-8.
+pub const MAX_KEY_CHARS: usize = 256;
 
 /// A stable digest of `text` (FNV-1a, twice with different offsets: the same across builds,
 /// processes and machines), 32 hexadecimal digits.
@@ -22,23 +31,42 @@ pub fn digest(text: &str) -> String {
 /// Whether `id` is a valid agent or workflow id: 1 to [`MAX_ID_LEN`] ASCII letters, digits,
 /// `-`, `_` or `.`.
 pub fn is_valid_id(id: &str) -> bool {
-    is_plain_word(id, &[])
+    is_plain_word(id, MAX_ID_LEN, &[])
 }
 
-/// Whether `id` is a valid execution id: the rule of [`is_valid_id`], plus `:` (`order:42`)
-/// and `@` (a schedule's fire: `nightly-report@2026-11-27T02:00:00Z`). Both are allowed
-/// unescaped in a URL path segment (RFC 3986's `pchar`), so an id still needs no escaping.
+/// Whether `id` is a valid execution id: 1 to [`MAX_KEY_CHARS`] of the characters of
+/// [`is_valid_id`], `:` (`order:42`) and `@` (a schedule's fire:
+/// `nightly-report@2026-11-27T02:00:00Z`). Both are allowed unescaped in a URL path segment
+/// (RFC 3986's `pchar`), so an id still needs no escaping.
 pub fn is_execution_id(id: &str) -> bool {
-    is_plain_word(id, &[':', '@'])
+    is_plain_word(id, MAX_KEY_CHARS, &[':', '@'])
 }
 
-/// 1 to [`MAX_ID_LEN`] ASCII letters, digits, `-`, `_`, `.` or one of `also`.
-pub(crate) fn is_plain_word(id: &str, also: &[char]) -> bool {
+/// Whether `id` is a valid event id (`eventId`): 1 to [`MAX_KEY_CHARS`] of the characters of
+/// [`is_valid_id`] and `:`.
+pub fn is_event_id(id: &str) -> bool {
+    is_plain_word(id, MAX_KEY_CHARS, &[':'])
+}
+
+/// 1 to `max` ASCII letters, digits, `-`, `_`, `.` or one of `also`.
+fn is_plain_word(id: &str, max: usize, also: &[char]) -> bool {
     !id.is_empty()
-        && id.len() <= MAX_ID_LEN
+        && id.len() <= max
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') || also.contains(&c))
+}
+
+/// The rule of every key a client chooses (an id, a user id, a conversation id, an event key):
+/// at most [`MAX_KEY_CHARS`] characters, and no NUL character (see [`refuse_nul`]). Its refusal
+/// names `field`: `options.conversationId must be at most 256 characters`.
+pub fn check_key(field: &str, value: &str) -> Result<(), String> {
+    if value.chars().nth(MAX_KEY_CHARS).is_some() {
+        return Err(format!(
+            "{field} must be at most {MAX_KEY_CHARS} characters"
+        ));
+    }
+    refuse_nul(field, value)
 }
 
 /// Text that names or keys something (an id, a user id, a cursor) is kept in text columns,
@@ -172,14 +200,33 @@ mod tests {
         for good in ["assistant", "order-fulfillment", "ok-id_1.2", "A"] {
             assert!(is_valid_id(good), "{good}");
         }
-        let long = "a".repeat(129);
-        for bad in ["", "x?", "a/b", "a b", "x#", "x%3F", "é", long.as_str()] {
+        for bad in ["", "x?", "a/b", "a b", "x#", "x%3F", "é"] {
             assert!(!is_valid_id(bad), "{bad}");
             assert!(!super::is_execution_id(bad), "{bad}");
         }
+        assert!(!is_valid_id(&"a".repeat(129)));
         assert!(!is_valid_id("s@2026-11-27T02:00:00Z"));
         assert!(super::is_execution_id("s@2026-11-27T02:00:00.250Z"));
         assert!(super::is_execution_id("order:42"));
         assert!(!super::is_execution_id("s@2026-11-27T02:00:00+01:00"));
+    }
+
+    #[test]
+    fn client_ids_have_one_bound() {
+        let longest = "é".repeat(super::MAX_KEY_CHARS);
+        assert_eq!(super::check_key("k", &longest), Ok(()));
+        assert_eq!(
+            super::check_key("options.conversationId", &format!("{longest}a")),
+            Err("options.conversationId must be at most 256 characters".into())
+        );
+        assert_eq!(
+            super::check_key("k", "a\0"),
+            Err("k must not contain the NUL character".into())
+        );
+        let id = "e".repeat(super::MAX_KEY_CHARS);
+        assert!(super::is_execution_id(&id) && super::is_event_id(&id));
+        assert!(!super::is_execution_id(&format!("{id}e")));
+        assert!(!super::is_event_id(&format!("{id}e")));
+        assert!(!super::is_event_id("a@b"));
     }
 }

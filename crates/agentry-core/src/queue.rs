@@ -17,9 +17,6 @@ use serde_json::Value;
 /// The priorities a request or an input may give (higher first).
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i64> = -1000..=1000;
 
-/// The longest concurrency key (characters).
-pub const MAX_KEY_CHARS: usize = 256;
-
 /// How long `/execute` waits for a queued execution by default before it answers 202.
 pub const DEFAULT_EXECUTE_WAIT: Duration = Duration::from_secs(30);
 
@@ -240,11 +237,7 @@ fn key_of(value: Option<&Value>) -> Result<String, String> {
             return Err("the concurrency key in the input must be a string or a number".into());
         }
     };
-    if key.chars().count() > MAX_KEY_CHARS || key.contains('\0') {
-        return Err(format!(
-            "the concurrency key must be at most {MAX_KEY_CHARS} characters, without NUL"
-        ));
-    }
+    crate::id::check_key("the concurrency key", &key)?;
     Ok(key)
 }
 

@@ -127,13 +127,16 @@ pub async fn guard(
     let access = gate.access(&areq.method, &areq.path);
     let outcome = match provider.extract_token(&areq) {
         None => Err(AuthError::Missing),
-        // The user object needs an id: memory and executions belong to it.
+        // The user object needs an id: memory and executions belong to it, so it is a key
+        // like any other (bounded, without NUL).
         Some(token) => {
             provider
                 .verify_token(&token, &areq)
                 .await
                 .and_then(|user| match user.id() {
-                    Some(_) => Ok(user),
+                    Some(id) => agentry_core::id::check_key("the user's id", &id)
+                        .map(|()| user)
+                        .map_err(AuthError::invalid),
                     None => Err(AuthError::invalid("the user has no id")),
                 })
         }

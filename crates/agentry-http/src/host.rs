@@ -234,6 +234,14 @@ impl Host {
         self
     }
 
+    /// Each user (a verified caller) creates at most `max` schedules (default 100, under the
+    /// server's 1000); the host's declared schedules and those made without a provider
+    /// (owned by nobody) do not count.
+    pub fn max_schedules_per_user(mut self, max: u64) -> Self {
+        self.app = self.app.with_max_schedules_per_user(max);
+        self
+    }
+
     /// Declares a schedule in code: written to the store (created, or given this definition
     /// and left in its state) when the scheduler starts (`App::scheduler().start()`, which
     /// `agentry-server` calls before it serves).

@@ -168,7 +168,8 @@ impl AgentryMcp {
             .and_then(Value::as_str)
             .ok_or_else(|| AppError::bad_request("input is required: the question, as a string"))?;
         let conversation_id = optional_string_arg(&args, "conversationId")?;
-        let generation = self.app.question(caller, agent, input, conversation_id)?;
+        let conversation = conversation_id.map(|c| ("conversationId", c));
+        let generation = self.app.question(caller, agent, input, conversation)?;
         let answer = self.app.text(caller, agent, generation, cancel).await?;
         if answer.run_id.is_none() {
             return Ok(CallToolResult::success(vec![ContentBlock::text(

@@ -44,6 +44,8 @@ pub struct Settings {
     /// Finished executions older than this are deleted in the background (`AGENTRY_RETENTION`;
     /// `None`: kept forever).
     pub retention: Option<Duration>,
+    /// The most schedules one verified user creates (`AGENTRY_MAX_SCHEDULES_PER_USER`).
+    pub max_schedules_per_user: u64,
     /// Serve `GET /metrics` on this address instead of the main one (`AGENTRY_METRICS_BIND`).
     pub metrics_bind: Option<String>,
     /// What an execution's mailbox and the events kept by key may hold
@@ -139,6 +141,7 @@ impl Default for Settings {
             shutdown_grace: Duration::from_secs(10),
             crash_at: None,
             retention: None,
+            max_schedules_per_user: agentry_core::schedule::DEFAULT_MAX_SCHEDULES_PER_USER,
             metrics_bind: None,
             event_limits: agentry_core::engine::EventLimits::default(),
         }
@@ -274,7 +277,8 @@ pub async fn start_with(
         .config(http)
         .database(database.kind())
         .strict(settings.auth.strict)
-        .schedule_store(database.schedule_store());
+        .schedule_store(database.schedule_store())
+        .max_schedules_per_user(settings.max_schedules_per_user);
     if settings.examples {
         for schedule in examples::schedules() {
             host = host.schedule(schedule);

@@ -241,6 +241,11 @@ struct ServeArgs {
     /// The most bytes of events sent by key kept in all
     #[arg(long, env = "AGENTRY_EVENTS_MAX_BYTES", default_value = "64MiB", value_parser = parse_bytes)]
     events_max_bytes: u64,
+    /// The most schedules one user (a verified caller) may create, under the server's 1000
+    /// (beyond: 409 schedule_limit). Without a provider, schedules belong to nobody and only
+    /// the server's limit holds.
+    #[arg(long, env = "AGENTRY_MAX_SCHEDULES_PER_USER", default_value_t = agentry_core::schedule::DEFAULT_MAX_SCHEDULES_PER_USER, value_parser = clap::value_parser!(u64).range(1..))]
+    max_schedules_per_user: u64,
     /// Serve `GET /metrics` (Prometheus) on this address instead of the main one, e.g.
     /// 127.0.0.1:9464 [default: on the main address]
     #[arg(long, env = "AGENTRY_METRICS_BIND")]
@@ -415,6 +420,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_grace: args.shutdown_grace,
         crash_at: args.crash_at,
         retention: args.retention,
+        max_schedules_per_user: args.max_schedules_per_user,
         metrics_bind: args.metrics_bind.filter(|b| !b.trim().is_empty()),
         event_limits: agentry_core::engine::EventLimits {
             mailbox_bytes: args.mailbox_max_bytes,

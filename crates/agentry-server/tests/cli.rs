@@ -134,6 +134,18 @@ fn help_lists_flags_with_their_environment_variables() {
         "AGENTRY_TRUSTED_PROXIES",
         "--public-url",
         "AGENTRY_PUBLIC_URL",
+        "--max-schedules-per-user",
+        "AGENTRY_MAX_SCHEDULES_PER_USER",
+        "--mailbox-max-bytes",
+        "AGENTRY_MAILBOX_MAX_BYTES",
+        "--events-max-per-key",
+        "AGENTRY_EVENTS_MAX_PER_KEY",
+        "--events-max-bytes-per-key",
+        "AGENTRY_EVENTS_MAX_BYTES_PER_KEY",
+        "--events-max",
+        "AGENTRY_EVENTS_MAX",
+        "--events-max-bytes",
+        "AGENTRY_EVENTS_MAX_BYTES",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }

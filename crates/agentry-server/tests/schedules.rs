@@ -1,7 +1,7 @@
 //! Schedules through the real binary, on SQLite and PostgreSQL: three replicas racing for each
 //! tick, ticks missed while no server ran, pause, unpause, trigger, backfill, delete, the
-//! overlap policies with a slow workflow, strict mode's ownership, bad input, and the
-//! `nightly-report` example. Every schedule here fires each second.
+//! overlap policies with a slow workflow, strict mode's ownership, bad input, each user's cap,
+//! and the `nightly-report` example. Every schedule here fires each second.
 
 mod common;
 
@@ -692,6 +692,92 @@ async fn strict_mode_owns_schedules_and_their_fires() {
     db.remove().await;
 }
 
+/// Finding 11 of issue 35: one user cannot take every schedule. With the provider on, alice
+/// fills her cap (100 by default, the example's declared `nightly-report` not counted) and is
+/// refused `409 schedule_limit` naming it; bob still creates his; an admin has the same cap;
+/// a deleted schedule frees a place; `AGENTRY_MAX_SCHEDULES_PER_USER` moves the cap.
+async fn each_user_has_a_cap_of_schedules(backend: Backend) {
+    let db = Db::of(backend).await;
+    let r = Replica::start(&db.url, "capped", &[("AGENTRY_JWT_SECRET", SECRET)]);
+    let (alice, bob, admin) = (
+        token("alice", &[]),
+        token("bob", &[]),
+        token("root", &["admin"]),
+    );
+    let daily = |id: String| {
+        json!({"id": id, "workflowId": "word-count", "cron": "0 2 * * *",
+            "input": {"text": "x"}, "paused": true})
+    };
+    let create = |who: &str, id: String| {
+        let who = who.to_owned();
+        let r = &r;
+        async move { call(r, "POST", "/schedules", Some(&who), Some(daily(id))).await }
+    };
+    for n in 0..100 {
+        let (status, body) = create(&alice, format!("a-{n}")).await;
+        assert_eq!(status, 201, "alice's schedule {n}: {body}");
+    }
+    let refused = |(status, body): (u16, Value), n: u64| {
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["code"], "schedule_limit", "{body}");
+        assert_eq!(
+            body["error"],
+            format!("You keep {n} schedules already, the most one user may: delete one first")
+        );
+    };
+    refused(create(&alice, "a-100".into()).await, 100);
+    let (status, body) = create(&bob, "b-0".into()).await;
+    assert_eq!(status, 201, "{body}");
+    for n in 0..100 {
+        let (status, body) = create(&admin, format!("root-{n}")).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    refused(create(&admin, "root-100".into()).await, 100);
+    let (status, _) = call(&r, "DELETE", "/schedules/a-0", Some(&alice), None).await;
+    assert_eq!(status, 200);
+    let (status, body) = create(&alice, "a-100".into()).await;
+    assert_eq!(status, 201, "{body}");
+    refused(create(&alice, "a-101".into()).await, 100);
+    drop(r);
+    let r = Replica::start(
+        &db.url,
+        "capped",
+        &[
+            ("AGENTRY_JWT_SECRET", SECRET),
+            ("AGENTRY_MAX_SCHEDULES_PER_USER", "102"),
+        ],
+    );
+    let (status, body) = call(
+        &r,
+        "POST",
+        "/schedules",
+        Some(&alice),
+        Some(daily("a-101".into())),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &r,
+        "POST",
+        "/schedules",
+        Some(&alice),
+        Some(daily("a-102".into())),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &r,
+        "POST",
+        "/schedules",
+        Some(&alice),
+        Some(daily("a-103".into())),
+    )
+    .await;
+    refused((status, body), 102);
+    drop(r);
+    db.remove().await;
+}
+
 /// The example registry declares `nightly-report`, paused; a trigger runs the report of the
 /// fire time's day.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -773,4 +859,5 @@ on_both!(
     pause_trigger_unpause_backfill_delete,
     overlap_skip_and_buffer_one,
     bad_input_names_the_field,
+    each_user_has_a_cap_of_schedules,
 );

@@ -121,8 +121,13 @@ where
             .collect()
     }
 
-    async fn count(&self) -> Result<u64, StoreError> {
-        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM schedules")
+    async fn count(&self, owner: Option<&str>) -> Result<u64, StoreError> {
+        let mut q = QueryBuilder::<DB>::new("SELECT COUNT(*) FROM schedules");
+        if let Some(owner) = owner {
+            q.push(" WHERE owner = ").push_bind(owner.to_owned());
+        }
+        let (count,): (i64,) = q
+            .build_query_as()
             .fetch_one(&self.pool)
             .await
             .map_err(db_err)?;

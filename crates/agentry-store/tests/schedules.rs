@@ -63,7 +63,9 @@ async fn contract(store: &dyn ScheduleStore) {
     let c = schedule("c", None, None);
     store.insert(&b).await.unwrap();
     store.insert(&c).await.unwrap();
-    assert_eq!(store.count().await.unwrap(), 3);
+    assert_eq!(store.count(None).await.unwrap(), 3);
+    assert_eq!(store.count(Some("bob")).await.unwrap(), 1);
+    assert_eq!(store.count(Some("nobody")).await.unwrap(), 0);
     let ids = |v: Vec<Schedule>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
     assert_eq!(ids(store.list(None).await.unwrap()), ["a", "b", "c"]);
     assert_eq!(ids(store.list(Some("bob")).await.unwrap()), ["b"]);
@@ -98,7 +100,7 @@ async fn contract(store: &dyn ScheduleStore) {
     assert!(store.delete("a").await.unwrap());
     assert!(!store.delete("a").await.unwrap());
     assert!(!store.compare_and_set(&next, 2).await.unwrap());
-    assert_eq!(store.count().await.unwrap(), 2);
+    assert_eq!(store.count(None).await.unwrap(), 2);
 }
 
 #[tokio::test]

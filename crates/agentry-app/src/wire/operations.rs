@@ -17,8 +17,9 @@ pub struct EventRequest {
     #[serde(default)]
     pub data: Value,
     /// Names the event: the same id again is delivered once (the answer is the first
-    /// delivery's). A fresh one when absent. 1 to 128 letters, digits, `-`, `_`, `.` or `:`.
+    /// delivery's). A fresh one when absent. 1 to 256 letters, digits, `-`, `_`, `.` or `:`.
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,256}$")]
     pub event_id: Option<String>,
 }
 
@@ -28,12 +29,15 @@ pub struct EventRequest {
 pub struct PublishRequest {
     /// Which executions take it: those waiting for the event with this key (an order id, an
     /// email thread). At most 256 characters.
+    #[schema(min_length = 1, max_length = 256)]
     pub key: String,
     /// The event's data: valid against the schema of every workflow that declares the event.
     #[serde(default)]
     pub data: Value,
     /// Names the event: the same id again is sent once (the answer is the first sending's).
+    /// 1 to 256 letters, digits, `-`, `_`, `.` or `:`.
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,256}$")]
     pub event_id: Option<String>,
 }
 

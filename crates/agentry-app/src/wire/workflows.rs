@@ -232,11 +232,13 @@ impl WorkflowDetail {
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowOptions {
     /// User id for tracking.
+    #[schema(max_length = 256)]
     pub user_id: Option<String>,
     /// Conversation context.
+    #[schema(max_length = 256)]
     pub conversation_id: Option<String>,
     /// The execution's id, chosen by the caller (default: a new UUID v7). Reusing one is a 409.
-    #[schema(pattern = "^[A-Za-z0-9._:@-]{1,128}$", example = "exp-1")]
+    #[schema(pattern = "^[A-Za-z0-9._:@-]{1,256}$", example = "exp-1")]
     pub execution_id: Option<String>,
     /// Additional context data, handed to the steps.
     #[serde(default)]

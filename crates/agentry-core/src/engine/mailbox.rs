@@ -33,8 +33,8 @@ pub const EVENT_RETENTION: Duration = Duration::from_secs(3600);
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 /// The most events an execution's mailbox holds untaken: a delivery beyond is refused.
 pub const MAX_PENDING_EVENTS: usize = 100;
-/// The longest key an event sent by key (or a wait) may name.
-pub const MAX_EVENT_KEY_CHARS: usize = 256;
+/// The longest key an event sent by key (or a wait) may name: the one bound of a client's keys.
+pub const MAX_EVENT_KEY_CHARS: usize = crate::id::MAX_KEY_CHARS;
 /// The most executions one event sent by key wakes.
 pub const MAX_WOKEN: usize = 10_000;
 
@@ -497,10 +497,11 @@ impl Engine {
     /// The given event id (checked like an execution id), or a fresh one.
     fn event_id(given: Option<String>) -> Result<String, EngineError> {
         match given {
-            Some(id) if crate::id::is_plain_word(&id, &[':']) => Ok(id),
-            Some(_) => Err(EngineError::InvalidEventData(
-                "eventId: use 1 to 128 letters, digits, '-', '_', '.' or ':'".into(),
-            )),
+            Some(id) if crate::id::is_event_id(&id) => Ok(id),
+            Some(_) => Err(EngineError::InvalidEventData(format!(
+                "eventId: use 1 to {} letters, digits, '-', '_', '.' or ':'",
+                crate::id::MAX_KEY_CHARS
+            ))),
             None => Ok(uuid::Uuid::now_v7().to_string()),
         }
     }

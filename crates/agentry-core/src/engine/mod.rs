@@ -396,9 +396,10 @@ fn check_execution_id(id: &str) -> Result<(), EngineError> {
     if crate::id::is_execution_id(id) {
         Ok(())
     } else {
-        Err(EngineError::InvalidExecutionId(
-            "use 1 to 128 letters, digits, '-', '_', '.', ':' or '@'".into(),
-        ))
+        Err(EngineError::InvalidExecutionId(format!(
+            "use 1 to {} letters, digits, '-', '_', '.', ':' or '@'",
+            crate::id::MAX_KEY_CHARS
+        )))
     }
 }
 

@@ -39,13 +39,16 @@ pub use scheduler::{Backfill, PENDING_GRACE, Scheduler};
 pub use store::{InMemoryScheduleStore, ScheduleStore};
 pub use timetable::{MAX_CRON_LEN, MAX_TIMEZONE_LEN, Timetable};
 
-/// The longest schedule id: room is left in the 128 characters of an execution id for
-/// `@<fire time>`.
+/// The longest schedule id: it begins its fires' execution ids (`<id>@<fire time>`), which are
+/// held to the one bound of ids ([`crate::id::MAX_KEY_CHARS`]), so it stays well under it.
 pub const MAX_SCHEDULE_ID_LEN: usize = 100;
 /// The largest input a schedule keeps (it is copied into each fire), as JSON.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;
 /// The most schedules a store keeps (each one is read by every replica as it falls due).
 pub const MAX_SCHEDULES: u64 = 1000;
+/// The most schedules one user keeps unless the host says otherwise
+/// ([`Scheduler::with_max_per_user`]): a user cannot take every place of [`MAX_SCHEDULES`].
+pub const DEFAULT_MAX_SCHEDULES_PER_USER: u64 = 100;
 /// The most ticks one backfill fires.
 pub const MAX_BACKFILL_TICKS: usize = 1000;
 /// How many fires a schedule remembers (besides those still pending), the latest by fire time.
@@ -363,6 +366,9 @@ pub enum ScheduleError {
         "There are {MAX_SCHEDULES} schedules already, the most this server keeps: delete one first"
     )]
     Limit,
+    /// The creator keeps as many schedules as one user may (the number).
+    #[error("You keep {0} schedules already, the most one user may: delete one first")]
+    UserLimit(u64),
     #[error("Schedule {0} is being changed by too many writers at once")]
     Contention(String),
     /// A fire's start failed (a trigger's or a backfill's, answered to the client).

@@ -12,10 +12,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::{
-    Fire, FireOrigin, FireState, MAX_BACKFILL_TICKS, MAX_CATCHUP_WINDOW, MAX_FIRES_PER_PASS,
-    MAX_INPUT_BYTES, MAX_SCHEDULE_ID_LEN, MAX_SCHEDULES, MIN_CATCHUP_WINDOW, Schedule,
-    ScheduleError, ScheduleSpec, ScheduleStore, Timetable, fire_time_text, plan,
-    truncate_to_millis,
+    DEFAULT_MAX_SCHEDULES_PER_USER, Fire, FireOrigin, FireState, MAX_BACKFILL_TICKS,
+    MAX_CATCHUP_WINDOW, MAX_FIRES_PER_PASS, MAX_INPUT_BYTES, MAX_SCHEDULE_ID_LEN, MAX_SCHEDULES,
+    MIN_CATCHUP_WINDOW, Schedule, ScheduleError, ScheduleSpec, ScheduleStore, Timetable,
+    fire_time_text, plan, truncate_to_millis,
 };
 use crate::engine::{Engine, EngineError, ExecuteOptions};
 use crate::id::{UserId, WorkflowId};
@@ -59,6 +59,8 @@ struct Inner {
     declared: Mutex<Vec<ScheduleSpec>>,
     /// Wakes the loop at once (a schedule created or unpaused here).
     wake: Notify,
+    /// The most schedules one user creates.
+    max_per_user: u64,
 }
 
 /// Whether a fire's start failed for a passing reason (the database, a drain): it stays
@@ -76,33 +78,49 @@ fn passing(e: &EngineError) -> bool {
 }
 
 impl Scheduler {
-    /// The schedules of `engine`, kept in `store`, read on the engine's clock.
+    /// The schedules of `engine`, kept in `store`, read on the engine's clock, at most
+    /// [`DEFAULT_MAX_SCHEDULES_PER_USER`] for each user.
     pub fn new(engine: Engine, store: Arc<dyn ScheduleStore>) -> Self {
+        Self::made(engine, store, Vec::new(), DEFAULT_MAX_SCHEDULES_PER_USER)
+    }
+
+    fn made(
+        engine: Engine,
+        store: Arc<dyn ScheduleStore>,
+        declared: Vec<ScheduleSpec>,
+        max_per_user: u64,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine,
                 store,
-                declared: Mutex::new(Vec::new()),
+                declared: Mutex::new(declared),
                 wake: Notify::new(),
+                max_per_user,
             }),
         }
     }
 
-    /// The same schedules kept in `store` instead (the declared ones go with them).
-    pub fn with_store(&self, store: Arc<dyn ScheduleStore>) -> Self {
-        let declared = self
-            .inner
+    /// The declared schedules so far.
+    fn declared(&self) -> Vec<ScheduleSpec> {
+        self.inner
             .declared
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let scheduler = Self::new(self.inner.engine.clone(), store);
-        *scheduler
-            .inner
-            .declared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = declared;
-        scheduler
+            .clone()
+    }
+
+    /// The same schedules kept in `store` instead (the declared ones go with them).
+    pub fn with_store(&self, store: Arc<dyn ScheduleStore>) -> Self {
+        let i = &self.inner;
+        Self::made(i.engine.clone(), store, self.declared(), i.max_per_user)
+    }
+
+    /// The same schedules, each user creating at most `max` of them (under the server's
+    /// [`MAX_SCHEDULES`]); a host's declared schedules are no user's.
+    pub fn with_max_per_user(&self, max: u64) -> Self {
+        let i = &self.inner;
+        Self::made(i.engine.clone(), i.store.clone(), self.declared(), max)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -241,15 +259,22 @@ impl Scheduler {
         Ok(schedule)
     }
 
-    /// Creates a schedule owned by `owner` (its fires are theirs).
+    /// Creates a schedule owned by `owner` (its fires are theirs), within the server's limit
+    /// and the owner's. (Concurrent creations may pass a limit by as many as run at once.)
     pub async fn create(
         &self,
         spec: ScheduleSpec,
         owner: Option<UserId>,
     ) -> Result<Schedule, ScheduleError> {
         let schedule = self.validate(spec, owner)?;
-        if self.inner.store.count().await? >= MAX_SCHEDULES {
+        let store = &self.inner.store;
+        if store.count(None).await? >= MAX_SCHEDULES {
             return Err(ScheduleError::Limit);
+        }
+        if let Some(owner) = &schedule.owner
+            && store.count(Some(owner)).await? >= self.inner.max_per_user
+        {
+            return Err(ScheduleError::UserLimit(self.inner.max_per_user));
         }
         match self.inner.store.insert(&schedule).await {
             Err(StoreError::Duplicate(_)) => return Err(ScheduleError::Exists(schedule.id)),

@@ -21,8 +21,8 @@ pub trait ScheduleStore: Send + Sync + 'static {
     /// Every schedule (only `owner`'s when given), by id.
     async fn list(&self, owner: Option<&str>) -> Result<Vec<Schedule>, StoreError>;
 
-    /// How many schedules there are.
-    async fn count(&self) -> Result<u64, StoreError>;
+    /// How many schedules there are (only `owner`'s when given).
+    async fn count(&self, owner: Option<&str>) -> Result<u64, StoreError>;
 
     /// Writes `schedule` (with its new `version`) if the stored one still has `expected`;
     /// `false` when another write came first (or it was deleted).
@@ -77,8 +77,12 @@ impl ScheduleStore for InMemoryScheduleStore {
             .collect())
     }
 
-    async fn count(&self) -> Result<u64, StoreError> {
-        Ok(self.rows().len() as u64)
+    async fn count(&self, owner: Option<&str>) -> Result<u64, StoreError> {
+        Ok(self
+            .rows()
+            .values()
+            .filter(|s| owner.is_none() || s.owner.as_deref() == owner)
+            .count() as u64)
     }
 
     async fn compare_and_set(
