@@ -413,3 +413,32 @@ impl ServerHandler for AgentryMcp {
             .into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_valid_name_stays_and_any_other_gets_a_stable_valid_one() {
+        assert_eq!(tool_name("run_word-count"), "run_word-count");
+        assert_eq!(tool_name("v1.2_x"), "v1.2_x");
+        let odd = tool_name("stock price/lookup");
+        assert_eq!(odd, tool_name("stock price/lookup"), "stable");
+        assert!(odd.starts_with("stock_price_lookup-"), "{odd}");
+        assert_eq!(odd.len(), "stock_price_lookup-".len() + 8);
+        // The same characters kept, another name: another tool name.
+        assert_ne!(odd, tool_name("stock price:lookup"));
+        let long = tool_name(&format!("run_{}", "w".repeat(128)));
+        assert_eq!(long.len(), MAX_TOOL_NAME);
+        for name in [odd, long, tool_name("ünïcode"), tool_name("")] {
+            assert!(
+                !name.is_empty()
+                    && name.len() <= MAX_TOOL_NAME
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')),
+                "{name}"
+            );
+        }
+    }
+}
