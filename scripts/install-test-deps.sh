@@ -3,7 +3,9 @@
 # set-up and CI run it; `cargo test` itself never installs anything):
 #   - Debian's `chromium` (tests/openapi.rs loads /ui in headless Chromium; docs/ui-screenshot.md)
 #   - Node.js, the `ai` and `@a2a-js/sdk` npm packages in tests/node (tests/chat_ai_sdk.rs,
-#     tests/a2a.rs)
+#     tests/a2a.rs), and there too the official MCP conformance suite
+#     (`@modelcontextprotocol/conformance`, tests/mcp_conformance.rs) with the Node.js 22 it
+#     needs (npm's `node` package: its own binary, in tests/node/node_modules/.bin/node)
 #   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
 #   - Debian's `prometheus` (crates/agentry-server/tests/prometheus.rs: promtool, a real scrape)
 #   - Playwright for Python and pytest in the same virtualenv (tests/console.rs drives Debian's
@@ -45,11 +47,17 @@ else
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   node --version
 fi
-if [ -f tests/node/node_modules/ai/package.json ] && [ -f tests/node/node_modules/@a2a-js/sdk/package.json ]; then
-  echo "ai, @a2a-js/sdk (npm): present"
+NODE_PACKAGES="ai @a2a-js/sdk @modelcontextprotocol/conformance node"
+present=1
+for package in $NODE_PACKAGES; do
+  [ -f "tests/node/node_modules/$package/package.json" ] || present=0
+done
+if [ "$present" = 1 ] && tests/node/node_modules/.bin/node --version >/dev/null 2>&1; then
+  echo "$NODE_PACKAGES (npm): present"
 else
-  echo "ai, @a2a-js/sdk (npm): installing into tests/node"
+  echo "$NODE_PACKAGES (npm): installing into tests/node"
   (cd tests/node && npm install --no-audit --no-fund --loglevel=error)
+  tests/node/node_modules/.bin/node --version
 fi
 
 VENV=.venv-tools

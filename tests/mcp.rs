@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use agentry_auth::{TokenOptions, create_token};
-use agentry_core::agent::Agent;
+use agentry_core::agent::{Agent, FnTool};
+use agentry_core::id::digest;
+use agentry_core::workflow::{StepContext, Workflow, step};
 use agentry_mcp::{McpServer, McpToolset, SessionLimits};
 use agentry_server::AuthSettings;
 use agentry_tests::{Backend, TestServer, pytest, repo, tools_python};
@@ -871,5 +873,141 @@ async fn mcp_meets_a_tool_approval_with_its_route() {
     .await;
     assert_eq!(small["isError"], false, "{small}");
     assert_eq!(small["structuredContent"]["refunded"], 40, "{small}");
+    s.stop().await;
+}
+
+/// One JSON-RPC request in session `id` (no token): its answer.
+async fn rpc(s: &TestServer, id: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 11, "method": method, "params": params});
+    let resp = mcp_request(s, reqwest::Method::POST, None, Some(id), Some(&body))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{method}");
+    messages(resp)
+        .await
+        .into_iter()
+        .find(|m| m["id"] == 11)
+        .unwrap_or_else(|| panic!("no answer to {method}"))
+}
+
+/// Whether `name` is a tool name of the MCP specification: 1 to 128 of `A-Z a-z 0-9 _ - .`.
+fn is_mcp_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// `tools/list` is the application's catalogue: every agent's `ask_`, the host's workflows'
+/// `run_` and no agent's internal run workflow (`agent:<id>`, which no one may start), each
+/// name a valid MCP tool name; a name outside the rule (a tool named with a space and a `/`, a
+/// workflow id of 128 characters) gets the README's stable name, and calling it works. An
+/// unknown tool (the old `run_agent:assistant` too) is JSON-RPC's -32602, not a tool result,
+/// and the session lives on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_offers_the_catalogue_under_valid_names_and_refuses_unknown_tools() {
+    let long_id = "w".repeat(128);
+    let workflow_id = long_id.clone();
+    let s = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), move |h| {
+        let lookup = FnTool::new(
+            "stock price/lookup",
+            "A stock's price.",
+            json!({"type": "object", "properties": {"symbol": {"type": "string"}}}),
+            |args, _ctx| async move { Ok(json!({"symbol": args["symbol"], "price": 42})) },
+        );
+        h.agent(Agent::new("naming", "Naming").tool(std::sync::Arc::new(lookup)))
+            .workflow(
+                Workflow::new(&workflow_id, "Long")
+                    .input_schema(json!({"type": "object"}))
+                    .and_then(step("done", |_ctx: StepContext| async move {
+                        Ok(json!({"done": true}))
+                    }))
+                    .build(),
+            )
+    })
+    .await;
+    let session = open_session(&s, None).await;
+    let listed = rpc(&s, &session, "tools/list", json!({})).await;
+    let names: Vec<String> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    for name in &names {
+        assert!(is_mcp_tool_name(name), "{name} in {names:?}");
+        assert!(!name.starts_with("run_agent"), "{name} in {names:?}");
+    }
+    for agent in ["assistant", "operator", "supervisor", "writer", "naming"] {
+        assert!(
+            names.contains(&format!("ask_{agent}")),
+            "{agent}: {names:?}"
+        );
+    }
+    // The rule: characters outside the set become `_`, the name is cut to 119 characters, and
+    // `-` with the first 8 hexadecimal digits of the digest of the whole name follows.
+    let stock = format!("stock_price_lookup-{}", &digest("stock price/lookup")[..8]);
+    let long = format!(
+        "run_{}-{}",
+        "w".repeat(115),
+        &digest(&format!("run_{long_id}"))[..8]
+    );
+    assert_eq!(long.len(), 128);
+    assert!(names.contains(&stock), "{names:?}");
+    assert!(names.contains(&long), "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| **n == stock || **n == long).count(),
+        2,
+        "each once"
+    );
+
+    let priced = rpc(
+        &s,
+        &session,
+        "tools/call",
+        json!({"name": stock, "arguments": {"symbol": "ACME"}}),
+    )
+    .await;
+    assert_ne!(priced["result"]["isError"], true, "{priced}");
+    assert_eq!(
+        priced["result"]["structuredContent"]["price"], 42,
+        "{priced}"
+    );
+    let ran = rpc(
+        &s,
+        &session,
+        "tools/call",
+        json!({"name": long, "arguments": {}}),
+    )
+    .await;
+    assert_eq!(
+        ran["result"]["structuredContent"]["status"], "completed",
+        "{ran}"
+    );
+    assert_eq!(
+        ran["result"]["structuredContent"]["result"],
+        json!({"done": true}),
+        "{ran}"
+    );
+
+    for unknown in ["run_agent:assistant", "no_such_tool", "stock price/lookup"] {
+        let refused = rpc(
+            &s,
+            &session,
+            "tools/call",
+            json!({"name": unknown, "arguments": {"input": "hi"}}),
+        )
+        .await;
+        assert_eq!(refused["error"]["code"], -32602, "{unknown}: {refused}");
+        assert_eq!(
+            refused["error"]["message"],
+            format!("Unknown tool: {unknown}"),
+            "{refused}"
+        );
+        assert!(refused.get("result").is_none(), "{refused}");
+    }
+    let again = rpc(&s, &session, "tools/list", json!({})).await;
+    assert!(again["result"]["tools"].is_array(), "{again}");
     s.stop().await;
 }

@@ -19,6 +19,8 @@ from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    InvalidParamsError,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -30,6 +32,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct, Value
+from google.protobuf.timestamp_pb2 import Timestamp
 
 OPEN = os.environ["AGENTRY_A2A_URL"]
 
@@ -260,5 +263,129 @@ def test_refusals_are_json_rpc_errors_with_the_table_code():
             assert bad["error"]["code"] == -32600
             garbage = await http.post(url, content=b"{not json", headers={"content-type": "application/json"})
             assert garbage.json()["error"]["code"] == -32700
+
+    run(body())
+
+
+def test_list_tasks_pages_a_contexts_tasks_newest_first_with_its_filters():
+    async def body():
+        _, unary, _ = await clients(agent_url(OPEN, "assistant"))
+        context = f"list-{uuid.uuid4()}"
+        made = [await send(unary, user_msg(f"Task {i} of the list", context_id=context))
+                for i in range(3)]
+        assert all(t.status.state == TaskState.TASK_STATE_COMPLETED for t in made)
+        first = await unary.list_tasks(ListTasksRequest(context_id=context, page_size=2))
+        assert first.total_size == 3 and first.page_size == 2 and len(first.tasks) == 2
+        assert first.next_page_token
+        second = await unary.list_tasks(ListTasksRequest(
+            context_id=context, page_size=2, page_token=first.next_page_token))
+        assert second.total_size == 3 and second.page_size == 1 and second.next_page_token == ""
+        listed = [t.id for t in first.tasks] + [t.id for t in second.tasks]
+        # Every task once, newest status first (the last one made first).
+        assert listed == [t.id for t in reversed(made)], listed
+        stamps = [t.status.timestamp.ToDatetime() for t in list(first.tasks) + list(second.tasks)]
+        assert stamps == sorted(stamps, reverse=True), stamps
+        # Artifacts only when asked; the history to the length asked.
+        assert all(len(t.artifacts) == 0 for t in first.tasks)
+        full = await unary.list_tasks(ListTasksRequest(
+            context_id=context, include_artifacts=True, history_length=1))
+        assert all("of the list" in text_of(t) for t in full.tasks), full
+        assert all(len(t.history) == 1 for t in full.tasks), full
+        none = await unary.list_tasks(ListTasksRequest(context_id=context, history_length=0))
+        assert all(len(t.history) == 0 for t in none.tasks)
+        # The filters: a status, a time, another context.
+        done = await unary.list_tasks(ListTasksRequest(
+            context_id=context, status=TaskState.TASK_STATE_COMPLETED))
+        assert done.total_size == 3
+        working = await unary.list_tasks(ListTasksRequest(
+            context_id=context, status=TaskState.TASK_STATE_WORKING))
+        assert working.total_size == 0 and list(working.tasks) == []
+        later = Timestamp()
+        later.FromDatetime(made[-1].status.timestamp.ToDatetime())
+        recent = await unary.list_tasks(ListTasksRequest(
+            context_id=context, status_timestamp_after=later))
+        assert [t.id for t in recent.tasks] == [made[-1].id], recent
+        other = await unary.list_tasks(ListTasksRequest(context_id=f"none-{uuid.uuid4()}"))
+        assert other.total_size == 0 and other.next_page_token == ""
+        # Without a filter: this agent's tasks only (the slow agent's are not here).
+        everything = await unary.list_tasks(ListTasksRequest(page_size=100))
+        assert {t.id for t in made} <= {t.id for t in everything.tasks}
+
+    run(body())
+
+
+def test_list_tasks_finds_a_working_task_by_its_state():
+    async def body():
+        _, unary, _ = await clients(agent_url(OPEN, "slow"))
+        context = f"working-{uuid.uuid4()}"
+        task = await send(unary, user_msg("What is the weather in Bern?", context_id=context),
+                          SendMessageConfiguration(return_immediately=True))
+        await asyncio.sleep(0.5)
+        working = await unary.list_tasks(ListTasksRequest(
+            context_id=context, status=TaskState.TASK_STATE_WORKING))
+        assert [t.id for t in working.tasks] == [task.id], working
+        done = await unary.list_tasks(ListTasksRequest(
+            context_id=context, status=TaskState.TASK_STATE_COMPLETED))
+        assert list(done.tasks) == []
+        await unary.cancel_task(CancelTaskRequest(id=task.id))
+
+    run(body())
+
+
+def test_list_tasks_shows_only_the_callers_tasks_in_strict_mode():
+    async def body():
+        url = agent_url(os.environ["AGENTRY_A2A_STRICT_URL"], "assistant")
+        _, alice, _ = await clients(url, os.environ["AGENTRY_A2A_TOKEN_ALICE"])
+        _, bob, _ = await clients(url, os.environ["AGENTRY_A2A_TOKEN_BOB"])
+        context = f"shared-{uuid.uuid4()}"
+        hers = await send(alice, user_msg("What is the weather in Paris?", context_id=context))
+        his = await send(bob, user_msg("What is the weather in Rome?", context_id=context))
+        for client, own in ((alice, hers), (bob, his)):
+            listed = await client.list_tasks(ListTasksRequest(context_id=context))
+            assert [t.id for t in listed.tasks] == [own.id], listed
+            assert listed.total_size == 1
+            everything = await client.list_tasks(ListTasksRequest(page_size=100))
+            other = his if own is hers else hers
+            assert other.id not in {t.id for t in everything.tasks}
+
+    run(body())
+
+
+def test_list_and_history_refusals_are_invalid_params_and_the_extended_card_is_unsupported():
+    async def body():
+        url = agent_url(OPEN, "assistant")
+        async with httpx.AsyncClient(timeout=30) as http:
+
+            async def error_of(method, params):
+                r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                               "params": params})
+                assert r.status_code == 200, r.text
+                return r.json()["error"]
+
+            for params in [{"pageSize": 0}, {"pageSize": 101}, {"pageSize": -1},
+                           {"pageToken": "invalid-token-xyz"}, {"status": "TASK_STATE_NOPE"},
+                           {"statusTimestampAfter": "-1"}, {"historyLength": -1}]:
+                error = await error_of("ListTasks", params)
+                assert error["code"] == -32602, (params, error)
+                assert error["data"][0]["metadata"]["code"] == "invalid_request", error
+            context = f"refused-{uuid.uuid4()}"
+            send_params = {"message": {"messageId": "m1", "role": "ROLE_USER",
+                                       "parts": [{"text": "hello"}], "contextId": context},
+                           "configuration": {"historyLength": -1}}
+            assert (await error_of("SendMessage", send_params))["code"] == -32602
+            # The refused message started nothing.
+            listed = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "ListTasks",
+                                                "params": {"contextId": context}})
+            assert listed.json()["result"] == {"tasks": [], "nextPageToken": "", "pageSize": 0,
+                                               "totalSize": 0}, listed.text
+            extended = await error_of("GetExtendedAgentCard", {})
+            assert extended["code"] == -32004, extended
+            assert extended["data"][0]["reason"] == "UNSUPPORTED_OPERATION"
+        _, unary, _ = await clients(url)
+        task = await send(unary, user_msg("What is the weather in Paris?"))
+        with pytest.raises(InvalidParamsError):
+            await unary.get_task(GetTaskRequest(id=task.id, history_length=-1))
+        with pytest.raises(InvalidParamsError):
+            await unary.list_tasks(ListTasksRequest(page_size=500))
 
     run(body())

@@ -12,6 +12,8 @@ import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.tool_name_validation import validate_tool_name
 
 
 async def with_session(url, body, token=None):
@@ -45,6 +47,27 @@ def test_lists_tools_with_their_schemas():
     expense = tools["run_expense-approval"].input_schema
     assert set(expense["required"]) == {"employeeId", "amount", "category"}
     assert "expense" in tools["run_expense-approval"].description.lower()
+    # Every name is a valid MCP tool name, and no agent's internal run workflow is offered.
+    for name in tools:
+        assert validate_tool_name(name).is_valid, name
+        assert not name.startswith("run_agent"), name
+
+
+def test_an_unknown_tool_is_invalid_params_and_the_session_lives_on():
+    async def body(s):
+        errors = []
+        for name in ["run_agent:assistant", "no_such_tool"]:
+            with pytest.raises(MCPError) as refused:
+                await s.call_tool(name, {"input": "hi"})
+            errors.append(refused.value.error)
+        after = await s.call_tool("calculate", {"expression": "1+1"})
+        return errors, after
+
+    errors, after = run(with_session(os.environ["AGENTRY_MCP_URL"], body))
+    for error in errors:
+        assert error.code == -32602, error
+        assert "Unknown tool" in error.message, error
+    assert not after.is_error and json.loads(after.content[0].text)["result"] == 2
 
 
 def test_calls_a_tool_an_agent_and_a_workflow():

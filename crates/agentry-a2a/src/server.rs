@@ -4,8 +4,9 @@
 //! message in the task whose data part is `{approved, reason?, approvalId?}` answers it. Each
 //! method calls use cases of `agentry-app` (who may do what is decided there) and renders.
 
-use agentry_app::runs::RunEvents;
+use agentry_app::runs::{RunEvents, RunSearch};
 use agentry_app::wire::runs::RunState;
+use agentry_app::workflows::MAX_PAGE;
 use agentry_app::{App, AppError, Caller, Code};
 use agentry_core::agent::{AgentEvent, ApprovalAnswer};
 use agentry_core::{AgentId, ExecutionId};
@@ -17,9 +18,9 @@ use crate::card::card_of;
 use crate::errors::{self, from_app, invalid_params, rpc_error};
 use crate::task::{agent_message, answer_artifact_id, context_of, task_of};
 use crate::wire::{
-    AgentCard, Artifact, Message, Part, Request, Role, RpcError, SendMessageParams, StreamResponse,
-    Task, TaskArtifactUpdateEvent, TaskParams, TaskState, TaskStatus, TaskStatusUpdateEvent,
-    response,
+    AgentCard, Artifact, ListTasksParams, ListTasksResult, Message, Part, Request, Role, RpcError,
+    SendMessageParams, StreamResponse, Task, TaskArtifactUpdateEvent, TaskParams, TaskState,
+    TaskStatus, TaskStatusUpdateEvent, response,
 };
 
 /// The context entry that names where a run came from (the console shows it).
@@ -30,6 +31,9 @@ pub const MAX_TEXT_CHARS: usize = 100_000;
 
 /// The most parts of one message.
 pub const MAX_PARTS: usize = 64;
+
+/// The tasks a `ListTasks` page holds unless asked otherwise (the specification's default).
+pub const DEFAULT_TASK_PAGE: u32 = 50;
 
 /// The answer to one request: a JSON-RPC response, or (a streaming method) the JSON-RPC
 /// responses of its events, ending at the task's first terminal or interrupted state.
@@ -105,11 +109,17 @@ impl A2aServer {
                 Err(e) => Err(e),
             },
             "GetTask" => call.get(request.params).await,
+            "ListTasks" => call.list(request.params).await,
             "CancelTask" => call.cancel(request.params).await,
             "SubscribeToTask" => match call.subscribe(request.params).await {
                 Ok(events) => return Reply::Stream(rpc_stream(id, events)),
                 Err(e) => Err(e),
             },
+            "GetExtendedAgentCard" => Err(rpc_error(
+                errors::UNSUPPORTED_OPERATION,
+                "This agent's card declares no extended card: its public card is the whole card",
+                Code::InvalidRequest,
+            )),
             "CreateTaskPushNotificationConfig"
             | "GetTaskPushNotificationConfig"
             | "ListTaskPushNotificationConfigs"
@@ -208,13 +218,14 @@ impl Call {
     async fn send(&self, params: Value) -> Result<Value, RpcError> {
         let params: SendMessageParams = parse(params)?;
         let configuration = params.configuration.clone().unwrap_or_default();
+        let history = history_limit(configuration.history_length)?;
         let mut events = self.start(&params.message).await?;
         let task = events.run_id().to_owned();
         if !configuration.return_immediately {
             while events.next().await.is_some() {}
         }
         let run = self.state(&task).await?;
-        let task = task_of(&run, configuration.history_length);
+        let task = task_of(&run, history);
         Ok(json!({"task": task}))
     }
 
@@ -258,12 +269,79 @@ impl Call {
 
     async fn get(&self, params: Value) -> Result<Value, RpcError> {
         let params: TaskParams = parse(params)?;
+        let history = history_limit(params.history_length)?;
         let run = self.state(&params.id).await?;
-        to_json(task_of(&run, params.history_length))
+        to_json(task_of(&run, history))
+    }
+
+    /// `ListTasks`: the caller's tasks of this agent (every run of it the caller may see),
+    /// newest status first, filtered and paged as the params ask.
+    async fn list(&self, params: Value) -> Result<Value, RpcError> {
+        let params: ListTasksParams = parse(params)?;
+        let history = history_limit(params.history_length)?;
+        let limit = match params.page_size {
+            None => DEFAULT_TASK_PAGE,
+            Some(n) => u32::try_from(n)
+                .ok()
+                .filter(|n| (1..=MAX_PAGE).contains(n))
+                .ok_or_else(|| {
+                    invalid_params(format!("pageSize must be from 1 to {MAX_PAGE}, got {n}"))
+                })?,
+        };
+        let statuses = match params.status.as_deref() {
+            None | Some("" | "TASK_STATE_UNSPECIFIED") => None,
+            Some(name) => {
+                let state: TaskState = serde_json::from_value(Value::from(name))
+                    .map_err(|_| invalid_params(format!("status {name:?} is not a task state")))?;
+                Some(crate::task::statuses_of(state))
+            }
+        };
+        let updated_since = match params.status_timestamp_after.as_deref() {
+            None | Some("") => None,
+            Some(t) => Some(
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .map_err(|_| {
+                        invalid_params(format!(
+                            "statusTimestampAfter {t:?} is not an RFC 3339 time"
+                        ))
+                    })?
+                    .to_utc(),
+            ),
+        };
+        let search = RunSearch {
+            conversation_id: params.context_id.filter(|c| !c.is_empty()),
+            statuses,
+            updated_since,
+            limit,
+            cursor: params.page_token,
+        };
+        let page = self
+            .app
+            .search_runs(&self.caller, &self.agent, search)
+            .await
+            .map_err(from_app)?;
+        let tasks: Vec<Task> = page
+            .runs
+            .iter()
+            .map(|run| {
+                let mut task = task_of(run, history);
+                if !params.include_artifacts {
+                    task.artifacts.clear();
+                }
+                task
+            })
+            .collect();
+        to_json(ListTasksResult {
+            page_size: tasks.len(),
+            total_size: page.total,
+            next_page_token: page.next_cursor.unwrap_or_default(),
+            tasks,
+        })
     }
 
     async fn cancel(&self, params: Value) -> Result<Value, RpcError> {
         let params: TaskParams = parse(params)?;
+        let history = history_limit(params.history_length)?;
         let id = ExecutionId::from(params.id.as_str());
         self.app
             .cancel_run(
@@ -275,7 +353,7 @@ impl Call {
             .await
             .map_err(from_app)?;
         let run = self.state(&params.id).await?;
-        to_json(task_of(&run, params.history_length))
+        to_json(task_of(&run, history))
     }
 
     /// Starts what `message` asks: a new durable run, or the continuation of a task waiting for
@@ -550,6 +628,17 @@ fn ending(run: &RunState) -> Vec<StreamResponse> {
         status: task.status,
     }));
     out
+}
+
+/// A request's `historyLength`: how many of a task's newest messages to show (`None`: all).
+/// Below 0 it is refused.
+fn history_limit(history_length: Option<i32>) -> Result<Option<usize>, RpcError> {
+    history_length
+        .map(|n| {
+            usize::try_from(n)
+                .map_err(|_| invalid_params(format!("historyLength must be 0 or more, got {n}")))
+        })
+        .transpose()
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {

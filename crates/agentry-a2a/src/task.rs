@@ -26,6 +26,22 @@ pub fn state_of(status: WorkflowStatus) -> TaskState {
     }
 }
 
+/// The run statuses that are task state `state` (none for the states no run has).
+pub fn statuses_of(state: TaskState) -> Vec<WorkflowStatus> {
+    [
+        WorkflowStatus::Idle,
+        WorkflowStatus::Queued,
+        WorkflowStatus::Running,
+        WorkflowStatus::Suspended,
+        WorkflowStatus::Completed,
+        WorkflowStatus::Error,
+        WorkflowStatus::Cancelled,
+    ]
+    .into_iter()
+    .filter(|s| state_of(*s) == state)
+    .collect()
+}
+
 /// An agent's message in task `task_id` of `context_id`.
 pub fn agent_message(id: String, task_id: &str, context_id: &str, parts: Vec<Part>) -> Message {
     Message {
@@ -66,7 +82,7 @@ fn approval_parts(run: &RunState) -> Vec<Part> {
 
 /// The task a run is, with at most `history_length` messages of its history (all when none;
 /// none for 0).
-pub fn task_of(run: &RunState, history_length: Option<i32>) -> Task {
+pub fn task_of(run: &RunState, history_length: Option<usize>) -> Task {
     let id = run.summary.run_id.clone();
     let context = context_of(run);
     let state = state_of(run.summary.status);
@@ -102,8 +118,7 @@ pub fn task_of(run: &RunState, history_length: Option<i32>) -> Task {
         .enumerate()
         .filter_map(|(i, m)| history_message(m, format!("{id}-m{i}"), &id, &context))
         .collect();
-    if let Some(n) = history_length {
-        let keep = usize::try_from(n.max(0)).unwrap_or(0);
+    if let Some(keep) = history_length {
         history.drain(..history.len().saturating_sub(keep));
     }
     Task {

@@ -251,6 +251,41 @@ pub struct TaskParams {
     pub history_length: Option<i32>,
 }
 
+/// `ListTasks`' params: filters, a page, and how much of each task to show.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksParams {
+    #[serde(default)]
+    pub context_id: Option<String>,
+    /// A task state's name (`TASK_STATE_UNSPECIFIED` or empty: any state).
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub page_size: Option<i32>,
+    #[serde(default)]
+    pub page_token: Option<String>,
+    #[serde(default)]
+    pub history_length: Option<i32>,
+    /// An RFC 3339 time: only the tasks whose status changed then or later.
+    #[serde(default)]
+    pub status_timestamp_after: Option<String>,
+    #[serde(default)]
+    pub include_artifacts: bool,
+}
+
+/// `ListTasks`' result: every field is always present (`nextPageToken` is empty on the last
+/// page).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksResult {
+    pub tasks: Vec<Task>,
+    pub next_page_token: String,
+    /// How many tasks this page holds.
+    pub page_size: usize,
+    /// How many tasks match, on every page.
+    pub total_size: usize,
+}
+
 /// A JSON-RPC request.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Request {

@@ -15,6 +15,7 @@ use agentry_core::{
     AgentId, EventKind, ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status,
     WorkflowEvent,
 };
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -24,8 +25,8 @@ use crate::error::{AppError, Code};
 use crate::input::Generation;
 use crate::wire::agents::TextResult;
 use crate::wire::runs::{ApprovalResult, Journal, RunList, RunState, RunSummary, TextAnswer};
-use crate::wire::{CancelResult, WorkflowStatus};
-use crate::workflows::ListRequest;
+use crate::wire::{self, CancelResult, WorkflowStatus};
+use crate::workflows::{ListRequest, MAX_PAGE};
 
 const RUN_FAILED: &str = "Failed to run the agent";
 const READ_FAILED: &str = "Failed to read the run";
@@ -40,6 +41,9 @@ const SUSPENSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How many of an agent's newest live runs the chat resume URL looks through for the
 /// conversation's.
 const ACTIVE_SCAN: u32 = 100;
+
+/// How many of an agent's newest runs a run search looks through.
+pub const SEARCH_SCAN: u32 = 1000;
 
 impl App {
     /// Registers the run workflow of every agent that has none yet (agents a host added after
@@ -191,6 +195,79 @@ impl App {
         Ok(RunList {
             runs: page.records.iter().map(RunSummary::from).collect(),
             next_cursor: page.next_cursor,
+        })
+    }
+
+    /// The page of agent `id`'s durable runs that `search` asks for, of those the caller may
+    /// see (in strict mode only the caller's; an admin's: all), newest update first. It looks
+    /// through the agent's newest [`SEARCH_SCAN`] runs (by start) that the caller may see.
+    pub async fn search_runs(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        search: RunSearch,
+    ) -> Result<RunSearchPage, AppError> {
+        self.agents.require(id).map_err(AppError::agent)?;
+        if !(1..=MAX_PAGE).contains(&search.limit) {
+            return Err(AppError::bad_request(format!(
+                "Invalid limit {}: expected a number from 1 to {MAX_PAGE}",
+                search.limit
+            )));
+        }
+        let after = match search.cursor.as_deref().filter(|c| !c.is_empty()) {
+            None => None,
+            Some(c) => Some(
+                wire::parse_list_cursor(c)
+                    .ok_or_else(|| AppError::bad_request("Invalid cursor"))?,
+            ),
+        };
+        // The matches' keys only: the scan holds one page of records at a time.
+        let mut matches: Vec<(DateTime<Utc>, String)> = Vec::new();
+        let mut cursor = None;
+        for _ in 0..SEARCH_SCAN.div_ceil(MAX_PAGE) {
+            let request = ListRequest {
+                workflow_id: Some(run_workflow_id(id)),
+                family: Family::AgentRuns,
+                status: None,
+                limit: Some(MAX_PAGE.to_string()),
+                cursor: cursor.take(),
+            };
+            let page = self.list_page(caller, request).await?;
+            matches.extend(
+                page.records
+                    .iter()
+                    .filter(|r| search.matches(r))
+                    .map(|r| (r.updated_at, r.id.clone())),
+            );
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        matches.sort_unstable_by(|a, b| b.cmp(a));
+        let total = matches.len();
+        let mut rest = matches
+            .into_iter()
+            .filter(|m| after.as_ref().is_none_or(|a| m < a));
+        let keys: Vec<(DateTime<Utc>, String)> =
+            rest.by_ref().take(search.limit as usize).collect();
+        let next_cursor = match (rest.next(), keys.last()) {
+            (Some(_), Some((at, last))) => wire::cursor_at(*at, last),
+            _ => None,
+        };
+        let mut runs = Vec::with_capacity(keys.len());
+        for (_, run_id) in keys {
+            match self.owned_run(caller, id, &ExecutionId::from(run_id)).await {
+                Ok(rec) => runs.push(RunState::new(&rec)),
+                // Pruned since the scan.
+                Err(e) if e.code == Code::RunNotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(RunSearchPage {
+            runs,
+            total,
+            next_cursor,
         })
     }
 
@@ -388,6 +465,47 @@ impl App {
         };
         Ok((result, RunEvents::new(handle)))
     }
+}
+
+/// A search of one agent's durable runs ([`App::search_runs`]; A2A's `ListTasks`): each
+/// filter given narrows it.
+#[derive(Debug, Clone, Default)]
+pub struct RunSearch {
+    /// Only the runs of this conversation.
+    pub conversation_id: Option<String>,
+    /// Only the runs in one of these statuses (`None`: any; empty: none).
+    pub statuses: Option<Vec<WorkflowStatus>>,
+    /// Only the runs updated at or after this time.
+    pub updated_since: Option<DateTime<Utc>>,
+    /// How many runs a page holds: 1 to [`MAX_PAGE`].
+    pub limit: u32,
+    /// The page after this one (a page's `next_cursor`).
+    pub cursor: Option<String>,
+}
+
+impl RunSearch {
+    fn matches(&self, r: &ExecutionRecord) -> bool {
+        let conversation = r.context.get("conversationId").and_then(Value::as_str);
+        self.conversation_id
+            .as_deref()
+            .is_none_or(|c| conversation == Some(c))
+            && self
+                .statuses
+                .as_ref()
+                .is_none_or(|s| s.contains(&r.state.status().into()))
+            && self.updated_since.is_none_or(|t| r.updated_at >= t)
+    }
+}
+
+/// One page of a run search.
+#[derive(Debug)]
+pub struct RunSearchPage {
+    /// The page's runs, newest update first.
+    pub runs: Vec<RunState>,
+    /// How many runs match the search, on every page.
+    pub total: usize,
+    /// The cursor of the next page; `None` on the last one.
+    pub next_cursor: Option<String>,
 }
 
 /// The answer of a durable `/text` from the run's record: completed (its result), suspended

@@ -3,7 +3,10 @@
 //! their events. Each checks the caller against the [`crate::Policy`] before it touches an
 //! execution.
 
+use std::sync::Arc;
+
 use agentry_core::store::{Family, ListQuery};
+use agentry_core::workflow::Workflow;
 use agentry_core::{
     ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status, UserId, WorkflowId,
 };
@@ -129,11 +132,20 @@ pub struct Suspended {
 impl App {
     /// Every registered workflow, in registration order.
     pub fn workflows(&self) -> Vec<WorkflowSummary> {
+        self.host_workflows()
+            .iter()
+            .map(|w| WorkflowSummary::from(w.as_ref()))
+            .collect()
+    }
+
+    /// The host's workflows, in registration order (newest version of each): what a client may
+    /// start. The agents' run workflows (`agent:<id>`, the durable runs' own) are not among
+    /// them.
+    pub fn host_workflows(&self) -> Vec<Arc<Workflow>> {
         self.engine
             .workflows()
-            .iter()
+            .into_iter()
             .filter(|w| agentry_core::agent::agent_of_run(w.id()).is_none())
-            .map(|w| WorkflowSummary::from(w.as_ref()))
             .collect()
     }
 

@@ -1,7 +1,8 @@
 //! agentry as an MCP server: every registered tool under its own name, every agent as
-//! `ask_<agentId>`, every workflow as `run_<workflowId>`, with descriptions and JSON Schemas from
-//! the registry. A tool that fails answers an MCP tool error (`isError`), never a broken
-//! session. The transport is rmcp's Streamable HTTP service ([`crate::service`]); the HTTP layer in
+//! `ask_<agentId>`, every workflow of the host as `run_<workflowId>` (each name made a valid MCP
+//! tool name by [`tool_name`]), with descriptions and JSON Schemas from the application layer.
+//! A tool that fails answers an MCP tool error (`isError`), never a broken session; an unknown
+//! tool is the protocol's invalid-params error (-32602). The transport is rmcp's Streamable HTTP service ([`crate::service`]); the HTTP layer in
 //! front of it authenticates the caller and hands it over as a [`McpCaller`] in the request's
 //! extensions, so agents and workflows see the same user as on the HTTP routes.
 
@@ -40,46 +41,120 @@ pub struct AgentryMcp {
     app: App,
 }
 
+/// The longest tool name the MCP specification allows.
+pub const MAX_TOOL_NAME: usize = 128;
+
+/// The MCP tool name of `name` (a registered tool's name, `ask_<agentId>`, `run_<workflowId>`):
+/// itself when it is 1 to [`MAX_TOOL_NAME`] characters of `A-Z a-z 0-9 _ - .`; otherwise each
+/// other character becomes `_`, the whole is cut to 119 characters, and `-` and the first 8
+/// hexadecimal digits of its digest (FNV-1a, `agentry_core::id::digest`) follow. The same name
+/// always gives the same tool name.
+pub fn tool_name(name: &str) -> String {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if !name.is_empty() && name.len() <= MAX_TOOL_NAME && name.chars().all(allowed) {
+        return name.to_owned();
+    }
+    let digest = agentry_core::id::digest(name);
+    let plain: String = name
+        .chars()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .take(MAX_TOOL_NAME - 9)
+        .collect();
+    format!("{plain}-{}", &digest[..8])
+}
+
+/// What a tool of this server calls.
+#[derive(Debug, Clone)]
+enum Target {
+    GetExecution,
+    ResumeExecution,
+    Agent(AgentId),
+    Workflow(WorkflowId),
+    /// A registered tool, by its own name.
+    Tool(String),
+}
+
+/// One tool this server offers and what it calls.
+struct Entry {
+    tool: Tool,
+    target: Target,
+}
+
 impl AgentryMcp {
     pub fn new(app: App) -> Self {
         Self { app }
     }
 
-    /// Every tool this server offers, in a stable order: tools, agents, workflows.
+    /// Every tool this server offers, in a stable order: the execution tools, agents,
+    /// workflows, then the registered tools.
     pub fn tools(&self) -> Vec<Tool> {
-        let mut out: Vec<Tool> = self
-            .app
-            .tools()
-            .into_iter()
-            .map(|(_, t)| {
-                Tool::new(
-                    t.name().to_owned(),
-                    t.description().to_owned(),
-                    object_schema(t.parameters()),
-                )
-            })
-            .collect();
-        for agent in self.app.agents().agents() {
+        self.catalogue().into_iter().map(|e| e.tool).collect()
+    }
+
+    /// The catalogue, from the application layer: its agents, the host's workflows (never an
+    /// agent's internal run workflow) and the agents' tools, each under its [`tool_name`]; a
+    /// name already taken by an earlier entry is left out.
+    fn catalogue(&self) -> Vec<Entry> {
+        let mut entries = vec![
+            Entry {
+                tool: Tool::new(
+                    GET_EXECUTION,
+                    "An execution's complete state, by its id: status, steps, result, suspension.",
+                    object_schema(&json!({
+                        "type": "object",
+                        "properties": {
+                            "executionId": {"type": "string", "description": "The execution's id."}
+                        },
+                        "required": ["executionId"],
+                        "additionalProperties": false
+                    })),
+                ),
+                target: Target::GetExecution,
+            },
+            Entry {
+                tool: Tool::new(
+                    RESUME_EXECUTION,
+                    "Resume a suspended execution with its resume data (valid against the \
+                     workflow's resume schema); answers like run_<workflowId>.",
+                    object_schema(&json!({
+                        "type": "object",
+                        "properties": {
+                            "workflowId": {"type": "string", "description": "The execution's workflow."},
+                            "executionId": {"type": "string", "description": "The execution's id."},
+                            "resumeData": {"description": "Handed to the resumed step."},
+                            "stepId": {"type": "string", "description": "The step to resume from (default: the suspended one)."}
+                        },
+                        "required": ["workflowId", "executionId"],
+                        "additionalProperties": false
+                    })),
+                ),
+                target: Target::ResumeExecution,
+            },
+        ];
+        for agent in self.app.agent_summaries() {
             let description = format!(
                 "Ask the agent {} ({}): {} Answers with its text; a conversationId keeps its \
                  memory between calls.",
                 agent.id, agent.name, agent.description
             );
-            out.push(Tool::new(
-                format!("{ASK}{}", agent.id),
-                description,
-                object_schema(&json!({
-                    "type": "object",
-                    "properties": {
-                        "input": {"type": "string", "description": "What to ask.", "maxLength": 100_000},
-                        "conversationId": {"type": "string", "description": "Continues a conversation (the agent's memory)."}
-                    },
-                    "required": ["input"],
-                    "additionalProperties": false
-                })),
-            ));
+            entries.push(Entry {
+                tool: Tool::new(
+                    tool_name(&format!("{ASK}{}", agent.id)),
+                    description,
+                    object_schema(&json!({
+                        "type": "object",
+                        "properties": {
+                            "input": {"type": "string", "description": "What to ask.", "maxLength": 100_000},
+                            "conversationId": {"type": "string", "description": "Continues a conversation (the agent's memory)."}
+                        },
+                        "required": ["input"],
+                        "additionalProperties": false
+                    })),
+                ),
+                target: Target::Agent(AgentId::from(agent.id)),
+            });
         }
-        for wf in self.app.engine().workflows() {
+        for wf in self.app.host_workflows() {
             let description = format!(
                 "Run the workflow {} ({}): {} Answers with its result when it completes, or with \
                  its execution id and what a resume needs when it suspends.",
@@ -87,73 +162,57 @@ impl AgentryMcp {
                 wf.name(),
                 wf.purpose()
             );
-            out.push(Tool::new(
-                format!("{RUN}{}", wf.id()),
-                description,
-                object_schema(&wf.input_schema_json()),
-            ));
+            entries.push(Entry {
+                tool: Tool::new(
+                    tool_name(&format!("{RUN}{}", wf.id())),
+                    description,
+                    object_schema(&wf.input_schema_json()),
+                ),
+                target: Target::Workflow(WorkflowId::from(wf.id())),
+            });
         }
-        out.push(Tool::new(
-            GET_EXECUTION,
-            "An execution's complete state, by its id: status, steps, result, suspension.",
-            object_schema(&json!({
-                "type": "object",
-                "properties": {
-                    "executionId": {"type": "string", "description": "The execution's id."}
-                },
-                "required": ["executionId"],
-                "additionalProperties": false
-            })),
-        ));
-        out.push(Tool::new(
-            RESUME_EXECUTION,
-            "Resume a suspended execution with its resume data (valid against the workflow's \
-             resume schema); answers like run_<workflowId>.",
-            object_schema(&json!({
-                "type": "object",
-                "properties": {
-                    "workflowId": {"type": "string", "description": "The execution's workflow."},
-                    "executionId": {"type": "string", "description": "The execution's id."},
-                    "resumeData": {"description": "Handed to the resumed step."},
-                    "stepId": {"type": "string", "description": "The step to resume from (default: the suspended one)."}
-                },
-                "required": ["workflowId", "executionId"],
-                "additionalProperties": false
-            })),
-        ));
-        out
+        for (_, t) in self.app.tools() {
+            entries.push(Entry {
+                tool: Tool::new(
+                    tool_name(t.name()),
+                    t.description().to_owned(),
+                    object_schema(t.parameters()),
+                ),
+                target: Target::Tool(t.name().to_owned()),
+            });
+        }
+        let mut seen = std::collections::HashSet::new();
+        entries.retain(|e| seen.insert(e.tool.name.clone()));
+        entries
     }
 
+    /// Calls tool `name`; an unknown name is the protocol's invalid-params error (no tool
+    /// result: there is no tool to report it).
     async fn call(
         &self,
         name: &str,
         args: Value,
         caller: Caller,
         cancel: CancellationToken,
-    ) -> CallToolResult {
-        let outcome = if let Some(agent) = name
-            .strip_prefix(ASK)
-            .map(AgentId::from)
-            .filter(|a| self.app.agents().agent(a).is_some())
-        {
-            self.ask(&agent, args, &caller, cancel).await
-        } else if let Some(workflow) = name
-            .strip_prefix(RUN)
-            .map(WorkflowId::from)
-            .filter(|w| self.app.engine().workflow(w).is_some())
-        {
-            self.run(&workflow, args, &caller, cancel).await
-        } else if name == GET_EXECUTION {
-            self.execution(args, &caller).await
-        } else if name == RESUME_EXECUTION {
-            self.resume(args, &caller, cancel).await
-        } else {
-            self.app
-                .call_tool(&caller, name, args, cancel)
+    ) -> Result<CallToolResult, McpError> {
+        let target = self
+            .catalogue()
+            .into_iter()
+            .find(|e| e.tool.name == name)
+            .map(|e| e.target)
+            .ok_or_else(|| McpError::invalid_params(format!("Unknown tool: {name}"), None))?;
+        let outcome = match target {
+            Target::Agent(agent) => self.ask(&agent, args, &caller, cancel).await,
+            Target::Workflow(workflow) => self.run(&workflow, args, &caller, cancel).await,
+            Target::GetExecution => self.execution(args, &caller).await,
+            Target::ResumeExecution => self.resume(args, &caller, cancel).await,
+            Target::Tool(tool) => self
+                .app
+                .call_tool(&caller, &tool, args, cancel)
                 .await
-                .map(structured)
+                .map(structured),
         };
-        outcome.unwrap_or_else(tool_error)
+        Ok(outcome.unwrap_or_else(tool_error))
     }
 
     async fn ask(
@@ -351,7 +410,36 @@ impl ServerHandler for AgentryMcp {
         let name: Cow<'_, str> = request.name;
         Ok(self
             .call(&name, args, caller, context.ct.clone())
-            .await
+            .await?
             .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_valid_name_stays_and_any_other_gets_a_stable_valid_one() {
+        assert_eq!(tool_name("run_word-count"), "run_word-count");
+        assert_eq!(tool_name("v1.2_x"), "v1.2_x");
+        let odd = tool_name("stock price/lookup");
+        assert_eq!(odd, tool_name("stock price/lookup"), "stable");
+        assert!(odd.starts_with("stock_price_lookup-"), "{odd}");
+        assert_eq!(odd.len(), "stock_price_lookup-".len() + 8);
+        // The same characters kept, another name: another tool name.
+        assert_ne!(odd, tool_name("stock price:lookup"));
+        let long = tool_name(&format!("run_{}", "w".repeat(128)));
+        assert_eq!(long.len(), MAX_TOOL_NAME);
+        for name in [odd, long, tool_name("ünïcode"), tool_name("")] {
+            assert!(
+                !name.is_empty()
+                    && name.len() <= MAX_TOOL_NAME
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')),
+                "{name}"
+            );
+        }
     }
 }

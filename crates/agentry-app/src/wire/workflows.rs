@@ -510,11 +510,17 @@ impl From<Vec<(String, HashMap<Status, u64>)>> for ExecutionCounts {
 
 /// The cursor of the page after `last`: its start (nanoseconds) and id, opaque to clients.
 pub fn list_cursor(last: &ExecutionRecord) -> Option<String> {
-    let nanos = last.start_at.timestamp_nanos_opt()?;
-    Some(format!("{nanos}.{}", last.id))
+    cursor_at(last.start_at, &last.id)
 }
 
-/// Reads a cursor of [`list_cursor`].
+/// The cursor of the page after the item at time `at` with id `id` (a list's order: time,
+/// then id), opaque to clients.
+pub fn cursor_at(at: DateTime<Utc>, id: &str) -> Option<String> {
+    let nanos = at.timestamp_nanos_opt()?;
+    Some(format!("{nanos}.{id}"))
+}
+
+/// Reads a cursor of [`cursor_at`] (and so of [`list_cursor`]).
 pub fn parse_list_cursor(cursor: &str) -> Option<(DateTime<Utc>, String)> {
     let (nanos, id) = cursor.split_once('.')?;
     let at = DateTime::from_timestamp_nanos(nanos.parse().ok()?);
