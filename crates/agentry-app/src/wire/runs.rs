@@ -236,6 +236,7 @@ impl<'a> Journal<'a> {
             .progress
             .steps
             .iter()
+            .filter(|(id, _)| !agentry_core::engine::is_wake_record(id))
             .filter_map(|(id, r)| Some((id.strip_prefix(&prefix)?, r.as_ref())))
             .collect();
         entries.sort_by_key(|(key, _)| key_order(key));

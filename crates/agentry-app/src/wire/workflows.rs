@@ -854,12 +854,16 @@ impl Serialize for StepsById {
 
 impl From<&ExecutionRecord> for StepsById {
     fn from(r: &ExecutionRecord) -> Self {
-        // The mailbox's records are shown as the mailbox, not as steps.
+        // The mailbox's records are shown as the mailbox, not as steps; a wake's record is
+        // the engine's own.
         let mut steps: Vec<(&String, &StepRecord)> = r
             .progress
             .steps
             .iter()
-            .filter(|(id, _)| !agentry_core::engine::MailboxEvent::is_record(id))
+            .filter(|(id, _)| {
+                !agentry_core::engine::MailboxEvent::is_record(id)
+                    && !agentry_core::engine::is_wake_record(id)
+            })
             .map(|(id, s)| (id, s.as_ref()))
             .collect();
         steps.sort_by_key(|(id, s)| (s.started_at, *id));

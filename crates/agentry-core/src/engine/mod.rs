@@ -50,6 +50,7 @@ pub use mailbox::{
 };
 pub use repair::{FORKED_FROM, ForkRequest};
 use run::{Entry, LiveRun, Woken};
+pub use run::is_wake_record;
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.
 #[async_trait]

@@ -80,10 +80,18 @@ pub(crate) struct Woken {
     pub(super) timed_out: bool,
 }
 
+/// The end of the id of a wake's record (`<step>/$wake`).
+const WAKE_RECORD: &str = "/$wake";
+
+/// Whether the record `id` is a wake's: the engine's own, not a step's (states leave it out).
+pub fn is_wake_record(id: &str) -> bool {
+    id.ends_with(WAKE_RECORD)
+}
+
 impl Woken {
     /// The id of the record of `step`'s last wake.
     pub(super) fn record_id(step: &str) -> String {
-        format!("{step}/$wake")
+        format!("{step}{WAKE_RECORD}")
     }
 
     /// The record of this wake, for the step's `attempt`: the suspend data as its input, the
