@@ -49,8 +49,8 @@ pub use mailbox::{
     MAX_PENDING_EVENTS, MailboxEvent, Published, mailbox,
 };
 pub use repair::{FORKED_FROM, ForkRequest};
-use run::{Entry, LiveRun, Woken};
 pub use run::is_wake_record;
+use run::{Entry, LiveRun, Woken};
 
 /// Runs an agent for an `andAgent` step. The agents layer implements it.
 #[async_trait]
