@@ -8,7 +8,7 @@
 //! then `needs_ok {label: "b"}` (a tool that always waits for a person's approval, within
 //! `AGENTRY_TEST_APPROVAL_MS` milliseconds, default one hour), then `slow_step {label: "c", ms:
 //! 0}`, then answer `done: <each result's label and outcome>`; `ok:b+ok:c` asks for both calls
-//! in one answer. `slow_step` appends `start
+//! in one answer; `~200` streams the answer word by word, 200 ms apart. `slow_step` appends `start
 //! <label> <attempt>` before it sleeps and `end <label> <attempt>` after; `needs_ok` appends
 //! `ran <label> <attempt>`.
 //!
@@ -394,10 +394,21 @@ fn tester(dir: PathBuf, approval: Duration) -> Agent {
 }
 
 /// A model that calls the tools the last user message lists (`steps a:100 ok:b`), one per
-/// model call, then answers with what they returned.
+/// model call, then answers with what they returned; `~<ms>` in the message streams its text
+/// word by word, `<ms>` milliseconds apart.
 struct Scripted;
 
 impl Scripted {
+    /// The pause between streamed words that the last user message asks for (`~<ms>`).
+    fn word_pause(req: &ModelRequest) -> Option<Duration> {
+        let last_user = req.messages.iter().rfind(|m| m.role == Role::User)?;
+        last_user
+            .content
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix('~')?.parse().ok())
+            .map(Duration::from_millis)
+    }
+
     fn answer(req: &ModelRequest) -> ModelResponse {
         let last_user = req.messages.iter().rposition(|m| m.role == Role::User);
         let text = last_user
@@ -417,6 +428,7 @@ impl Scripted {
             .strip_prefix("steps")
             .unwrap_or_default()
             .split_whitespace()
+            .filter(|s| !s.starts_with('~'))
             .collect();
         let usage = Usage {
             prompt_tokens: 1,
@@ -481,9 +493,17 @@ impl Model for Scripted {
 
     async fn stream(&self, request: &ModelRequest) -> Result<ChunkStream, ModelError> {
         let resp = Self::answer(request);
+        let pause = Self::word_pause(request);
         let mut chunks: Vec<Result<ModelChunk, ModelError>> = Vec::new();
-        if !resp.text.is_empty() {
-            chunks.push(Ok(ModelChunk::TextDelta(resp.text)));
+        match pause {
+            // Word by word, each word with the space before it.
+            Some(_) => chunks.extend(
+                resp.text
+                    .split_inclusive(' ')
+                    .map(|w| Ok(ModelChunk::TextDelta(w.to_owned()))),
+            ),
+            None if !resp.text.is_empty() => chunks.push(Ok(ModelChunk::TextDelta(resp.text))),
+            None => {}
         }
         chunks.extend(
             resp.tool_calls
@@ -494,7 +514,13 @@ impl Model for Scripted {
             finish_reason: resp.finish_reason,
             usage: resp.usage,
         }));
-        Ok(futures::stream::iter(chunks).boxed())
+        let pause = pause.unwrap_or_default();
+        Ok(futures::stream::iter(chunks)
+            .then(move |chunk| async move {
+                tokio::time::sleep(pause).await;
+                chunk
+            })
+            .boxed())
     }
 }
 
