@@ -18,7 +18,8 @@
 //! the event `ping`, any object, up to `timeoutMs` when given, and outputs `{got, timedOut}`).
 //! `AGENTRY_TEST_VERSIONS=a,b` registers `tester-versioned` in those versions, in that order
 //! (the last one new executions start on): `a` is one step `gate` that waits for a resume and
-//! answers `{v: "a"}`; `b` is `prepare` then `gate`, answering `{v: "b"}`; with
+//! answers `{v: "a"}` (with `napMs` in the input it sleeps that long first; with `timeoutMs` its
+//! wait ends by itself that long after the step started); `b` is `prepare` then `gate`, answering `{v: "b"}`; with
 //! `AGENTRY_TEST_PATCH` set, `gate` asks `ctx.patched("gate-v2")` and answers `{v, patched}`.
 //!
 //! `tester-queued` (`{tenant, work, priority?}`) is a queued workflow (queue `tester-queued`,
@@ -127,8 +128,19 @@ fn tester_versioned(version: &str) -> Def {
             } else {
                 None
             };
-            if ctx.resume_data.is_none() {
-                return Err(ctx.suspend("Waiting for a resume", None));
+            if ctx.resume_data.is_none() && !ctx.timed_out {
+                if let Some(ms) = ctx.workflow_input["napMs"].as_u64() {
+                    ctx.sleep(Duration::from_millis(ms)).await?;
+                }
+                let reason = "Waiting for a resume";
+                return Err(match ctx.workflow_input["timeoutMs"].as_i64() {
+                    Some(ms) => ctx.suspend_until(
+                        reason,
+                        None,
+                        ctx.started_at + chrono::Duration::milliseconds(ms),
+                    ),
+                    None => ctx.suspend(reason, None),
+                });
             }
             Ok(match patched {
                 Some(p) => json!({"v": tag, "patched": p}),

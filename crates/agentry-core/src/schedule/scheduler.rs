@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 
 use super::{
@@ -17,7 +17,7 @@ use super::{
     ScheduleError, ScheduleSpec, ScheduleStore, Timetable, fire_time_text, plan,
     truncate_to_millis,
 };
-use crate::engine::{Engine, EngineError, ExecuteOptions};
+use crate::engine::{Engine, EngineError, ExecuteOptions, WAKE_ALL};
 use crate::id::{UserId, WorkflowId};
 use crate::state::Status;
 use crate::store::StoreError;
@@ -59,6 +59,9 @@ struct Inner {
     declared: Mutex<Vec<ScheduleSpec>>,
     /// Wakes the loop at once (a schedule created or unpaused here).
     wake: Notify,
+    /// The active fires that a buffered tick waits for (`buffer-one`), by execution id: the
+    /// schedule whose pass runs as soon as one of them is written (it may have ended).
+    watched: Mutex<HashMap<String, String>>,
 }
 
 /// Whether a fire's start failed for a passing reason (the database, a drain): it stays
@@ -84,6 +87,7 @@ impl Scheduler {
                 store,
                 declared: Mutex::new(Vec::new()),
                 wake: Notify::new(),
+                watched: Mutex::default(),
             }),
         }
     }
@@ -275,6 +279,7 @@ impl Scheduler {
 
     /// Deletes a schedule; its executions stay.
     pub async fn delete(&self, id: &str) -> Result<(), ScheduleError> {
+        self.forget(id);
         if self.inner.store.delete(id).await? {
             tracing::info!(schedule_id = %id, "schedule deleted");
             Ok(())
@@ -285,14 +290,15 @@ impl Scheduler {
 
     /// Pauses (it fires nothing; a trigger still does) or unpauses a schedule. Unpausing
     /// starts from the next tick: the ticks of the pause are not caught up (a backfill fires
-    /// them if wanted).
+    /// them if wanted). A tick buffered before the pause (`buffer-one`) stays buffered through
+    /// it: the unpause fires it at once when nothing is active any more, else as the active
+    /// fire ends.
     pub async fn set_paused(&self, id: &str, paused: bool) -> Result<Schedule, ScheduleError> {
         let now = self.now();
         let schedule = self
             .update(id, |s| {
                 if s.paused && !paused {
                     s.cursor = s.cursor.max(truncate_to_millis(now));
-                    s.buffered = None;
                 }
                 s.paused = paused;
                 Ok(())
@@ -300,7 +306,11 @@ impl Scheduler {
             .await?;
         tracing::info!(schedule_id = %id, paused, "schedule paused or unpaused");
         self.inner.wake.notify_one();
-        Ok(schedule)
+        if paused || schedule.buffered.is_none() {
+            return Ok(schedule);
+        }
+        self.pass(id).await?;
+        self.get(id).await
     }
 
     /// Fires a schedule now (also when paused), whatever its overlap policy.
@@ -482,11 +492,15 @@ impl Scheduler {
     }
 
     /// The loop every replica runs: a round at each whole second (ticks fall on whole seconds),
-    /// or at once when a schedule is created or unpaused here; until the engine drains.
+    /// or at once when a schedule is created or unpaused here; between rounds, the pass of a
+    /// schedule whose buffered tick waits for a fire as soon as that fire's execution is written
+    /// (here or, on PostgreSQL, by any replica): the buffered tick starts as the fire ends, not
+    /// at the next round. Until the engine drains.
     pub async fn run(&self) {
         let drain = self.inner.engine.drain_signal();
         let clock = self.inner.engine.clock().clone();
-        loop {
+        let mut wakeups = self.inner.engine.subscribe_wakeups();
+        'rounds: loop {
             if drain.is_cancelled() {
                 break;
             }
@@ -496,13 +510,60 @@ impl Scheduler {
             let now = clock.now();
             let next = DateTime::from_timestamp(now.timestamp() + 1, 0).unwrap_or(now)
                 + chrono::Duration::from_std(AFTER_THE_SECOND).unwrap_or_default();
-            tokio::select! {
-                _ = drain.cancelled() => break,
-                _ = clock.sleep_until(next) => {}
-                _ = self.inner.wake.notified() => {}
+            loop {
+                let woken = tokio::select! {
+                    _ = drain.cancelled() => break 'rounds,
+                    _ = clock.sleep_until(next) => break,
+                    _ = self.inner.wake.notified() => break,
+                    woken = wakeups.recv() => woken,
+                };
+                let schedules = match woken {
+                    Ok(id) => self.watching(Some(&id)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.watching(None),
+                    Err(broadcast::error::RecvError::Closed) => break 'rounds,
+                };
+                for id in schedules {
+                    if let Err(e) = self.pass(&id).await {
+                        tracing::warn!(schedule_id = %id, error = %e, "schedules: a pass failed");
+                    }
+                }
             }
         }
         tracing::info!("schedules: stopped (the server drains)");
+    }
+
+    /// The schedules whose buffered tick waits for the execution `woken` (`None` or
+    /// [`WAKE_ALL`]: any execution).
+    fn watching(&self, woken: Option<&str>) -> Vec<String> {
+        let watched = self.inner.watched.lock().unwrap_or_else(|p| p.into_inner());
+        let mut schedules: Vec<String> = match woken.filter(|id| *id != WAKE_ALL) {
+            Some(id) => watched.get(id).cloned().into_iter().collect(),
+            None => watched.values().cloned().collect(),
+        };
+        schedules.sort();
+        schedules.dedup();
+        schedules
+    }
+
+    /// Stops watching the fires of the schedule `id` (deleted).
+    fn forget(&self, id: &str) {
+        self.inner
+            .watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, s| s != id);
+    }
+
+    /// Watches the active fires of `schedule` while a tick of it is buffered, for the loop to
+    /// pass it as soon as one of them is written.
+    fn watch(&self, schedule: &Schedule) {
+        let mut watched = self.inner.watched.lock().unwrap_or_else(|p| p.into_inner());
+        watched.retain(|_, id| *id != schedule.id);
+        if schedule.buffered.is_some() {
+            for fire in schedule.fires.iter().filter(|f| f.is_active()) {
+                watched.insert(fire.execution_id.clone(), schedule.id.clone());
+            }
+        }
     }
 
     /// One round: every schedule due now gets its pass. Answers how many were due.
@@ -527,6 +588,7 @@ impl Scheduler {
         let mut written = None;
         for _ in 0..CAS_TRIES {
             let Some(mut schedule) = self.inner.store.get(id).await? else {
+                self.forget(id);
                 return Ok(());
             };
             let ended = self.ended_fires(&schedule).await?;
@@ -538,6 +600,7 @@ impl Scheduler {
             }
         }
         let schedule = written.ok_or_else(|| ScheduleError::Contention(id.to_owned()))?;
+        self.watch(&schedule);
         let grace = chrono::Duration::from_std(PENDING_GRACE).unwrap_or_default();
         let now = self.now();
         let to_start: Vec<&Fire> = schedule
