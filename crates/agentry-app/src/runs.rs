@@ -522,13 +522,9 @@ pub struct RunEvents {
     queue: VecDeque<(Option<RunEventId>, AgentEvent)>,
     /// The number of the last stored event seen (unknown until one is, for a new run).
     seq: Option<i64>,
-    /// How many characters of the current model call's text came as live pieces.
-    live: usize,
-    /// How many characters of the next model call's text the client has already (its
-    /// `Last-Event-ID` was in the middle of it).
-    skip: usize,
-    text: String,
-    usage: Usage,
+    /// How many characters of the model call in progress (or, re-attached with an id in the
+    /// middle of a text, of the next one stored) the client has.
+    had: usize,
     done: bool,
 }
 
@@ -540,10 +536,7 @@ impl RunEvents {
             handle,
             queue: VecDeque::new(),
             seq: after.map(|a| a.seq),
-            live: 0,
-            skip: after.map_or(0, |a| a.text),
-            text: String::new(),
-            usage: Usage::default(),
+            had: after.map_or(0, |a| a.text),
             done: false,
         }
     }
@@ -607,19 +600,17 @@ impl RunEvents {
 
     /// A live piece of the model's text: its id says how far into the call's text it reaches.
     fn live_text(&mut self, delta: String) {
-        self.live += delta.chars().count();
+        self.had += delta.chars().count();
         let id = self.seq.map(|seq| RunEventId {
             seq,
-            text: self.live,
+            text: self.had,
         });
         self.queue.push_back((id, AgentEvent::TextDelta(delta)));
     }
 
     /// A model call's whole text, stored: what the client has not had of it yet.
     fn rest_of_text(&mut self, text: &str) -> Option<String> {
-        let had = self.live.max(std::mem::take(&mut self.skip));
-        self.live = 0;
-        self.text.push_str(text);
+        let had = std::mem::take(&mut self.had);
         let rest: String = text.chars().skip(had).collect();
         (!rest.is_empty()).then_some(rest)
     }
@@ -634,17 +625,13 @@ impl RunEvents {
         }
         let out = match ev.kind {
             EventKind::AgentModelCall {
-                text,
-                tool_calls,
-                usage,
-                ..
+                text, tool_calls, ..
             } => {
                 let mut out: Vec<AgentEvent> = self
                     .rest_of_text(&text)
                     .map(AgentEvent::TextDelta)
                     .into_iter()
                     .collect();
-                self.usage += usage;
                 out.extend(tool_calls.into_iter().map(AgentEvent::ToolCall));
                 out
             }
@@ -688,8 +675,9 @@ impl RunEvents {
             EventKind::WorkflowResult { execution } => {
                 self.done = true;
                 match execution.state.status() {
+                    // The run's text and usage so far.
                     Status::Suspended => {
-                        let (usage, text) = (self.usage, self.text.clone());
+                        let (text, usage) = Journal::of(&execution).totals();
                         vec![self.finish(FinishReason::ToolCalls, usage, text)]
                     }
                     Status::Completed => execution

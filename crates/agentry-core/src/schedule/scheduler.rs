@@ -8,7 +8,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::Notify;
+use tokio::sync::broadcast::{
+    self,
+    error::{RecvError, TryRecvError},
+};
 use tokio::task::JoinHandle;
 
 use super::{
@@ -309,8 +313,14 @@ impl Scheduler {
         if paused || schedule.buffered.is_none() {
             return Ok(schedule);
         }
-        self.pass(id).await?;
-        self.get(id).await
+        match self.pass(id).await {
+            Ok(()) => self.get(id).await,
+            Err(e) => {
+                // The loop's next round passes it again.
+                tracing::warn!(schedule_id = %id, error = %e, "schedules: a pass failed");
+                Ok(schedule)
+            }
+        }
     }
 
     /// Fires a schedule now (also when paused), whatever its overlap policy.
@@ -517,32 +527,57 @@ impl Scheduler {
                     _ = self.inner.wake.notified() => break,
                     woken = wakeups.recv() => woken,
                 };
-                let schedules = match woken {
-                    Ok(id) => self.watching(Some(&id)),
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.watching(None),
-                    Err(broadcast::error::RecvError::Closed) => break 'rounds,
-                };
-                for id in schedules {
-                    if let Err(e) = self.pass(&id).await {
-                        tracing::warn!(schedule_id = %id, error = %e, "schedules: a pass failed");
-                    }
+                if !self.pass_woken(woken, &mut wakeups).await {
+                    break 'rounds;
                 }
             }
         }
         tracing::info!("schedules: stopped (the server drains)");
     }
 
+    /// The passes of the schedules whose watched fires were written, by the wake-up `first`
+    /// and those that came meanwhile: one pass per schedule for them all. `false` when the
+    /// engine's wake-ups are over.
+    async fn pass_woken(
+        &self,
+        first: Result<Arc<str>, RecvError>,
+        wakeups: &mut broadcast::Receiver<Arc<str>>,
+    ) -> bool {
+        let mut woken = vec![first];
+        loop {
+            match wakeups.try_recv() {
+                Ok(id) => woken.push(Ok(id)),
+                Err(TryRecvError::Lagged(n)) => woken.push(Err(RecvError::Lagged(n))),
+                Err(_) => break,
+            }
+        }
+        let mut schedules = Vec::new();
+        for w in woken {
+            match w {
+                Ok(id) => schedules.extend(self.watching(Some(&id))),
+                // Some were missed: any watched fire may have ended.
+                Err(RecvError::Lagged(_)) => schedules.extend(self.watching(None)),
+                Err(RecvError::Closed) => return false,
+            }
+        }
+        schedules.sort();
+        schedules.dedup();
+        for id in schedules {
+            if let Err(e) = self.pass(&id).await {
+                tracing::warn!(schedule_id = %id, error = %e, "schedules: a pass failed");
+            }
+        }
+        true
+    }
+
     /// The schedules whose buffered tick waits for the execution `woken` (`None` or
     /// [`WAKE_ALL`]: any execution).
     fn watching(&self, woken: Option<&str>) -> Vec<String> {
         let watched = self.inner.watched.lock().unwrap_or_else(|p| p.into_inner());
-        let mut schedules: Vec<String> = match woken.filter(|id| *id != WAKE_ALL) {
+        match woken.filter(|id| *id != WAKE_ALL) {
             Some(id) => watched.get(id).cloned().into_iter().collect(),
             None => watched.values().cloned().collect(),
-        };
-        schedules.sort();
-        schedules.dedup();
-        schedules
+        }
     }
 
     /// Stops watching the fires of the schedule `id` (deleted).
