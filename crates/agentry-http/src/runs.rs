@@ -140,7 +140,9 @@ pub async fn list_all_runs(
     summary = "A durable run's state",
     description = "Its status (`running`, `suspended`, `completed`, `error`, `cancelled`), its \
         messages so far, each step (model call, tool call or approval, with its attempt, times \
-        and usage), the tool calls waiting for approval, and the text and usage.",
+        and usage; a tool call's `result` is the tool's output), the tool calls waiting for \
+        approval, the text and usage, and once cancelled its `cancellation` (`reason`, \
+        `cancelledAt`).",
     params(
         ("id" = String, Path, description = "The agent's id.", example = "operator"),
         ("run_id" = String, Path, description = "The run's id."),
