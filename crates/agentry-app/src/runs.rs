@@ -142,7 +142,7 @@ impl App {
     ) -> Result<AgentStream, AppError> {
         if self.is_durable(id, &generation) {
             let handle = self.start_run(caller, id, generation, true).await?;
-            return Ok(AgentStream::Run(RunEvents::new(handle)));
+            return Ok(AgentStream::Run(RunEvents::new(handle, None)));
         }
         Ok(AgentStream::Memory(self.stream_text(id, generation)?))
     }
@@ -282,22 +282,23 @@ impl App {
         Ok(RunState::new(&rec))
     }
 
-    /// Re-attaches to a run's events after number `after` (0: all), following it live until it
-    /// stops running (or waits for an approval).
+    /// Re-attaches to a run's events after `after` (the default: all), following it live until
+    /// it stops running (or waits for an approval). An id in the middle of a model call's text
+    /// replays only the rest of that text.
     pub async fn attach_run(
         &self,
         caller: &Caller,
         id: &AgentId,
         run_id: &ExecutionId,
-        after: i64,
+        after: RunEventId,
     ) -> Result<RunEvents, AppError> {
         let rec = self.owned_run(caller, id, run_id).await?;
         let handle = self
             .engine
-            .attach(&rec.workflow_id.as_str().into(), run_id, after)
+            .attach(&rec.workflow_id.as_str().into(), run_id, after.seq)
             .await
             .map_err(|e| AppError::engine(e, READ_FAILED))?;
-        Ok(RunEvents::new(handle))
+        Ok(RunEvents::new(handle, Some(after)))
     }
 
     /// A run as it stands and its events from then on, live until it stops running (or waits
@@ -315,7 +316,8 @@ impl App {
             .attach(&rec.workflow_id.as_str().into(), run_id, rec.last_event)
             .await
             .map_err(|e| AppError::engine(e, READ_FAILED))?;
-        Ok((RunState::new(&rec), RunEvents::new(handle)))
+        let after = RunEventId::after(rec.last_event);
+        Ok((RunState::new(&rec), RunEvents::new(handle, Some(after))))
     }
 
     /// The conversation's active durable run (running, or waiting for an approval) of agent
@@ -355,7 +357,7 @@ impl App {
             .attach(&rec.workflow_id.as_str().into(), &rec.id.as_str().into(), 0)
             .await
             .map_err(|e| AppError::engine(e, READ_FAILED))?;
-        Ok(Some(RunEvents::new(handle)))
+        Ok(Some(RunEvents::new(handle, Some(RunEventId::default()))))
     }
 
     /// Cancels a running or suspended run.
@@ -463,7 +465,7 @@ impl App {
             approved: first.approved,
             status: WorkflowStatus::Running,
         };
-        Ok((result, RunEvents::new(handle)))
+        Ok((result, RunEvents::new(handle, None)))
     }
 }
 
@@ -557,8 +559,54 @@ fn run_text_result(rec: &ExecutionRecord) -> Result<TextAnswer, AppError> {
     })
 }
 
+/// Where a client stands in a durable run's stream: after its stored event number `seq`, and
+/// `text` characters into the model text that follows it. A stored event's SSE `id:` is its
+/// number (`<seq>`); a live `text-delta`'s is `<seq>.<text>`: the last stored event before it
+/// and how many characters of the model call's text the client has with this delta. Sent back
+/// as `Last-Event-ID`, either resumes right after it: the stored events after `seq`, the first
+/// model call's text without its first `text` characters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunEventId {
+    pub seq: i64,
+    pub text: usize,
+}
+
+impl RunEventId {
+    /// Right after the stored event `seq`.
+    pub fn after(seq: i64) -> Self {
+        Self { seq, text: 0 }
+    }
+
+    /// A client's `Last-Event-ID`: `<seq>` or `<seq>.<text>`, non-negative whole numbers.
+    pub fn parse(id: &str) -> Result<Self, AppError> {
+        fn number<T: std::str::FromStr>(part: &str) -> Option<T> {
+            let digits = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+            digits.then(|| part.parse().ok()).flatten()
+        }
+        let parsed = match id.split_once('.') {
+            Some((seq, text)) => number(seq).zip(number(text)),
+            None => number(id).map(|seq| (seq, 0)),
+        };
+        parsed.map(|(seq, text)| Self { seq, text }).ok_or_else(|| {
+            AppError::bad_request(format!(
+                "Invalid Last-Event-ID {id:?}: expected the id of an event of the run \
+                 (<number> or <number>.<characters>)"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for RunEventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.text {
+            0 => write!(f, "{}", self.seq),
+            text => write!(f, "{}.{text}", self.seq),
+        }
+    }
+}
+
 /// A streamed generation: one held in memory (no ids), or a durable run (each stored event
-/// with its number).
+/// with its number, each live text piece with its [`RunEventId`]).
 pub enum AgentStream {
     Memory(mpsc::Receiver<AgentEvent>),
     Run(RunEvents),
@@ -573,8 +621,8 @@ impl AgentStream {
         }
     }
 
-    /// The next event, with its number in the run's log when it is stored.
-    pub async fn next(&mut self) -> Option<(Option<i64>, AgentEvent)> {
+    /// The next event, with its id in the run's stream when it has one.
+    pub async fn next(&mut self) -> Option<(Option<RunEventId>, AgentEvent)> {
         match self {
             AgentStream::Memory(rx) => rx.recv().await.map(|e| (None, e)),
             AgentStream::Run(r) => r.next().await,
@@ -585,25 +633,28 @@ impl AgentStream {
 /// A durable run's events as an agent stream shows them: text (live, as the model streams it,
 /// or each model call's whole text when replayed), tool calls and results, approval requests,
 /// and the end (`finish`, also when the run waits for an approval, or `error`). Each event
-/// that stands for a stored one carries its number (the last of those it expands into).
+/// that stands for a stored one carries its number (the last of those it expands into); each
+/// live text piece its [`RunEventId`].
 pub struct RunEvents {
     handle: RunHandle,
-    queue: VecDeque<(Option<i64>, AgentEvent)>,
-    /// Whether the current model call's text came as live pieces.
-    live_text: bool,
-    text: String,
-    usage: Usage,
+    queue: VecDeque<(Option<RunEventId>, AgentEvent)>,
+    /// The number of the last stored event seen (unknown until one is, for a new run).
+    seq: Option<i64>,
+    /// How many characters of the model call in progress (or, re-attached with an id in the
+    /// middle of a text, of the next one stored) the client has.
+    had: usize,
     done: bool,
 }
 
 impl RunEvents {
-    fn new(handle: RunHandle) -> Self {
+    /// The events of `handle`, which follows the run after `after` (`None`: a run this process
+    /// runs for the client, live from its first event).
+    fn new(handle: RunHandle, after: Option<RunEventId>) -> Self {
         Self {
             handle,
             queue: VecDeque::new(),
-            live_text: false,
-            text: String::new(),
-            usage: Usage::default(),
+            seq: after.map(|a| a.seq),
+            had: after.map_or(0, |a| a.text),
             done: false,
         }
     }
@@ -612,8 +663,8 @@ impl RunEvents {
         self.handle.execution_id.as_str()
     }
 
-    /// The next event, with its number in the run's log when it stands for a stored one.
-    pub async fn next(&mut self) -> Option<(Option<i64>, AgentEvent)> {
+    /// The next event, with its id when it stands for a stored one or is a live text piece.
+    pub async fn next(&mut self) -> Option<(Option<RunEventId>, AgentEvent)> {
         loop {
             if let Some(ev) = self.queue.pop_front() {
                 return Some(ev);
@@ -630,10 +681,16 @@ impl RunEvents {
         }
     }
 
+    /// Queues what a stored event (number `seq`, when it has one) expands into: the last of
+    /// them carries its number.
     fn push(&mut self, events: Vec<AgentEvent>, seq: Option<i64>) {
         let n = events.len();
         for (i, ev) in events.into_iter().enumerate() {
-            let id = if i + 1 == n { seq } else { None };
+            let id = if i + 1 == n {
+                seq.map(RunEventId::after)
+            } else {
+                None
+            };
             self.queue.push_back((id, ev));
         }
     }
@@ -659,27 +716,40 @@ impl RunEvents {
         }
     }
 
+    /// A live piece of the model's text: its id says how far into the call's text it reaches.
+    fn live_text(&mut self, delta: String) {
+        self.had += delta.chars().count();
+        let id = self.seq.map(|seq| RunEventId {
+            seq,
+            text: self.had,
+        });
+        self.queue.push_back((id, AgentEvent::TextDelta(delta)));
+    }
+
+    /// A model call's whole text, stored: what the client has not had of it yet.
+    fn rest_of_text(&mut self, text: &str) -> Option<String> {
+        let had = std::mem::take(&mut self.had);
+        let rest: String = text.chars().skip(had).collect();
+        (!rest.is_empty()).then_some(rest)
+    }
+
     fn translate(&mut self, ev: WorkflowEvent) {
         let seq = ev.seq;
+        if let EventKind::AgentTextDelta { delta } = ev.kind {
+            return self.live_text(delta);
+        }
+        if seq.is_some() {
+            self.seq = seq;
+        }
         let out = match ev.kind {
-            EventKind::AgentTextDelta { delta } => {
-                self.live_text = true;
-                self.text.push_str(&delta);
-                vec![AgentEvent::TextDelta(delta)]
-            }
             EventKind::AgentModelCall {
-                text,
-                tool_calls,
-                usage,
-                ..
+                text, tool_calls, ..
             } => {
-                let mut out = Vec::new();
-                if !self.live_text && !text.is_empty() {
-                    self.text.push_str(&text);
-                    out.push(AgentEvent::TextDelta(text));
-                }
-                self.live_text = false;
-                self.usage += usage;
+                let mut out: Vec<AgentEvent> = self
+                    .rest_of_text(&text)
+                    .map(AgentEvent::TextDelta)
+                    .into_iter()
+                    .collect();
                 out.extend(tool_calls.into_iter().map(AgentEvent::ToolCall));
                 out
             }
@@ -723,8 +793,9 @@ impl RunEvents {
             EventKind::WorkflowResult { execution } => {
                 self.done = true;
                 match execution.state.status() {
+                    // The run's text and usage so far.
                     Status::Suspended => {
-                        let (usage, text) = (self.usage, self.text.clone());
+                        let (text, usage) = Journal::of(&execution).totals();
                         vec![self.finish(FinishReason::ToolCalls, usage, text)]
                     }
                     Status::Completed => execution

@@ -20,7 +20,7 @@ use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::ui_stream::{self, UiMessageStream};
 use crate::wire::agents::{AgentDetail, AgentEvent as WireEvent, AgentSummary, ObjectEvent};
-use agentry_app::runs::AgentStream;
+use agentry_app::runs::{AgentStream, RunEventId};
 use agentry_app::wire::runs::TextAnswer;
 
 /// GET /agents
@@ -169,7 +169,10 @@ fn sse_of<T: serde::Serialize>(events: impl Stream<Item = T> + 'static) -> impl 
     description = "Server-Sent Events, one `data: <JSON>` line each: `text-delta` (`delta`, \
         `text`), `tool-call` (`toolCallId`, `toolName`, `args`), `tool-result` (the same and \
         `result`), `finish` (`finishReason`, `usage`, `text`), or `error` (`error`) and the end. \
-        Closing the connection cancels the generation.",
+        Closing the connection cancels the generation, unless it is a durable run (header \
+        `x-run-id`): then each stored event carries its number as the SSE `id:` and each \
+        `text-delta` `<number>.<characters>`, which `Last-Event-ID` of the run's stream route \
+        resumes after.",
     params(("id" = String, Path, description = "The agent's id.", example = "assistant")),
     request_body = AgentRequest,
     responses(
@@ -190,15 +193,16 @@ pub async fn stream_text(
 }
 
 /// An agent stream as Server-Sent Events of the raw full-stream events: each that stands for a
-/// stored event of a durable run with its number as the SSE `id:` (what `Last-Event-ID` sends
-/// back to the run's stream route), and the run's id in the header `X-Run-Id`.
+/// stored event of a durable run with its number as the SSE `id:`, each live text piece with
+/// its `<number>.<characters>` (what `Last-Event-ID` sends back to the run's stream route), and
+/// the run's id in the header `X-Run-Id`.
 pub(crate) fn raw_stream(events: AgentStream) -> impl Responder {
     let run_id = events.run_id().map(str::to_owned);
-    let body = agent_events(events).map(|(seq, ev)| {
+    let body = agent_events(events).map(|(id, ev)| {
         let json = serde_json::to_string(&WireEvent::from(&ev)).expect("a stream event serializes");
         let data = sse::Data::new(json);
-        Ok::<_, Infallible>(sse::Event::Data(match seq {
-            Some(seq) => data.id(seq.to_string()),
+        Ok::<_, Infallible>(sse::Event::Data(match id {
+            Some(id) => data.id(id.to_string()),
             None => data,
         }))
     });
@@ -214,8 +218,8 @@ pub(crate) fn raw_stream(events: AgentStream) -> impl Responder {
 /// The header that names a durable run's id on its streams.
 pub const RUN_ID_HEADER: &str = "x-run-id";
 
-/// An agent stream's events, each with its number in the run's log when it has one.
-fn agent_events(events: AgentStream) -> impl Stream<Item = (Option<i64>, AgentEvent)> {
+/// An agent stream's events, each with its id in the run's stream when it has one.
+fn agent_events(events: AgentStream) -> impl Stream<Item = (Option<RunEventId>, AgentEvent)> {
     futures::stream::unfold(events, |mut events| async move {
         events.next().await.map(|ev| (ev, events))
     })

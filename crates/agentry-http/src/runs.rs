@@ -14,8 +14,8 @@ use crate::auth::Requester;
 use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::wire::runs::{ApprovalResult, RunList, RunState};
-use crate::workflows::last_event_id;
-use agentry_app::runs::AgentStream;
+use crate::workflows::last_event_text;
+use agentry_app::runs::{AgentStream, RunEventId};
 
 /// The query of a run list: a status, the page size and the cursor.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
@@ -140,7 +140,9 @@ pub async fn list_all_runs(
     summary = "A durable run's state",
     description = "Its status (`running`, `suspended`, `completed`, `error`, `cancelled`), its \
         messages so far, each step (model call, tool call or approval, with its attempt, times \
-        and usage), the tool calls waiting for approval, and the text and usage.",
+        and usage; a tool call's `result` is the tool's output), the tool calls waiting for \
+        approval, the text and usage, and once cancelled its `cancellation` (`reason`, \
+        `cancelledAt`).",
     params(
         ("id" = String, Path, description = "The agent's id.", example = "operator"),
         ("run_id" = String, Path, description = "The run's id."),
@@ -196,7 +198,10 @@ pub async fn attach_run(
             )));
         }
     };
-    let after = last_event_id(&req)?.unwrap_or(0);
+    let after = match last_event_text(&req) {
+        Some(id) => RunEventId::parse(&id)?,
+        None => RunEventId::default(),
+    };
     let events = app.app.attach_run(&caller.0, &id, &run_id, after).await?;
     let events = AgentStream::Run(events);
     Ok(if ui {

@@ -190,6 +190,20 @@ fn event_stream(
 /// The last event a re-attaching client saw: the `Last-Event-ID` header, or the `lastEventId`
 /// query parameter (for clients that cannot set headers); none means from the start.
 pub(crate) fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, ApiError> {
+    last_event_text(req)
+        .map(|v| {
+            v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Invalid Last-Event-ID {v:?}: expected the number of an event"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// The text of the `Last-Event-ID` header, or of the `lastEventId` query parameter, trimmed;
+/// none when absent or blank.
+pub(crate) fn last_event_text(req: &HttpRequest) -> Option<String> {
     let header = req
         .headers()
         .get("last-event-id")
@@ -197,21 +211,10 @@ pub(crate) fn last_event_id(req: &HttpRequest) -> Result<Option<i64>, ApiError> 
     let query = web::Query::<LastEventQuery>::from_query(req.query_string())
         .ok()
         .and_then(|q| q.into_inner().last_event_id);
-    match header.or(query) {
-        None => Ok(None),
-        Some(v) if v.trim().is_empty() => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "Invalid Last-Event-ID {v:?}: expected the number of an event"
-                ))
-            }),
-    }
+    header
+        .or(query)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
 }
 
 #[derive(serde::Deserialize)]

@@ -8,7 +8,7 @@
 //! then `needs_ok {label: "b"}` (a tool that always waits for a person's approval, within
 //! `AGENTRY_TEST_APPROVAL_MS` milliseconds, default one hour), then `slow_step {label: "c", ms:
 //! 0}`, then answer `done: <each result's label and outcome>`; `ok:b+ok:c` asks for both calls
-//! in one answer. `slow_step` appends `start
+//! in one answer; `~200` streams the answer word by word, 200 ms apart. `slow_step` appends `start
 //! <label> <attempt>` before it sleeps and `end <label> <attempt>` after; `needs_ok` appends
 //! `ran <label> <attempt>`.
 //!
@@ -18,7 +18,8 @@
 //! the event `ping`, any object, up to `timeoutMs` when given, and outputs `{got, timedOut}`).
 //! `AGENTRY_TEST_VERSIONS=a,b` registers `tester-versioned` in those versions, in that order
 //! (the last one new executions start on): `a` is one step `gate` that waits for a resume and
-//! answers `{v: "a"}`; `b` is `prepare` then `gate`, answering `{v: "b"}`; with
+//! answers `{v: "a"}` (with `napMs` in the input it sleeps that long first; with `timeoutMs` its
+//! wait ends by itself that long after the step started); `b` is `prepare` then `gate`, answering `{v: "b"}`; with
 //! `AGENTRY_TEST_PATCH` set, `gate` asks `ctx.patched("gate-v2")` and answers `{v, patched}`.
 //!
 //! `tester-queued` (`{tenant, work, priority?}`) is a queued workflow (queue `tester-queued`,
@@ -127,8 +128,19 @@ fn tester_versioned(version: &str) -> Def {
             } else {
                 None
             };
-            if ctx.resume_data.is_none() {
-                return Err(ctx.suspend("Waiting for a resume", None));
+            if ctx.resume_data.is_none() && !ctx.timed_out {
+                if let Some(ms) = ctx.workflow_input["napMs"].as_u64() {
+                    ctx.sleep(Duration::from_millis(ms)).await?;
+                }
+                let reason = "Waiting for a resume";
+                return Err(match ctx.workflow_input["timeoutMs"].as_i64() {
+                    Some(ms) => ctx.suspend_until(
+                        reason,
+                        None,
+                        ctx.started_at + chrono::Duration::milliseconds(ms),
+                    ),
+                    None => ctx.suspend(reason, None),
+                });
             }
             Ok(match patched {
                 Some(p) => json!({"v": tag, "patched": p}),
@@ -394,10 +406,21 @@ fn tester(dir: PathBuf, approval: Duration) -> Agent {
 }
 
 /// A model that calls the tools the last user message lists (`steps a:100 ok:b`), one per
-/// model call, then answers with what they returned.
+/// model call, then answers with what they returned; `~<ms>` in the message streams its text
+/// word by word, `<ms>` milliseconds apart.
 struct Scripted;
 
 impl Scripted {
+    /// The pause between streamed words that the last user message asks for (`~<ms>`).
+    fn word_pause(req: &ModelRequest) -> Option<Duration> {
+        let last_user = req.messages.iter().rfind(|m| m.role == Role::User)?;
+        last_user
+            .content
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix('~')?.parse().ok())
+            .map(Duration::from_millis)
+    }
+
     fn answer(req: &ModelRequest) -> ModelResponse {
         let last_user = req.messages.iter().rposition(|m| m.role == Role::User);
         let text = last_user
@@ -417,6 +440,7 @@ impl Scripted {
             .strip_prefix("steps")
             .unwrap_or_default()
             .split_whitespace()
+            .filter(|s| !s.starts_with('~'))
             .collect();
         let usage = Usage {
             prompt_tokens: 1,
@@ -481,9 +505,17 @@ impl Model for Scripted {
 
     async fn stream(&self, request: &ModelRequest) -> Result<ChunkStream, ModelError> {
         let resp = Self::answer(request);
+        let pause = Self::word_pause(request);
         let mut chunks: Vec<Result<ModelChunk, ModelError>> = Vec::new();
-        if !resp.text.is_empty() {
-            chunks.push(Ok(ModelChunk::TextDelta(resp.text)));
+        match pause {
+            // Word by word, each word with the space before it.
+            Some(_) => chunks.extend(
+                resp.text
+                    .split_inclusive(' ')
+                    .map(|w| Ok(ModelChunk::TextDelta(w.to_owned()))),
+            ),
+            None if !resp.text.is_empty() => chunks.push(Ok(ModelChunk::TextDelta(resp.text))),
+            None => {}
         }
         chunks.extend(
             resp.tool_calls
@@ -494,7 +526,13 @@ impl Model for Scripted {
             finish_reason: resp.finish_reason,
             usage: resp.usage,
         }));
-        Ok(futures::stream::iter(chunks).boxed())
+        let pause = pause.unwrap_or_default();
+        Ok(futures::stream::iter(chunks)
+            .then(move |chunk| async move {
+                tokio::time::sleep(pause).await;
+                chunk
+            })
+            .boxed())
     }
 }
 

@@ -12,7 +12,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::replica::{
-    PATIENCE, Replica, SECRET, client, log_lines, read_sse, scratch_dir, sqlite_url, token,
+    PATIENCE, Replica, SECRET, client, log_lines, read_sse, read_sse_as, scratch_dir, sqlite_url,
+    token,
 };
 
 use serde_json::{Value, json};
@@ -119,7 +120,9 @@ async fn kill_9_mid_tool_then_restart(database_url: &str) {
         .find(|s| s["id"] == "tool-2-0")
         .expect("tool b's step");
     assert_eq!(b["attempt"], 2, "{b}");
-    assert_eq!(b["result"]["result"]["attempt"], 2, "{b}");
+    // A tool step's result is the tool's output, not the call again.
+    assert_eq!(b["result"], json!({"label": "b", "attempt": 2}), "{b}");
+    assert!(b.get("isError").is_none(), "{b}");
     let models: Vec<&Value> = steps.iter().filter(|s| s["kind"] == "model-call").collect();
     assert_eq!(models.len(), 4, "{steps:?}");
     assert!(models.iter().all(|m| m["attempt"] == 1), "{steps:?}");
@@ -203,6 +206,109 @@ async fn reattach_on_another_replica_on_postgres() {
     db.drop_now().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The text pieces of a stream: (id, delta) of each `text-delta`.
+fn text_pieces(events: &[(Option<String>, Value)]) -> Vec<(Option<String>, String)> {
+    events
+        .iter()
+        .filter(|(_, e)| e["type"] == "text-delta")
+        .map(|(id, e)| (id.clone(), e["delta"].as_str().expect("delta").to_owned()))
+        .collect()
+}
+
+/// A durable run's live text pieces carry ids `<seq>.<characters so far>`; a stream dropped in
+/// the middle of a text and re-attached with the last piece's id (raw events, or the AI SDK
+/// stream with `lastEventId`) gets only the rest of the text, then the end: the text whole,
+/// nothing twice. A malformed id is a 400.
+async fn reattach_in_the_middle_of_a_text(database_url: &str) {
+    let dir = scratch_dir();
+    let r = Replica::with_test_registry(database_url, "mid", &dir, &[]);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let resp = client()
+        .post(r.url("/agents/tester/stream"))
+        .json(&json!({"input": "steps a:0 ~300", "options": {"runId": run}}))
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(resp.status(), 200);
+    let id_text = |id: &str| Some(id.to_owned());
+    let seen = read_sse_as(resp, id_text, |evs| text_pieces(evs).len() == 2).await;
+    let pieces = text_pieces(&seen);
+    let stored: Vec<i64> = seen
+        .iter()
+        .filter_map(|(id, _)| id.as_deref()?.parse().ok())
+        .collect();
+    let mut had = 0;
+    for (id, delta) in &pieces {
+        had += delta.chars().count();
+        let id = id
+            .as_deref()
+            .unwrap_or_else(|| panic!("a live piece has an id: {seen:?}"));
+        let (seq, chars) = id.split_once('.').expect("<seq>.<characters>");
+        assert_eq!(chars.parse::<usize>().ok(), Some(had), "{seen:?}");
+        // The last stored event before it (which the stream may not show).
+        let seq: i64 = seq.parse().expect("a number");
+        assert!(stored.last().is_some_and(|s| seq >= *s), "{seen:?}");
+    }
+    let last = pieces.last().and_then(|(id, _)| id.clone()).expect("an id");
+    let seen_text: String = pieces.iter().map(|(_, d)| d.as_str()).collect();
+    assert_eq!(seen_text, "done: a ");
+
+    let resp = client()
+        .get(r.url(&format!("/agents/tester/runs/{run}/stream")))
+        .header("Last-Event-ID", &last)
+        .send()
+        .await
+        .expect("re-attach");
+    assert_eq!(resp.status(), 200);
+    let rest = read_sse_as(resp, id_text, |_| false).await;
+    let rest_text: String = text_pieces(&rest).iter().map(|(_, d)| d.as_str()).collect();
+    assert_eq!(rest_text, "ok", "only the rest of the text: {rest:?}");
+    assert!(
+        rest.iter().all(|(_, e)| e["type"] != "tool-call"),
+        "{rest:?}"
+    );
+    let (_, finish) = rest.last().expect("events");
+    assert_eq!(finish["type"], "finish", "{rest:?}");
+    assert_eq!(finish["text"], "done: a ok");
+
+    // The AI SDK stream, with the id as a query parameter.
+    let resp = client()
+        .get(r.url(&format!(
+            "/agents/tester/runs/{run}/stream?format=ui&lastEventId={last}"
+        )))
+        .send()
+        .await
+        .expect("re-attach as ui");
+    assert_eq!(resp.status(), 200);
+    let ui = read_sse_as(resp, id_text, |_| false).await;
+    let ui_text: String = ui
+        .iter()
+        .filter(|(_, c)| c["type"] == "text-delta")
+        .map(|(_, c)| c["delta"].as_str().expect("delta"))
+        .collect();
+    assert_eq!(ui_text, "ok", "{ui:?}");
+
+    for bad in ["3.x", "-1", "1.2.3", "."] {
+        let resp = client()
+            .get(r.url(&format!("/agents/tester/runs/{run}/stream")))
+            .header("Last-Event-ID", bad)
+            .send()
+            .await
+            .expect("bad id");
+        assert_eq!(resp.status(), 400, "{bad}");
+        let body: Value = resp.json().await.expect("json");
+        assert_eq!(body["code"], "invalid_request", "{body}");
+    }
+    drop(r);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+on_both_databases!(
+    reattach_in_the_middle_of_a_text,
+    reattach_in_the_middle_of_a_text_on_sqlite,
+    reattach_in_the_middle_of_a_text_on_postgres
+);
 
 /// SIGTERM while a tool runs: the tool finishes within the grace, the stopping process hands the
 /// run over before its next call, and the other replica finishes it; each tool ran once.
@@ -314,16 +420,37 @@ async fn operator_refunds_wait_for_approval(database_url: &str) {
             .filter(|s| s["call"]["toolName"] == "issue_refund" && s["kind"] == "tool-call")
             .collect();
         assert_eq!(refunds.len(), 1, "{done}");
+        // Each step is a call of the run: none of the engine's own records.
+        let ids: Vec<&str> = done["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| s["id"].as_str().expect("an id"))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "model-1",
+                "tool-1-0",
+                "model-2",
+                "approval-2-0",
+                "tool-2-0",
+                "model-3"
+            ],
+            "{done}"
+        );
         if approved {
             assert_eq!(done["text"], "Refunded 250 for order o-1.", "{done}");
-            assert_eq!(refunds[0]["result"]["result"]["refundId"], "rf-o-1");
+            assert_eq!(refunds[0]["result"]["refundId"], "rf-o-1", "{done}");
+            assert_eq!(refunds[0]["call"]["args"]["amount"], 250, "{done}");
             assert_eq!(refunds[0]["attempt"], 1);
         } else {
             assert_eq!(
                 done["text"], "The refund of 250 for order o-1 was not approved: the box was fine.",
                 "{done}"
             );
-            assert_eq!(refunds[0]["result"]["result"]["denied"], true);
+            assert_eq!(refunds[0]["result"]["denied"], true, "{done}");
+            assert_eq!(refunds[0]["isError"], true, "{done}");
         }
         let (status, again) = answer(&r, "operator", &run, approval, decision).await;
         assert_eq!(status, 409, "{again}");
@@ -355,6 +482,26 @@ async fn operator_refunds_wait_for_approval(database_url: &str) {
     assert_eq!(other.status(), 409);
     let other: Value = other.json().await.unwrap();
     assert_eq!(other["code"], "execution_exists", "{other}");
+    // Cancelled, its state says when and why.
+    let before = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let resp = client()
+        .post(r.url(&format!("/agents/operator/runs/{run}/cancel")))
+        .json(&json!({"reason": "the customer withdrew"}))
+        .send()
+        .await
+        .expect("cancel");
+    assert_eq!(resp.status(), 200);
+    let cancelled = run_state(&r, "operator", &run).await.expect("the run");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["cancellation"]["reason"], "the customer withdrew",
+        "{cancelled}"
+    );
+    let at = cancelled["cancellation"]["cancelledAt"]
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .unwrap_or_else(|| panic!("cancelledAt: {cancelled}"));
+    assert!(at >= before && at <= chrono::Utc::now(), "{cancelled}");
     // Under 100: no approval, one call, completed at once.
     let resp = client()
         .post(r.url("/agents/operator/text"))

@@ -430,6 +430,75 @@ async fn overlap_skip_and_buffer_one(backend: Backend) {
     db.remove().await;
 }
 
+/// `buffer-one` with a countdown of 5 × 300 ms each second: every buffered tick starts within
+/// 250 ms of the end of the fire it waited for (a round is up to a second away); a tick buffered
+/// before a pause stays buffered through it, and the unpause fires it.
+async fn buffer_one_starts_as_the_fire_ends(backend: Backend) {
+    let db = Db::of(backend).await;
+    let r = Replica::start(&db.url, "prompt", &[]);
+    let mut body = each_second("prompt", "countdown", json!({"stepDelayMs": 300}));
+    body["overlap"] = json!("buffer-one");
+    ok(&r, "POST", "/schedules", Some(body)).await;
+    let started = Instant::now();
+    let fires = loop {
+        let fires = fires_of(&r, "prompt").await;
+        if fires.len() >= 3 {
+            break fires;
+        }
+        assert!(started.elapsed() < PATIENCE, "three fires: {fires:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let time = |s: &Value, field: &str| {
+        DateTime::parse_from_rfc3339(s[field].as_str().unwrap_or_else(|| panic!("{field}: {s}")))
+            .unwrap()
+            .with_timezone(&Utc)
+    };
+    for pair in fires[..3].windows(2) {
+        let before = wait_state(&r, pair[0].1["executionId"].as_str().unwrap(), "completed").await;
+        let after = wait_state(&r, pair[1].1["executionId"].as_str().unwrap(), "completed").await;
+        let gap = time(&after, "startAt") - time(&before, "endAt");
+        assert!(
+            gap >= chrono::Duration::zero() && gap <= chrono::Duration::milliseconds(250),
+            "the buffered fire started {gap} after the one it waited for ended: {before} {after}"
+        );
+    }
+
+    // Paused while a tick waits: it stays buffered however long the pause, and the unpause
+    // fires it (the active fire ended meanwhile).
+    let mut tries = 0;
+    let paused = loop {
+        wait_schedule(&r, "prompt", "a buffered tick", |s| {
+            !s["buffered"].is_null()
+        })
+        .await;
+        let paused = ok(&r, "POST", "/schedules/prompt/pause", None).await;
+        if !paused["buffered"].is_null() {
+            break paused;
+        }
+        // The active fire ended between the read and the pause: again.
+        ok(&r, "POST", "/schedules/prompt/unpause", None).await;
+        tries += 1;
+        assert!(tries < 10, "never paused with a buffered tick");
+    };
+    let buffered = time(&paused, "buffered");
+    for f in fires_of(&r, "prompt").await {
+        wait_state(&r, f.1["executionId"].as_str().unwrap(), "completed").await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = fires_of(&r, "prompt").await;
+    assert!(before.iter().all(|(t, _)| *t < buffered), "{before:?}");
+    let still = ok(&r, "GET", "/schedules/prompt", None).await;
+    assert_eq!(still["buffered"], paused["buffered"], "{still}");
+    let unpaused = ok(&r, "POST", "/schedules/prompt/unpause", None).await;
+    assert!(unpaused["buffered"].is_null(), "{unpaused}");
+    let after = fires_of(&r, "prompt").await;
+    assert_eq!(after.len(), before.len() + 1, "{after:?}");
+    assert_eq!(after.last().map(|(t, _)| *t), Some(buffered), "{after:?}");
+    ok(&r, "POST", "/schedules/prompt/pause", None).await;
+    drop(r);
+    db.remove().await;
+}
+
 /// Every fire of `fires` started after the one before it ended.
 async fn assert_no_overlap(r: &Replica, fires: &[(DateTime<Utc>, Value)]) {
     let mut previous_end: Option<DateTime<Utc>> = None;
@@ -858,6 +927,7 @@ on_both!(
     missed_ticks_are_caught_up_within_the_window,
     pause_trigger_unpause_backfill_delete,
     overlap_skip_and_buffer_one,
+    buffer_one_starts_as_the_fire_ends,
     bad_input_names_the_field,
     each_user_has_a_cap_of_schedules,
 );

@@ -708,6 +708,92 @@ async fn a_version_is_continued_only_where_it_is_registered(url: &str) {
 }
 
 on_both_databases!(
+    executions_no_live_server_can_take_wait_for_their_version,
+    executions_no_live_server_can_take_wait_for_their_version_on_sqlite,
+    executions_no_live_server_can_take_wait_for_their_version_on_postgres
+);
+
+/// The only server with version `a` dies (kill -9) while one execution of `a` runs and another
+/// waits with a timer that falls due meanwhile; a server with `b` alone cannot take either: both
+/// show `waitingForVersion` once the dead server's lease is over (not three lease ttls later),
+/// and a server with `a` takes both (the timer fires, the running one is taken over).
+async fn executions_no_live_server_can_take_wait_for_their_version(url: &str) {
+    const TTL_SECS: u64 = 3;
+    let dir = scratch_dir();
+    let ttl = format!("{TTL_SECS}s");
+    let with = |node: &str, versions: &str| {
+        Replica::with_test_registry(
+            url,
+            node,
+            &dir,
+            &[
+                ("AGENTRY_TEST_VERSIONS", versions),
+                ("AGENTRY_LEASE_TTL", ttl.as_str()),
+            ],
+        )
+    };
+    let mut old = with("v-old", "a");
+    let execute = |id: &str, input: Value| {
+        let body = json!({"input": input, "options": {"executionId": id}});
+        let url = old.url("/workflows/tester-versioned/execute");
+        // Its answer may never come (the server is killed).
+        tokio::spawn(async move { client().post(url).json(&body).send().await.ok() })
+    };
+    let running = execute("tv-run", json!({"napMs": 60_000}));
+    let timer = execute("tv-timer", json!({"timeoutMs": 1_000}));
+    wait_for_state(&old, "tester-versioned", "tv-run", "running", |s| {
+        status_is(s, "running")
+    })
+    .await;
+    wait_for_state(&old, "tester-versioned", "tv-timer", "suspended", |s| {
+        status_is(s, "suspended") && s["suspension"]["deadline"].is_string()
+    })
+    .await;
+    old.signal("-KILL");
+    let _ = old.child.wait();
+    let killed = Instant::now();
+    drop((running, timer));
+
+    let new = with("v-new", "b");
+    for id in ["tv-run", "tv-timer"] {
+        let s = wait_for_state(&new, "tester-versioned", id, "waitingForVersion", |s| {
+            s["waitingForVersion"] == "a"
+        })
+        .await;
+        let expected = if id == "tv-run" {
+            "running"
+        } else {
+            "suspended"
+        };
+        assert_eq!(s["status"], expected, "{s}");
+    }
+    let waited = killed.elapsed();
+    assert!(
+        waited < Duration::from_secs(2 * TTL_SECS),
+        "waitingForVersion shown {waited:?} after the kill: more than two lease ttls"
+    );
+    drop(new);
+
+    let both = with("v-both", "a,b");
+    let done = wait_for_state(
+        &both,
+        "tester-versioned",
+        "tv-timer",
+        "the timer fires",
+        |s| status_is(s, "completed"),
+    )
+    .await;
+    assert_eq!(done["result"], json!({"v": "a"}), "{done}");
+    let taken = wait_for_state(&both, "tester-versioned", "tv-run", "taken over", |s| {
+        s["lease"]["node"] == "v-both"
+    })
+    .await;
+    assert!(taken["waitingForVersion"].is_null(), "{taken}");
+    drop(both);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+on_both_databases!(
     patched_takes_the_recorded_branch_after_a_restart,
     patched_takes_the_recorded_branch_after_a_restart_on_sqlite,
     patched_takes_the_recorded_branch_after_a_restart_on_postgres

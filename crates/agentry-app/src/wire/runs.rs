@@ -12,6 +12,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::agents::{ApprovalRequest, FinishReason, TextResult, ToolCall, ToolResult, Usage};
+use super::workflows::CancellationRecord;
 use super::{Timestamp, WorkflowStatus};
 
 /// One durable run of a list: what finds it again.
@@ -115,10 +116,15 @@ pub struct RunStep {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub call: Option<ToolCall>,
-    /// A finished tool call's result.
+    /// A finished tool call's output: what the tool answered (or, when it failed, the failure
+    /// the model was told of).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
-    pub result: Option<ToolResult>,
+    pub result: Option<Value>,
+    /// Present (`true`) when the tool call failed (or was denied); `result` then describes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub is_error: Option<bool>,
     /// An answered approval's answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -204,6 +210,10 @@ pub struct RunState {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub error: Option<String>,
+    /// Once cancelled: when and why (as an execution's state says it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub cancellation: Option<CancellationRecord>,
     /// While it runs: the process that holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -238,6 +248,8 @@ impl<'a> Journal<'a> {
             .iter()
             .filter(|(id, _)| !agentry_core::engine::is_wake_record(id))
             .filter_map(|(id, r)| Some((id.strip_prefix(&prefix)?, r.as_ref())))
+            // The engine's own records under the step (`$wake`: what resumed it) are no calls.
+            .filter(|(key, _)| !key.starts_with('$'))
             .collect();
         entries.sort_by_key(|(key, _)| key_order(key));
         Self { entries }
@@ -314,7 +326,9 @@ impl<'a> Journal<'a> {
                     }
                     RunStepKind::ModelCall => None,
                 };
-                let output = r.output.clone();
+                let result = matches!(kind, RunStepKind::ToolCall)
+                    .then(|| serde_json::from_value::<agent::ToolResult>(r.output.clone()?).ok())
+                    .flatten();
                 RunStep {
                     id: (*key).to_owned(),
                     status: r.status.as_str().to_owned(),
@@ -327,12 +341,10 @@ impl<'a> Journal<'a> {
                         .as_ref()
                         .map(|m| m.tool_calls.iter().map(Into::into).collect()),
                     call: call.as_ref().map(Into::into),
-                    result: matches!(kind, RunStepKind::ToolCall)
-                        .then(|| serde_json::from_value::<agent::ToolResult>(output.clone()?).ok())
-                        .flatten()
-                        .map(|r| (&r).into()),
+                    is_error: result.as_ref().and_then(|r| r.is_error.then_some(true)),
+                    result: result.map(|r| r.result),
                     approval: matches!(kind, RunStepKind::Approval)
-                        .then(|| serde_json::from_value::<ApprovalAnswer>(output?).ok())
+                        .then(|| serde_json::from_value::<ApprovalAnswer>(r.output.clone()?).ok())
                         .flatten()
                         .map(|a| (&a).into()),
                     kind,
@@ -380,6 +392,7 @@ impl RunState {
             usage: usage.into(),
             finish_reason: completed.as_ref().map(|r| r.finish_reason.into()),
             error: rec.state.error().map(str::to_owned),
+            cancellation: rec.state.cancellation().map(Into::into),
             lease: rec
                 .lease
                 .as_ref()

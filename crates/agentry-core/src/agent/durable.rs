@@ -281,27 +281,24 @@ impl AgentHub {
             .journal()
             .cloned()
             .ok_or_else(|| StepError::failed("a durable run needs the engine's journal"))?;
-        // The model's text and the tools' progress go to the run's live subscribers as they
-        // come.
+        // The tools' progress goes to the run's live subscribers as it comes (the model's text
+        // too: see `RunStep::ask_model`).
         let (tx, forward) = if input.stream {
             let (tx, mut rx) = mpsc::channel::<AgentEvent>(64);
             let j = journal.clone();
             let forward = tokio::spawn(async move {
                 while let Some(ev) = rx.recv().await {
-                    match ev {
-                        AgentEvent::TextDelta(delta) => {
-                            j.announce(EventKind::AgentTextDelta { delta });
-                        }
-                        AgentEvent::ToolProgress {
+                    if let AgentEvent::ToolProgress {
+                        tool_call_id,
+                        tool_name,
+                        data,
+                    } = ev
+                    {
+                        j.announce(EventKind::AgentToolProgress {
                             tool_call_id,
                             tool_name,
                             data,
-                        } => j.announce(EventKind::AgentToolProgress {
-                            tool_call_id,
-                            tool_name,
-                            data,
-                        }),
-                        _ => {}
+                        });
                     }
                 }
             });
@@ -463,11 +460,7 @@ impl RunStep<'_> {
         if self.journal.draining() {
             return Err(StepError::Cancelled);
         }
-        let resp = self
-            .hub
-            .model_step(model, req, g, false)
-            .await
-            .map_err(failed)?;
+        let resp = self.ask_model(g, model, req).await.map_err(failed)?;
         let mut entries = vec![(
             key,
             finished_record(self.ctx, history.unwrap_or(Value::Null), stored(&resp), 1),
@@ -507,6 +500,33 @@ impl RunStep<'_> {
         }
         self.journal.write(entries, events).await?;
         Ok(resp)
+    }
+
+    /// Asks the model once. A streamed run announces the model's text to its live subscribers
+    /// as it comes, every piece before this answers: before the call's record is written, so a
+    /// subscriber sees a call's text, then its record, never a piece of it after.
+    async fn ask_model(
+        &self,
+        g: &Generation<'_>,
+        model: &dyn super::model::Model,
+        req: &ModelRequest,
+    ) -> Result<ModelResponse, AgentError> {
+        if !g.streams() {
+            return self.hub.model_step(model, req, g, false).await;
+        }
+        let (tx, mut rx) = mpsc::channel::<AgentEvent>(64);
+        let ask = async move {
+            let streamed = g.with_sink(&tx);
+            self.hub.model_step(model, req, &streamed, false).await
+        };
+        let announce = async {
+            while let Some(ev) = rx.recv().await {
+                if let AgentEvent::TextDelta(delta) = ev {
+                    self.journal.announce(EventKind::AgentTextDelta { delta });
+                }
+            }
+        };
+        tokio::join!(ask, announce).0
     }
 
     /// Whether `c` waits for approval, and the rule's deadline.

@@ -227,6 +227,19 @@ impl<'a> Generation<'a> {
         }
     }
 
+    /// Whether its events are streamed.
+    pub(super) fn streams(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// The same generation with its streamed events going to `sink` instead.
+    pub(super) fn with_sink<'b>(&'b self, sink: &'b mpsc::Sender<AgentEvent>) -> Generation<'b> {
+        Generation {
+            sink: Some(sink),
+            ..*self
+        }
+    }
+
     /// Cancelled, or its stream's reader went away.
     pub(super) fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled() || self.sink.is_some_and(|s| s.is_closed())

@@ -194,6 +194,13 @@ impl Engine {
         self.wake_up_followers(execution_id);
     }
 
+    /// The ids of the executions whose log grew or whose status changed, as this process learns
+    /// of them (its own writes, the database's notifications of other processes'), and
+    /// [`WAKE_ALL`] when any may have.
+    pub(crate) fn subscribe_wakeups(&self) -> broadcast::Receiver<Arc<str>> {
+        self.inner.wakeups.subscribe()
+    }
+
     /// [`Engine::wake`] by the id's text (the ids of stored records, [`WAKE_ALL`]).
     pub(super) fn wake_up_followers(&self, execution_id: &str) {
         let _ = self.inner.wakeups.send(execution_id.into());

@@ -38,8 +38,9 @@ impl Engine {
         }
     }
 
-    /// The version `rec` waits for while no live server has it: `None` when one has (or when
-    /// no server announced itself: nothing is known), or when it is not in flight.
+    /// The version `rec` waits for while no live server has it (a queued execution, a running
+    /// one whose server died, a suspended one, its timer due or not): `None` when one has (or
+    /// when no server announced itself: nothing is known), or when it is not in flight.
     pub async fn waiting_for_version(&self, rec: &ExecutionRecord) -> Option<String> {
         let version = rec.workflow_version.as_ref()?;
         if !matches!(
@@ -48,8 +49,9 @@ impl Engine {
         ) {
             return None;
         }
-        // A server that missed three heartbeats is not alive.
-        let within = self.inner.config.lease_ttl.saturating_mul(3);
+        // A server that missed three heartbeats (a lease ttl: its leases expire with them, so
+        // the executions it ran are anyone's) is not alive.
+        let within = self.inner.config.lease_ttl;
         let live = self.inner.store.live_versions(within).await.ok()?;
         (!live.is_empty() && !live.contains(&rec.workflow_key())).then(|| version.clone())
     }

@@ -9,6 +9,10 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
+use tokio::sync::broadcast::{
+    self,
+    error::{RecvError, TryRecvError},
+};
 use tokio::task::JoinHandle;
 
 use super::{
@@ -17,7 +21,7 @@ use super::{
     MIN_CATCHUP_WINDOW, Schedule, ScheduleError, ScheduleSpec, ScheduleStore, Timetable,
     fire_time_text, plan, truncate_to_millis,
 };
-use crate::engine::{Engine, EngineError, ExecuteOptions};
+use crate::engine::{Engine, EngineError, ExecuteOptions, WAKE_ALL};
 use crate::id::{UserId, WorkflowId};
 use crate::state::Status;
 use crate::store::StoreError;
@@ -61,6 +65,9 @@ struct Inner {
     wake: Notify,
     /// The most schedules one user creates.
     max_per_user: u64,
+    /// The active fires that a buffered tick waits for (`buffer-one`), by execution id: the
+    /// schedule whose pass runs as soon as one of them is written (it may have ended).
+    watched: Mutex<HashMap<String, String>>,
 }
 
 /// Whether a fire's start failed for a passing reason (the database, a drain): it stays
@@ -97,6 +104,7 @@ impl Scheduler {
                 declared: Mutex::new(declared),
                 wake: Notify::new(),
                 max_per_user,
+                watched: Mutex::default(),
             }),
         }
     }
@@ -300,6 +308,7 @@ impl Scheduler {
 
     /// Deletes a schedule; its executions stay.
     pub async fn delete(&self, id: &str) -> Result<(), ScheduleError> {
+        self.forget(id);
         if self.inner.store.delete(id).await? {
             tracing::info!(schedule_id = %id, "schedule deleted");
             Ok(())
@@ -310,14 +319,15 @@ impl Scheduler {
 
     /// Pauses (it fires nothing; a trigger still does) or unpauses a schedule. Unpausing
     /// starts from the next tick: the ticks of the pause are not caught up (a backfill fires
-    /// them if wanted).
+    /// them if wanted). A tick buffered before the pause (`buffer-one`) stays buffered through
+    /// it: the unpause fires it at once when nothing is active any more, else as the active
+    /// fire ends.
     pub async fn set_paused(&self, id: &str, paused: bool) -> Result<Schedule, ScheduleError> {
         let now = self.now();
         let schedule = self
             .update(id, |s| {
                 if s.paused && !paused {
                     s.cursor = s.cursor.max(truncate_to_millis(now));
-                    s.buffered = None;
                 }
                 s.paused = paused;
                 Ok(())
@@ -325,7 +335,17 @@ impl Scheduler {
             .await?;
         tracing::info!(schedule_id = %id, paused, "schedule paused or unpaused");
         self.inner.wake.notify_one();
-        Ok(schedule)
+        if paused || schedule.buffered.is_none() {
+            return Ok(schedule);
+        }
+        match self.pass(id).await {
+            Ok(()) => self.get(id).await,
+            Err(e) => {
+                // The loop's next round passes it again.
+                tracing::warn!(schedule_id = %id, error = %e, "schedules: a pass failed");
+                Ok(schedule)
+            }
+        }
     }
 
     /// Fires a schedule now (also when paused), whatever its overlap policy.
@@ -507,11 +527,15 @@ impl Scheduler {
     }
 
     /// The loop every replica runs: a round at each whole second (ticks fall on whole seconds),
-    /// or at once when a schedule is created or unpaused here; until the engine drains.
+    /// or at once when a schedule is created or unpaused here; between rounds, the pass of a
+    /// schedule whose buffered tick waits for a fire as soon as that fire's execution is written
+    /// (here or, on PostgreSQL, by any replica): the buffered tick starts as the fire ends, not
+    /// at the next round. Until the engine drains.
     pub async fn run(&self) {
         let drain = self.inner.engine.drain_signal();
         let clock = self.inner.engine.clock().clone();
-        loop {
+        let mut wakeups = self.inner.engine.subscribe_wakeups();
+        'rounds: loop {
             if drain.is_cancelled() {
                 break;
             }
@@ -521,13 +545,85 @@ impl Scheduler {
             let now = clock.now();
             let next = DateTime::from_timestamp(now.timestamp() + 1, 0).unwrap_or(now)
                 + chrono::Duration::from_std(AFTER_THE_SECOND).unwrap_or_default();
-            tokio::select! {
-                _ = drain.cancelled() => break,
-                _ = clock.sleep_until(next) => {}
-                _ = self.inner.wake.notified() => {}
+            loop {
+                let woken = tokio::select! {
+                    _ = drain.cancelled() => break 'rounds,
+                    _ = clock.sleep_until(next) => break,
+                    _ = self.inner.wake.notified() => break,
+                    woken = wakeups.recv() => woken,
+                };
+                if !self.pass_woken(woken, &mut wakeups).await {
+                    break 'rounds;
+                }
             }
         }
         tracing::info!("schedules: stopped (the server drains)");
+    }
+
+    /// The passes of the schedules whose watched fires were written, by the wake-up `first`
+    /// and those that came meanwhile: one pass per schedule for them all. `false` when the
+    /// engine's wake-ups are over.
+    async fn pass_woken(
+        &self,
+        first: Result<Arc<str>, RecvError>,
+        wakeups: &mut broadcast::Receiver<Arc<str>>,
+    ) -> bool {
+        let mut woken = vec![first];
+        loop {
+            match wakeups.try_recv() {
+                Ok(id) => woken.push(Ok(id)),
+                Err(TryRecvError::Lagged(n)) => woken.push(Err(RecvError::Lagged(n))),
+                Err(_) => break,
+            }
+        }
+        let mut schedules = Vec::new();
+        for w in woken {
+            match w {
+                Ok(id) => schedules.extend(self.watching(Some(&id))),
+                // Some were missed: any watched fire may have ended.
+                Err(RecvError::Lagged(_)) => schedules.extend(self.watching(None)),
+                Err(RecvError::Closed) => return false,
+            }
+        }
+        schedules.sort();
+        schedules.dedup();
+        for id in schedules {
+            if let Err(e) = self.pass(&id).await {
+                tracing::warn!(schedule_id = %id, error = %e, "schedules: a pass failed");
+            }
+        }
+        true
+    }
+
+    /// The schedules whose buffered tick waits for the execution `woken` (`None` or
+    /// [`WAKE_ALL`]: any execution).
+    fn watching(&self, woken: Option<&str>) -> Vec<String> {
+        let watched = self.inner.watched.lock().unwrap_or_else(|p| p.into_inner());
+        match woken.filter(|id| *id != WAKE_ALL) {
+            Some(id) => watched.get(id).cloned().into_iter().collect(),
+            None => watched.values().cloned().collect(),
+        }
+    }
+
+    /// Stops watching the fires of the schedule `id` (deleted).
+    fn forget(&self, id: &str) {
+        self.inner
+            .watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, s| s != id);
+    }
+
+    /// Watches the active fires of `schedule` while a tick of it is buffered, for the loop to
+    /// pass it as soon as one of them is written.
+    fn watch(&self, schedule: &Schedule) {
+        let mut watched = self.inner.watched.lock().unwrap_or_else(|p| p.into_inner());
+        watched.retain(|_, id| *id != schedule.id);
+        if schedule.buffered.is_some() {
+            for fire in schedule.fires.iter().filter(|f| f.is_active()) {
+                watched.insert(fire.execution_id.clone(), schedule.id.clone());
+            }
+        }
     }
 
     /// One round: every schedule due now gets its pass. Answers how many were due.
@@ -552,6 +648,7 @@ impl Scheduler {
         let mut written = None;
         for _ in 0..CAS_TRIES {
             let Some(mut schedule) = self.inner.store.get(id).await? else {
+                self.forget(id);
                 return Ok(());
             };
             let ended = self.ended_fires(&schedule).await?;
@@ -563,6 +660,7 @@ impl Scheduler {
             }
         }
         let schedule = written.ok_or_else(|| ScheduleError::Contention(id.to_owned()))?;
+        self.watch(&schedule);
         let grace = chrono::Duration::from_std(PENDING_GRACE).unwrap_or_default();
         let now = self.now();
         let to_start: Vec<&Fire> = schedule

@@ -370,6 +370,90 @@ async fn skip_and_buffer_one_wait_for_the_active_fire() {
     assert_eq!(buffer.skipped, 2);
 }
 
+/// Waits (in real time: the manual clock stands still) until `done` holds of the executions.
+async fn until_executions(w: &World, what: &str, done: impl Fn(&[String]) -> bool) {
+    for _ in 0..200 {
+        if done(&w.execution_ids().await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what}: never; {:?}", w.execution_ids().await);
+}
+
+/// Buffers a tick of a `buffer-one` schedule `buffer` of `hold`: its first fire
+/// (`02:00:01`) holds, the tick `02:00:02` waits.
+async fn buffered_world() -> World {
+    let w = world(1, "2026-11-27T02:00:00Z");
+    w.scheduler()
+        .create(
+            every_second("buffer", "hold").overlap(Overlap::BufferOne),
+            None,
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        w.advance(1).await;
+        w.round().await;
+    }
+    let buffer = w.scheduler().get("buffer").await.unwrap();
+    assert_eq!(buffer.buffered, Some(at("2026-11-27T02:00:02Z")));
+    w
+}
+
+async fn release(w: &World, execution: &str) {
+    w.replicas[0]
+        .engine
+        .resume(&"hold".into(), &execution.into(), json!({}), None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_buffered_tick_fires_as_its_fire_ends_not_at_the_next_round() {
+    let w = buffered_world().await;
+    let sch = w.scheduler().clone();
+    let running = tokio::spawn(async move { sch.run().await });
+    // The loop's first round changes nothing; the clock never moves from here.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(w.execution_ids().await, vec!["buffer@2026-11-27T02:00:01Z"]);
+    release(&w, "buffer@2026-11-27T02:00:01Z").await;
+    until_executions(&w, "the buffered tick fires", |ids| {
+        ids.contains(&"buffer@2026-11-27T02:00:02Z".to_owned())
+    })
+    .await;
+    running.abort();
+    let buffer = w.scheduler().get("buffer").await.unwrap();
+    assert_eq!(buffer.buffered, None);
+}
+
+#[tokio::test]
+async fn a_tick_buffered_before_a_pause_fires_at_the_unpause() {
+    let w = buffered_world().await;
+    let sch = w.scheduler();
+    sch.set_paused("buffer", true).await.unwrap();
+    release(&w, "buffer@2026-11-27T02:00:01Z").await;
+    for _ in 0..3 {
+        w.advance(1).await;
+        w.round().await;
+    }
+    assert_eq!(
+        w.execution_ids().await,
+        vec!["buffer@2026-11-27T02:00:01Z"],
+        "paused: nothing fires"
+    );
+    let paused = sch.get("buffer").await.unwrap();
+    assert_eq!(paused.buffered, Some(at("2026-11-27T02:00:02Z")));
+    // Nothing is active any more: the unpause fires it at once; the ticks of the pause are
+    // not caught up.
+    let unpaused = sch.set_paused("buffer", false).await.unwrap();
+    assert_eq!(unpaused.buffered, None);
+    assert_eq!(
+        w.execution_ids().await,
+        vec!["buffer@2026-11-27T02:00:01Z", "buffer@2026-11-27T02:00:02Z"]
+    );
+}
+
 #[tokio::test]
 async fn pause_trigger_backfill_and_delete() {
     let w = world(1, "2026-11-27T02:00:00Z");

@@ -72,6 +72,16 @@ pub type Sse = (Option<i64>, serde_json::Value);
 /// Reads SSE events from `resp` until `stop` says so (or the stream ends); dropping what is
 /// returned closes the connection.
 pub async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
+    read_sse_as(resp, |id| id.parse().ok(), stop).await
+}
+
+/// [`read_sse`] with each `id:` as `id_of` reads it (a durable run's live text pieces have ids
+/// `<number>.<characters>`).
+pub async fn read_sse_as<I>(
+    resp: reqwest::Response,
+    id_of: impl Fn(&str) -> Option<I>,
+    stop: impl Fn(&[(Option<I>, serde_json::Value)]) -> bool,
+) -> Vec<(Option<I>, serde_json::Value)> {
     use futures::StreamExt;
     let mut events = Vec::new();
     let mut buffer = String::new();
@@ -84,7 +94,7 @@ pub async fn read_sse(resp: reqwest::Response, stop: impl Fn(&[Sse]) -> bool) ->
             let mut data = None;
             for line in block.lines() {
                 if let Some(v) = line.strip_prefix("id: ") {
-                    id = v.trim().parse().ok();
+                    id = id_of(v.trim());
                 } else if let Some(v) = line.strip_prefix("data: ") {
                     data = serde_json::from_str(v).ok();
                 }
