@@ -246,10 +246,9 @@ impl<'a> Journal<'a> {
             .progress
             .steps
             .iter()
+            // The engine's own record under the step (`$wake`: what resumed it) is no call.
             .filter(|(id, _)| !agentry_core::engine::is_wake_record(id))
             .filter_map(|(id, r)| Some((id.strip_prefix(&prefix)?, r.as_ref())))
-            // The engine's own records under the step (`$wake`: what resumed it) are no calls.
-            .filter(|(key, _)| !key.starts_with('$'))
             .collect();
         entries.sort_by_key(|(key, _)| key_order(key));
         Self { entries }
