@@ -53,6 +53,17 @@ def suspended_state(api, run_id: str) -> dict:
         time.sleep(0.1)
 
 
+def ended_state(api, run_id: str) -> dict:
+    """The run's state once it no longer runs (an answer sent through the API returns when the
+    run continues, not when it ends)."""
+    deadline = time.monotonic() + 15
+    while True:
+        state = run_state(api, run_id)
+        if state["status"] not in ("running", "suspended") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
+
+
 def tool_card(page, run_id):
     """The card of a tool call waiting for approval on the approvals page."""
     return (
@@ -128,7 +139,7 @@ def test_an_approval_answered_elsewhere_says_so(page, api, base):
     expect(card.get_by_role("alert")).to_contain_text("this approval is no longer pending")
     expect(card.get_by_role("button", name="Approve", exact=True)).to_be_disabled()
     expect(card.get_by_role("button", name="Deny", exact=True)).to_be_disabled()
-    assert "answered elsewhere" in run_state(api, run_id)["text"]
+    assert "answered elsewhere" in ended_state(api, run_id)["text"]
 
 
 # ---- The agent page and a run's page ---------------------------------------------------------------
