@@ -230,7 +230,9 @@ def test_cancel_a_waiting_run_from_its_page(page, api, base):
 
 
 def send(page, text: str) -> str:
-    """Sends a chat message; the run id its answer names (`x-run-id`)."""
+    """Sends a chat message; the run id its answer names (`x-run-id`). (Send is disabled while
+    the page looks for the conversation's active run, and a message sent then is not taken.)"""
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     message = page.get_by_role("textbox", name="Message")
     message.fill(text)
     with page.expect_response(lambda r: r.url.endswith(f"/agents/{AGENT}/chat") and r.request.method == "POST") as chat:

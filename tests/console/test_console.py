@@ -321,6 +321,9 @@ def test_chat_with_the_assistant_shows_the_tool_call_and_the_answer(page, base, 
     expect(page.get_by_role("heading", name="Assistant", level=1)).to_be_visible()
     expect(page.get_by_text("get_weather").first).to_be_visible()
 
+    # The page first looks for the conversation's active run (Send is disabled meanwhile, and
+    # a message sent then is not taken).
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_enabled()
     message = page.get_by_role("textbox", name="Message")
     message.fill("What is the weather in Paris?")
     message.press("Enter")
