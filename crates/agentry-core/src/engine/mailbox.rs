@@ -320,21 +320,24 @@ impl Engine {
             owner: owner.map(|o| o.as_str().to_owned()),
             woken: None,
         };
-        let known = store.published_event(name, &scope, &event_id).await?;
-        if known.is_none() {
-            self.check_kept(&sent, now - EVENT_RETENTION).await?;
-        }
-        let inserted = known.is_none() && store.publish_event(&sent).await?;
-        // Sent again: the stored event (its data, its time) is delivered to any execution that
-        // waits for it and did not get it (a first sending cut short by a failure), and the
-        // answer is both sendings' executions.
-        let event = match known {
-            _ if inserted => sent,
-            Some(event) => event,
-            None => store
-                .published_event(name, &scope, &event_id)
-                .await?
-                .ok_or_else(|| EngineError::Internal(format!("event {event_id} vanished")))?,
+        // Sent again (by this sender): the stored event (its data, its time) is delivered to
+        // any execution that waits for it and did not get it (a first sending cut short by a
+        // failure), and the answer is both sendings' executions.
+        let (event, inserted) = match store.published_event(name, &scope, &event_id).await? {
+            Some(kept) => (kept, false),
+            None => {
+                self.check_kept(&sent, now - EVENT_RETENTION).await?;
+                if store.publish_event(&sent).await? {
+                    (sent, true)
+                } else {
+                    // Another replica kept the same event in between.
+                    let kept = store.published_event(name, &scope, &event_id).await?;
+                    let kept = kept.ok_or_else(|| {
+                        EngineError::Internal(format!("event {event_id} vanished"))
+                    })?;
+                    (kept, false)
+                }
+            }
         };
         let mut woken = Vec::new();
         for id in event.woken.iter().flatten() {
