@@ -3,7 +3,7 @@
 
     python3 scripts/bench.py [--seconds 10] [--connections 32] [--backends sqlite,postgres]
                              [--postgres postgres://postgres@127.0.0.1:5432/postgres]
-                             [--million] [--queues] [--out bench-results]
+                             [--million] [--queues] [--out bench-results] [--bin-dir DIR]
 
 Builds nothing (the justfile recipe builds the release binaries first). For each backend: the
 limits first (a bare actix-web handler serving GET /agents's bytes from memory, measured with
@@ -262,7 +262,12 @@ def main():
     p.add_argument("queue_args", nargs="*", help="after --: scripts/queue-bench.py's arguments")
     p.add_argument("--soak", type=int, default=0, metavar="MINUTES")
     p.add_argument("--out", default=os.path.join(ROOT, "bench-results"))
+    p.add_argument("--bin-dir", default=RELEASE, metavar="DIR",
+                   help="where the agentry and agentry-bench binaries are (to compare two builds)")
     args = p.parse_args()
+    global AGENTRY, BENCH
+    AGENTRY = os.path.join(args.bin_dir, "agentry")
+    BENCH = os.path.join(args.bin_dir, "agentry-bench")
     if args.queues:
         queues(args)
         return

@@ -82,7 +82,7 @@ impl App {
     fn for_caller(&self, caller: &Caller, mut generation: Generation) -> Generation {
         let options = &mut generation.options;
         caller.inject(&mut options.context, &mut options.user_id);
-        options.caller = caller.memory();
+        options.memory_owner = caller.memory();
         generation
     }
 

@@ -4,7 +4,7 @@
 
 use agentry_auth::User;
 use agentry_core::UserId;
-use agentry_core::agent::runtime::Caller as MemoryCaller;
+use agentry_core::agent::MemoryOwner;
 use serde_json::{Map, Value};
 
 /// The caller of a use case, as a front end's authentication verified it.
@@ -45,13 +45,13 @@ impl Caller {
     }
 
     /// Whose conversation memory a generation reads and writes.
-    pub(crate) fn memory(&self) -> MemoryCaller {
+    pub(crate) fn memory(&self) -> MemoryOwner {
         match self {
-            Caller::Trusted => MemoryCaller::Trusted,
-            Caller::Anonymous => MemoryCaller::Anonymous,
+            Caller::Trusted => MemoryOwner::Trusted,
+            Caller::Anonymous => MemoryOwner::Anonymous,
             Caller::Verified(user) => match user.id() {
-                Some(id) => MemoryCaller::Verified(id),
-                None => MemoryCaller::Anonymous,
+                Some(id) => MemoryOwner::Verified(id),
+                None => MemoryOwner::Anonymous,
             },
         }
     }

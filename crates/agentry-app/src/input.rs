@@ -500,7 +500,7 @@ impl From<GenerationOptions> for GenerateOptions {
                 provider_options: o.provider_options.map(|p| Value::Object(p.0)),
             },
             // Who is asking is decided by authentication, not by the body (see `Caller`).
-            caller: Default::default(),
+            memory_owner: Default::default(),
             context: o.context.map(|c| c.0).unwrap_or_default(),
         }
     }

@@ -7,8 +7,8 @@
 use std::collections::VecDeque;
 
 use agentry_core::agent::{
-    self, AgentError, AgentEvent, ApprovalAnswer, FinishReason, RunInput, Usage, agent_of_run,
-    run_workflow_id,
+    self, AgentError, AgentEvent, ApprovalAnswer, FinishReason, RunEvent, RunInput, RunJournal,
+    Usage, agent_of_run, run_workflow_id,
 };
 use agentry_core::store::Family;
 use agentry_core::{
@@ -24,7 +24,7 @@ use crate::caller::Caller;
 use crate::error::{AppError, Code};
 use crate::input::Generation;
 use crate::wire::agents::TextResult;
-use crate::wire::runs::{ApprovalResult, Journal, RunList, RunState, RunSummary, TextAnswer};
+use crate::wire::runs::{ApprovalResult, RunList, RunState, RunSummary, TextAnswer};
 use crate::wire::{self, CancelResult, WorkflowStatus};
 use crate::workflows::{ListRequest, MAX_PAGE};
 
@@ -190,7 +190,7 @@ impl App {
             // `agentId` of /agent-runs.
             request.workflow_id = Some(run_workflow_id(&w));
         }
-        request.family = Family::AgentRuns;
+        request.family = Family::Internal;
         let page = self.list_page(caller, request).await?;
         Ok(RunList {
             runs: page.records.iter().map(RunSummary::from).collect(),
@@ -227,7 +227,7 @@ impl App {
         for _ in 0..SEARCH_SCAN.div_ceil(MAX_PAGE) {
             let request = ListRequest {
                 workflow_id: Some(run_workflow_id(id)),
-                family: Family::AgentRuns,
+                family: Family::Internal,
                 status: None,
                 limit: Some(MAX_PAGE.to_string()),
                 cursor: cursor.take(),
@@ -333,7 +333,7 @@ impl App {
         for status in ["running", "suspended"] {
             let request = ListRequest {
                 workflow_id: Some(run_workflow_id(id)),
-                family: Family::AgentRuns,
+                family: Family::Internal,
                 status: Some(status.into()),
                 limit: Some(ACTIVE_SCAN.to_string()),
                 cursor: None,
@@ -401,15 +401,18 @@ impl App {
         // still be finishing): an answer that comes in between waits for it, a while.
         let waited = std::time::Instant::now();
         while rec.state.status() == Status::Running
-            && answers
-                .iter()
-                .all(|a| matches!(Journal::of(&rec).approval(&a.approval_id), Some((_, false))))
+            && answers.iter().all(|a| {
+                matches!(
+                    RunJournal::of(&rec).approval(&a.approval_id),
+                    Some((_, false))
+                )
+            })
             && waited.elapsed() < SUSPENSION_WAIT
         {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
             rec = self.owned_run(caller, id, run_id).await?;
         }
-        let journal = Journal::of(&rec);
+        let journal = RunJournal::of(&rec);
         let pending = |approval_id: &str| {
             AppError::new(
                 Code::ApprovalNotPending,
@@ -513,7 +516,7 @@ pub struct RunSearchPage {
 /// The answer of a durable `/text` from the run's record: completed (its result), suspended
 /// (the text so far and the pending approvals), or its failure.
 fn run_text_result(rec: &ExecutionRecord) -> Result<TextAnswer, AppError> {
-    let journal = Journal::of(rec);
+    let journal = RunJournal::of(rec);
     let pending = journal.pending().iter().map(Into::into).collect();
     let result = match rec.state.status() {
         Status::Completed => {
@@ -735,16 +738,20 @@ impl RunEvents {
 
     fn translate(&mut self, ev: WorkflowEvent) {
         let seq = ev.seq;
-        if let EventKind::AgentTextDelta { delta } = ev.kind {
+        let run = RunEvent::of(&ev.kind);
+        if let Some(RunEvent::AgentTextDelta { delta }) = run {
             return self.live_text(delta);
         }
         if seq.is_some() {
             self.seq = seq;
         }
-        let out = match ev.kind {
-            EventKind::AgentModelCall {
-                text, tool_calls, ..
-            } => {
+        let out = match (run, ev.kind) {
+            (
+                Some(RunEvent::AgentModelCall {
+                    text, tool_calls, ..
+                }),
+                _,
+            ) => {
                 let mut out: Vec<AgentEvent> = self
                     .rest_of_text(&text)
                     .map(AgentEvent::TextDelta)
@@ -753,27 +760,33 @@ impl RunEvents {
                 out.extend(tool_calls.into_iter().map(AgentEvent::ToolCall));
                 out
             }
-            EventKind::AgentToolResult { result, .. } => vec![AgentEvent::ToolResult(result)],
-            EventKind::AgentToolProgress {
-                tool_call_id,
-                tool_name,
-                data,
-            } => vec![AgentEvent::ToolProgress {
+            (Some(RunEvent::AgentToolResult { result, .. }), _) => {
+                vec![AgentEvent::ToolResult(result)]
+            }
+            (
+                Some(RunEvent::AgentToolProgress {
+                    tool_call_id,
+                    tool_name,
+                    data,
+                }),
+                _,
+            ) => vec![AgentEvent::ToolProgress {
                 tool_call_id,
                 tool_name,
                 data,
             }],
-            EventKind::AgentApprovalRequest { request } => {
+            (Some(RunEvent::AgentApprovalRequest { request }), _) => {
                 vec![AgentEvent::ToolApprovalRequest(request)]
             }
+            (Some(_), _) => Vec::new(),
             // A suspension may be followed by the rest of the run (a replay of a run that went
             // on): whether the stream ends there, the end of the log says (`WorkflowResult`).
-            EventKind::WorkflowComplete { result } => vec![self.completed(&result)],
-            EventKind::WorkflowError { error, .. } => {
+            (None, EventKind::WorkflowComplete { result }) => vec![self.completed(&result)],
+            (None, EventKind::WorkflowError { error, .. }) => {
                 self.done = true;
                 vec![AgentEvent::Error(AgentError::Run(error))]
             }
-            EventKind::WorkflowCancelled { cancellation } => {
+            (None, EventKind::WorkflowCancelled { cancellation }) => {
                 self.done = true;
                 let reason = cancellation
                     .reason
@@ -783,19 +796,19 @@ impl RunEvents {
                     "the run was cancelled{reason}"
                 )))]
             }
-            EventKind::WorkflowHandover { message } => {
+            (None, EventKind::WorkflowHandover { message }) => {
                 self.done = true;
                 vec![AgentEvent::Error(AgentError::Run(format!(
                     "{message}; re-attach to the run's stream to follow it"
                 )))]
             }
             // The end of the log without an end seen: the run's state says how it stands.
-            EventKind::WorkflowResult { execution } => {
+            (None, EventKind::WorkflowResult { execution }) => {
                 self.done = true;
                 match execution.state.status() {
                     // The run's text and usage so far.
                     Status::Suspended => {
-                        let (text, usage) = Journal::of(&execution).totals();
+                        let (text, usage) = RunJournal::of(&execution).totals();
                         vec![self.finish(FinishReason::ToolCalls, usage, text)]
                     }
                     Status::Completed => execution
@@ -806,7 +819,7 @@ impl RunEvents {
                     _ => Vec::new(),
                 }
             }
-            _ => Vec::new(),
+            (None, _) => Vec::new(),
         };
         self.push(out, seq);
     }

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use agentry_core::id::is_internal_workflow;
 use agentry_core::store::{Family, ListQuery};
 use agentry_core::workflow::Workflow;
 use agentry_core::{
@@ -139,13 +140,12 @@ impl App {
     }
 
     /// The host's workflows, in registration order (newest version of each): what a client may
-    /// start. The agents' run workflows (`agent:<id>`, the durable runs' own) are not among
-    /// them.
+    /// start. The internal workflows (the agents' durable runs') are not among them.
     pub fn host_workflows(&self) -> Vec<Arc<Workflow>> {
         self.engine
             .workflows()
             .into_iter()
-            .filter(|w| agentry_core::agent::agent_of_run(w.id()).is_none())
+            .filter(|w| !w.is_internal())
             .collect()
     }
 
@@ -409,7 +409,7 @@ impl App {
             .find(execution_id)
             .await
             .map_err(|e| AppError::engine(e, READ_FAILED))?;
-        if agentry_core::agent::agent_of_run(&rec.workflow_id).is_some() {
+        if is_internal_workflow(&rec.workflow_id) {
             return Err(AppError::engine(
                 agentry_core::EngineError::UnknownExecution(execution_id.to_string()),
                 READ_FAILED,
@@ -467,7 +467,7 @@ impl App {
     /// Refuses the run workflows of durable agent runs where a host's workflow is meant (they
     /// have routes of their own): they are not found there.
     pub(crate) fn host_workflow(&self, id: &WorkflowId) -> Result<(), AppError> {
-        if agentry_core::agent::agent_of_run(id).is_some() {
+        if is_internal_workflow(id) {
             return Err(AppError::engine(
                 agentry_core::EngineError::WorkflowNotFound(id.to_string()),
                 "",
@@ -486,7 +486,7 @@ impl App {
             .map_err(|e| AppError::engine(e, "Failed to count executions"))?;
         let counts = counts
             .into_iter()
-            .filter(|(workflow_id, _)| agentry_core::agent::agent_of_run(workflow_id).is_none())
+            .filter(|(workflow_id, _)| !is_internal_workflow(workflow_id))
             .collect::<Vec<_>>();
         Ok(ExecutionCounts::from(counts))
     }

@@ -1,31 +1,8 @@
-//! agentry-core: the domain of agentry.
-//!
-//! Workflows ([`workflow`]), the execution state machine ([`state`]), the engine that runs,
-//! checkpoints, suspends and resumes executions ([`engine`]), the events it emits ([`event`]),
-//! the store trait it persists through ([`store`]), the queues that bound how many run at once
-//! ([`queue`]) and the schedules that start workflows on a clock ([`schedule`]).
-//!
-//! This crate knows nothing of HTTP, SQL or any model vendor: it is reused by the server, by
-//! tests and by any tool that wants to run workflows in-process (see
-//! `cargo run -p agentry-core --example in_process`).
+//! agentry-core: the domain crates of agentry under the paths they had before the split
+//! (`agentry_core::engine`, `agentry_core::agent`, `agentry_core::schedule`, ...).
+//! New code names the crates themselves: `agentry-engine`, `agentry-agents`, `agentry-schedules`.
 
-pub mod agent;
-pub mod clock;
-pub mod engine;
-pub mod event;
-pub mod id;
-pub mod queue;
-pub mod schedule;
-pub mod schema;
-pub mod state;
-pub mod store;
-pub mod telemetry;
-pub mod workflow;
-
-pub use engine::{AgentRunner, Engine, EngineConfig, EngineError, ExecuteOptions, RunHandle};
-pub use event::{EventKind, WorkflowEvent};
-pub use id::{AgentId, ExecutionId, UserId, WorkflowId};
-pub use schedule::{Overlap, Schedule, ScheduleSpec, ScheduleStore, Scheduler};
-pub use state::{ExecutionState, Status, Suspension};
-pub use store::{ExecutionRecord, ExecutionStore, InMemoryExecutionStore};
-pub use workflow::{Step, StepContext, StepError, StepType, Workflow, step};
+pub use agentry_agents as agent;
+pub use agentry_engine::*;
+pub use agentry_schedules as schedule;
+pub use agentry_schedules::{Overlap, Schedule, ScheduleSpec, ScheduleStore, Scheduler};

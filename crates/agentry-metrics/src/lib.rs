@@ -9,9 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentry_core::agent::telemetry::{AgentTelemetry, ModelCallReport, ToolCallReport};
 use agentry_core::event::{EventKind, WorkflowEvent};
 use agentry_core::store::ExecutionRecord;
-use agentry_core::telemetry::{ModelCallReport, Telemetry, ToolCallReport};
+use agentry_core::telemetry::Telemetry;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -403,12 +404,7 @@ impl Telemetry for Metrics {
                 | EventKind::StepOutput { .. }
                 | EventKind::WorkflowEventReceived { .. }
                 | EventKind::WorkflowRetried { .. }
-                | EventKind::AgentModelCall { .. }
-                | EventKind::AgentToolResult { .. }
-                | EventKind::AgentApprovalRequest { .. }
-                | EventKind::AgentApprovalAnswer { .. }
-                | EventKind::AgentTextDelta { .. }
-                | EventKind::AgentToolProgress { .. } => {}
+                | EventKind::Layer(_) => {}
             }
         }
         self.commit_duration
@@ -435,7 +431,10 @@ impl Telemetry for Metrics {
             .with_label_values(&[queue])
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
+}
 
+/// The agents' model and tool calls.
+impl AgentTelemetry for Metrics {
     fn model_call(&self, call: &ModelCallReport<'_>) {
         let outcome = if call.tokens.is_some() { "ok" } else { "error" };
         self.model_calls

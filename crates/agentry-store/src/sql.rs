@@ -192,7 +192,7 @@ enum WriteKind {
 struct NewEvent {
     execution_id: String,
     seq: i64,
-    kind: &'static str,
+    kind: String,
     at: DateTime<Utc>,
     data: String,
 }
@@ -223,7 +223,7 @@ impl Write {
                 .map(|ev| NewEvent {
                     execution_id: ev.execution_id.clone(),
                     seq: ev.seq.unwrap_or(0),
-                    kind: ev.kind.type_name(),
+                    kind: ev.kind.type_name().to_owned(),
                     at: ev.timestamp,
                     data: to_json(&ev.kind),
                 })
@@ -543,17 +543,17 @@ where
             "SELECT {} FROM workflow_executions WHERE 1 = 1",
             header_select::<DB>()
         ));
-        let runs = format!("{}%", agentry_core::agent::durable::RUN_WORKFLOW_PREFIX);
+        let internal = format!("%{}%", agentry_core::id::INTERNAL_SEPARATOR);
         match (&query.workflow_id, query.family) {
             (Some(workflow_id), _) => {
                 q.push(" AND workflow_id = ")
                     .push_bind(workflow_id.as_str().to_owned());
             }
             (None, Family::Workflows) => {
-                q.push(" AND workflow_id NOT LIKE ").push_bind(runs);
+                q.push(" AND workflow_id NOT LIKE ").push_bind(internal);
             }
-            (None, Family::AgentRuns) => {
-                q.push(" AND workflow_id LIKE ").push_bind(runs);
+            (None, Family::Internal) => {
+                q.push(" AND workflow_id LIKE ").push_bind(internal);
             }
             (None, Family::All) => {}
         }

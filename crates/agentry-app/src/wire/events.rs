@@ -1,6 +1,8 @@
 //! Workflow events: the `data` of a workflow stream's Server-Sent Events and the messages of
 //! `/ws/executions/{executionId}`.
 
+use agentry_core::agent::RunEvent;
+use agentry_core::event::LayerEvent;
 use agentry_core::{EventKind, WorkflowEvent as DomainEvent};
 use serde::Serialize;
 use serde_json::Value;
@@ -57,7 +59,16 @@ pub enum WorkflowEventKind {
     AgentTextDelta(AgentRunRecord),
     /// A tool call of a durable agent run reported progress, live.
     AgentToolProgress(AgentRunRecord),
+    /// An event of another layer built on the engine, as it was written (`type` among its
+    /// fields). None is served today.
+    #[serde(untagged)]
+    Layer(LayerRecord),
 }
+
+/// An event of a layer built on the engine, `type` first.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct LayerRecord(serde_json::Map<String, Value>);
 
 /// A step's output while it runs: progress or partial results, as the step sent them.
 #[derive(Debug, Serialize, ToSchema)]
@@ -100,17 +111,6 @@ pub struct WorkflowRetried {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(value_type = Object)]
 pub struct AgentRunRecord(serde_json::Map<String, Value>);
-
-impl AgentRunRecord {
-    fn of(kind: &EventKind) -> Self {
-        let mut fields = match serde_json::to_value(kind) {
-            Ok(Value::Object(m)) => m,
-            _ => serde_json::Map::new(),
-        };
-        fields.remove("type");
-        Self(fields)
-    }
-}
 
 /// The execution entered its workflow's queue.
 #[derive(Debug, Serialize, ToSchema)]
@@ -328,30 +328,26 @@ impl From<&EventKind> for WorkflowEventKind {
                 attempt: *attempt,
                 error: error.clone(),
             }),
-            EventKind::AgentModelCall { .. } => Self::AgentModelCall(AgentRunRecord::of(kind)),
-            EventKind::AgentToolResult { .. } => Self::AgentToolResult(AgentRunRecord::of(kind)),
-            EventKind::AgentApprovalRequest { .. } => {
-                Self::AgentApprovalRequest(AgentRunRecord::of(kind))
-            }
-            EventKind::AgentApprovalAnswer { .. } => {
-                Self::AgentApprovalAnswer(AgentRunRecord::of(kind))
-            }
-            EventKind::AgentTextDelta { delta } => {
-                let mut fields = serde_json::Map::new();
-                fields.insert("delta".into(), Value::String(delta.clone()));
-                Self::AgentTextDelta(AgentRunRecord(fields))
-            }
-            EventKind::AgentToolProgress {
-                tool_call_id,
-                tool_name,
-                data,
-            } => {
-                let mut fields = serde_json::Map::new();
-                fields.insert("toolCallId".into(), Value::String(tool_call_id.clone()));
-                fields.insert("toolName".into(), Value::String(tool_name.clone()));
-                fields.insert("data".into(), data.clone());
-                Self::AgentToolProgress(AgentRunRecord(fields))
-            }
+            EventKind::Layer(layer) => Self::of_layer(layer),
+        }
+    }
+}
+
+impl WorkflowEventKind {
+    /// A layer's event: a durable agent run's, by its kind; an event of another layer as it
+    /// was written.
+    fn of_layer(layer: &LayerEvent) -> Self {
+        let mut fields = layer.fields().clone();
+        fields.remove("type");
+        let record = AgentRunRecord(fields);
+        match layer.decode::<RunEvent>() {
+            Some(RunEvent::AgentModelCall { .. }) => Self::AgentModelCall(record),
+            Some(RunEvent::AgentToolResult { .. }) => Self::AgentToolResult(record),
+            Some(RunEvent::AgentApprovalRequest { .. }) => Self::AgentApprovalRequest(record),
+            Some(RunEvent::AgentApprovalAnswer { .. }) => Self::AgentApprovalAnswer(record),
+            Some(RunEvent::AgentTextDelta { .. }) => Self::AgentTextDelta(record),
+            Some(RunEvent::AgentToolProgress { .. }) => Self::AgentToolProgress(record),
+            None => Self::Layer(LayerRecord(layer.fields().clone())),
         }
     }
 }

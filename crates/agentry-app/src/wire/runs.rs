@@ -3,10 +3,8 @@
 
 use agentry_core::ExecutionRecord;
 use agentry_core::agent::{
-    self, ApprovalAnswer, ApprovalRequest as DomainRequest, Message, ModelResponse, RunInput,
-    agent_of_run,
+    self, ApprovalAnswer, EntryKind, Message, RunInput, RunJournal, agent_of_run,
 };
-use agentry_core::store::{StepRecord, StepStatus};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -220,162 +218,38 @@ pub struct RunState {
     pub lease: Option<super::LeaseRecord>,
 }
 
-/// The journal of a run, read from its record: its calls in order.
-pub struct Journal<'a> {
-    entries: Vec<(&'a str, &'a StepRecord)>,
-}
-
-/// The order of journal keys: model call, then its tool calls and approvals by index.
-fn key_order(key: &str) -> (u32, u8, u32) {
-    let mut parts = key.split('-');
-    let kind = parts.next().unwrap_or_default();
-    let call = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-    let index = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-    let rank = match kind {
-        "model" => 0,
-        "approval" => 1,
-        _ => 2,
-    };
-    (call, rank, index)
-}
-
-impl<'a> Journal<'a> {
-    pub fn of(rec: &'a ExecutionRecord) -> Self {
-        let prefix = format!("{}/", agent::durable::RUN_STEP);
-        let mut entries: Vec<(&str, &StepRecord)> = rec
-            .progress
-            .steps
-            .iter()
-            // The engine's own record under the step (`$wake`: what resumed it) is no call.
-            .filter(|(id, _)| !agentry_core::engine::is_wake_record(id))
-            .filter_map(|(id, r)| Some((id.strip_prefix(&prefix)?, r.as_ref())))
-            .collect();
-        entries.sort_by_key(|(key, _)| key_order(key));
-        Self { entries }
-    }
-
-    /// The model answers, in order.
-    fn model_calls(&self) -> impl Iterator<Item = ModelResponse> + '_ {
-        self.entries
-            .iter()
-            .filter(|(k, r)| k.starts_with("model-") && r.is_finished())
-            .filter_map(|(_, r)| serde_json::from_value(r.output.clone()?).ok())
-    }
-
-    /// The requests still waiting for an answer.
-    pub fn pending(&self) -> Vec<DomainRequest> {
-        self.entries
-            .iter()
-            .filter(|(k, r)| k.starts_with("approval-") && r.output.is_none())
-            .filter_map(|(_, r)| serde_json::from_value(r.input.clone()).ok())
-            .collect()
-    }
-
-    /// A pending or answered request by its id, and whether it is answered.
-    pub fn approval(&self, approval_id: &str) -> Option<(DomainRequest, bool)> {
-        self.entries
-            .iter()
-            .filter(|(k, _)| k.starts_with("approval-"))
-            .find_map(|(_, r)| {
-                let req: DomainRequest = serde_json::from_value(r.input.clone()).ok()?;
-                (req.approval_id == approval_id).then(|| (req, r.output.is_some()))
-            })
-    }
-
-    /// The text and usage so far.
-    pub fn totals(&self) -> (String, agent::Usage) {
-        let mut text = String::new();
-        let mut usage = agent::Usage::default();
-        for m in self.model_calls() {
-            text.push_str(&m.text);
-            usage += m.usage;
+impl From<&agent::JournalStep<'_>> for RunStep {
+    fn from(step: &agent::JournalStep<'_>) -> Self {
+        let r = step.record;
+        let model = step.answer.as_ref();
+        Self {
+            id: step.key.to_owned(),
+            kind: match step.kind {
+                EntryKind::ModelCall => RunStepKind::ModelCall,
+                EntryKind::ToolCall => RunStepKind::ToolCall,
+                EntryKind::Approval => RunStepKind::Approval,
+            },
+            status: r.status.as_str().to_owned(),
+            attempt: r.attempt,
+            started_at: r.started_at.into(),
+            ended_at: r.ended_at.map(Timestamp),
+            usage: model.map(|m| m.usage.into()),
+            text: model.map(|m| m.text.clone()),
+            tool_calls: model.map(|m| m.tool_calls.iter().map(Into::into).collect()),
+            call: step.call.as_ref().map(Into::into),
+            is_error: step
+                .result
+                .as_ref()
+                .and_then(|r| r.is_error.then_some(true)),
+            result: step.result.as_ref().map(|r| r.result.clone()),
+            approval: step.approval.as_ref().map(Into::into),
         }
-        (text, usage)
-    }
-
-    fn steps(&self) -> Vec<RunStep> {
-        self.entries
-            .iter()
-            .map(|(key, r)| {
-                let model: Option<ModelResponse> = key
-                    .starts_with("model-")
-                    .then(|| serde_json::from_value(r.output.clone()?).ok())
-                    .flatten();
-                let kind = if key.starts_with("model-") {
-                    RunStepKind::ModelCall
-                } else if key.starts_with("approval-") {
-                    RunStepKind::Approval
-                } else {
-                    RunStepKind::ToolCall
-                };
-                let call = match kind {
-                    RunStepKind::ToolCall => r
-                        .input
-                        .get("call")
-                        .or(Some(&r.input))
-                        .and_then(|c| serde_json::from_value::<agent::ToolCall>(c.clone()).ok()),
-                    RunStepKind::Approval => {
-                        serde_json::from_value::<DomainRequest>(r.input.clone())
-                            .ok()
-                            .map(|a| agent::ToolCall {
-                                tool_call_id: a.tool_call_id,
-                                tool_name: a.tool_name,
-                                args: a.args,
-                            })
-                    }
-                    RunStepKind::ModelCall => None,
-                };
-                let result = matches!(kind, RunStepKind::ToolCall)
-                    .then(|| serde_json::from_value::<agent::ToolResult>(r.output.clone()?).ok())
-                    .flatten();
-                RunStep {
-                    id: (*key).to_owned(),
-                    status: r.status.as_str().to_owned(),
-                    attempt: r.attempt,
-                    started_at: r.started_at.into(),
-                    ended_at: r.ended_at.map(Timestamp),
-                    usage: model.as_ref().map(|m| m.usage.into()),
-                    text: model.as_ref().map(|m| m.text.clone()),
-                    tool_calls: model
-                        .as_ref()
-                        .map(|m| m.tool_calls.iter().map(Into::into).collect()),
-                    call: call.as_ref().map(Into::into),
-                    is_error: result.as_ref().and_then(|r| r.is_error.then_some(true)),
-                    result: result.map(|r| r.result),
-                    approval: matches!(kind, RunStepKind::Approval)
-                        .then(|| serde_json::from_value::<ApprovalAnswer>(r.output.clone()?).ok())
-                        .flatten()
-                        .map(|a| (&a).into()),
-                    kind,
-                }
-            })
-            .collect()
-    }
-
-    /// The run's messages: the request's, then each answer and its tool results.
-    fn messages(&self, input: &[Message]) -> Vec<RunMessage> {
-        let mut out: Vec<RunMessage> = input.iter().map(Into::into).collect();
-        let results: Vec<agent::ToolResult> = self
-            .entries
-            .iter()
-            .filter(|(k, r)| k.starts_with("tool-") && r.status == StepStatus::Completed)
-            .filter_map(|(_, r)| serde_json::from_value(r.output.clone()?).ok())
-            .collect();
-        for m in self.model_calls() {
-            out.push((&Message::tool_calls(m.text.clone(), m.tool_calls.clone())).into());
-            for c in &m.tool_calls {
-                if let Some(r) = results.iter().find(|r| r.tool_call_id == c.tool_call_id) {
-                    out.push((&Message::tool_result(r.clone())).into());
-                }
-            }
-        }
-        out
     }
 }
 
 impl RunState {
     pub fn new(rec: &ExecutionRecord) -> Self {
-        let journal = Journal::of(rec);
+        let journal = RunJournal::of(rec);
         let input: Option<RunInput> = serde_json::from_value(rec.input.clone()).ok();
         let completed = rec.state.result().and_then(agent::run_result);
         let (text, usage) = match &completed {
@@ -384,8 +258,12 @@ impl RunState {
         };
         Self {
             summary: rec.into(),
-            messages: journal.messages(input.as_ref().map_or(&[], |i| &i.messages)),
-            steps: journal.steps(),
+            messages: journal
+                .messages(input.as_ref().map_or(&[], |i| &i.messages))
+                .iter()
+                .map(Into::into)
+                .collect(),
+            steps: journal.steps().iter().map(Into::into).collect(),
             pending_approvals: journal.pending().iter().map(Into::into).collect(),
             text,
             usage: usage.into(),

@@ -1,0 +1,55 @@
+//! Conversation memory: the trait a database implements, and an in-memory implementation.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::message::Message;
+use agentry_engine::store::StoreError;
+
+/// Whose conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConversationKey {
+    pub agent_id: String,
+    pub user_id: String,
+    pub conversation_id: String,
+}
+
+#[async_trait]
+pub trait ConversationStore: Send + Sync + 'static {
+    /// The last `limit` messages of the conversation, oldest first.
+    async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError>;
+    /// Appends messages to the conversation.
+    async fn append(&self, key: &ConversationKey, messages: &[Message]) -> Result<(), StoreError>;
+    /// A short name of where messages live (`sqlite`, `postgres`, `memory`).
+    fn storage(&self) -> &str;
+}
+
+/// Memory kept in process.
+#[derive(Debug, Default)]
+pub struct InMemoryConversationStore {
+    rows: Mutex<HashMap<ConversationKey, Vec<Message>>>,
+}
+
+#[async_trait]
+impl ConversationStore for InMemoryConversationStore {
+    async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError> {
+        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let all = rows.get(key).cloned().unwrap_or_default();
+        let skip = all.len().saturating_sub(limit);
+        Ok(all.into_iter().skip(skip).collect())
+    }
+
+    async fn append(&self, key: &ConversationKey, messages: &[Message]) -> Result<(), StoreError> {
+        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        rows.entry(key.clone())
+            .or_default()
+            .extend_from_slice(messages);
+        Ok(())
+    }
+
+    fn storage(&self) -> &str {
+        "memory"
+    }
+}
