@@ -305,3 +305,42 @@ impl<'a> RunJournal<'a> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's events are stored in the engine's log with the bytes they had when the engine
+    /// knew them (`{"type": "agent-…", …}`), and read back as they were written.
+    #[test]
+    fn a_run_event_is_stored_as_it_was_written_and_read_back() {
+        let result: ToolResult = serde_json::from_value(serde_json::json!({
+            "toolCallId": "c1", "toolName": "lookup_order", "args": {"orderId": "42"},
+            "result": {"total": 250}, "isError": false
+        }))
+        .expect("a tool result");
+        let event = RunEvent::AgentToolResult { result, attempt: 2 };
+        let kind = EventKind::from(event.clone());
+        assert!(kind.is_stored());
+        assert_eq!(kind.type_name(), "agent-tool-result");
+        let json = serde_json::to_string(&kind).expect("serializes");
+        assert!(
+            json.starts_with(r#"{"type":"agent-tool-result","result":{"toolCallId":"c1""#),
+            "{json}"
+        );
+        assert!(json.ends_with(r#","attempt":2}"#), "{json}");
+        let back: EventKind = serde_json::from_str(&json).expect("reads back");
+        assert_eq!(RunEvent::of(&back), Some(event));
+
+        let live = EventKind::from(RunEvent::AgentTextDelta {
+            delta: "Hel".into(),
+        });
+        assert!(!live.is_stored());
+        // The engine's own events are not a run's.
+        let start: EventKind =
+            serde_json::from_str(r#"{"type":"workflow-start","input":null,"resumed":false}"#)
+                .expect("an engine event");
+        assert_eq!(RunEvent::of(&start), None);
+        assert_eq!(start.type_name(), "workflow-start");
+    }
+}

@@ -59,16 +59,7 @@ pub enum WorkflowEventKind {
     AgentTextDelta(AgentRunRecord),
     /// A tool call of a durable agent run reported progress, live.
     AgentToolProgress(AgentRunRecord),
-    /// An event of another layer built on the engine, as it was written (`type` among its
-    /// fields). None is served today.
-    #[serde(untagged)]
-    Layer(LayerRecord),
 }
-
-/// An event of a layer built on the engine, `type` first.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(value_type = Object)]
-pub struct LayerRecord(serde_json::Map<String, Value>);
 
 /// A step's output while it runs: progress or partial results, as the step sent them.
 #[derive(Debug, Serialize, ToSchema)]
@@ -221,9 +212,11 @@ pub struct WorkflowHandover {
     pub message: String,
 }
 
-impl From<&EventKind> for WorkflowEventKind {
-    fn from(kind: &EventKind) -> Self {
-        match kind {
+impl WorkflowEventKind {
+    /// The wire kind of `kind`; the event itself when it is a layer's whose type this wire
+    /// does not know (no layer served today writes one).
+    fn of(kind: &EventKind) -> Result<Self, &LayerEvent> {
+        Ok(match kind {
             EventKind::WorkflowQueued {
                 queue,
                 key,
@@ -328,45 +321,58 @@ impl From<&EventKind> for WorkflowEventKind {
                 attempt: *attempt,
                 error: error.clone(),
             }),
-            EventKind::Layer(layer) => Self::of_layer(layer),
-        }
+            EventKind::Layer(layer) => Self::of_layer(layer)?,
+        })
+    }
+
+    /// A layer's event: a durable agent run's, by its kind.
+    fn of_layer(layer: &LayerEvent) -> Result<Self, &LayerEvent> {
+        let record = || {
+            let mut fields = layer.fields().clone();
+            fields.remove("type");
+            AgentRunRecord(fields)
+        };
+        Ok(match layer.decode::<RunEvent>().ok_or(layer)? {
+            RunEvent::AgentModelCall { .. } => Self::AgentModelCall(record()),
+            RunEvent::AgentToolResult { .. } => Self::AgentToolResult(record()),
+            RunEvent::AgentApprovalRequest { .. } => Self::AgentApprovalRequest(record()),
+            RunEvent::AgentApprovalAnswer { .. } => Self::AgentApprovalAnswer(record()),
+            RunEvent::AgentTextDelta { .. } => Self::AgentTextDelta(record()),
+            RunEvent::AgentToolProgress { .. } => Self::AgentToolProgress(record()),
+        })
     }
 }
 
-impl WorkflowEventKind {
-    /// A layer's event: a durable agent run's, by its kind; an event of another layer as it
-    /// was written.
-    fn of_layer(layer: &LayerEvent) -> Self {
-        let mut fields = layer.fields().clone();
-        fields.remove("type");
-        let record = AgentRunRecord(fields);
-        match layer.decode::<RunEvent>() {
-            Some(RunEvent::AgentModelCall { .. }) => Self::AgentModelCall(record),
-            Some(RunEvent::AgentToolResult { .. }) => Self::AgentToolResult(record),
-            Some(RunEvent::AgentApprovalRequest { .. }) => Self::AgentApprovalRequest(record),
-            Some(RunEvent::AgentApprovalAnswer { .. }) => Self::AgentApprovalAnswer(record),
-            Some(RunEvent::AgentTextDelta { .. }) => Self::AgentTextDelta(record),
-            Some(RunEvent::AgentToolProgress { .. }) => Self::AgentToolProgress(record),
-            None => Self::Layer(LayerRecord(layer.fields().clone())),
-        }
-    }
-}
-
-impl From<&DomainEvent> for WorkflowEvent {
-    fn from(ev: &DomainEvent) -> Self {
-        Self {
-            kind: (&ev.kind).into(),
-            execution_id: ev.execution_id.clone(),
-            workflow_id: ev.workflow_id.clone(),
-            timestamp: ev.timestamp.into(),
-        }
-    }
+/// An event of a layer this wire does not know, as its layer wrote it (`type` first), with the
+/// execution's ids and time.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LayerLine<'a> {
+    #[serde(flatten)]
+    fields: &'a serde_json::Map<String, Value>,
+    execution_id: &'a str,
+    workflow_id: &'a str,
+    timestamp: Timestamp,
 }
 
 impl WorkflowEvent {
     /// The event as one line of JSON (an SSE `data:` line, a WebSocket message).
     pub fn to_json(ev: &DomainEvent) -> String {
-        serde_json::to_string(&Self::from(ev)).expect("a workflow event serializes")
+        let line = match WorkflowEventKind::of(&ev.kind) {
+            Ok(kind) => serde_json::to_string(&Self {
+                kind,
+                execution_id: ev.execution_id.clone(),
+                workflow_id: ev.workflow_id.clone(),
+                timestamp: ev.timestamp.into(),
+            }),
+            Err(layer) => serde_json::to_string(&LayerLine {
+                fields: layer.fields(),
+                execution_id: &ev.execution_id,
+                workflow_id: &ev.workflow_id,
+                timestamp: ev.timestamp.into(),
+            }),
+        };
+        line.expect("a workflow event serializes")
     }
 }
 
