@@ -455,9 +455,9 @@ impl Call {
         }
     }
 
-    /// A follow-up message in task `task`: its data part read as the answer to one of the
-    /// task's approvals (whether the task takes it, and which approval it answers, the
-    /// application decides).
+    /// A follow-up message in a task: its context, and its data part read as the answer to one
+    /// of the task's approvals (whether the task takes it, and which approval it answers, the
+    /// application decides: [`App::answer_follow_up`]).
     fn follow_up(message: &Message) -> FollowUp {
         FollowUp {
             conversation: message.context_id.clone().map(|c| ("message.contextId", c)),
