@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentry_auth::{TokenOptions, create_token};
 use agentry_core::agent::{Agent, FnTool};
 use agentry_server::AuthSettings;
-use agentry_tests::{Backend, TestServer, pytest, repo, run_to_success};
+use agentry_tests::{Backend, TestServer, new_id, pytest, repo, run_to_success};
 use serde_json::json;
 
 const SECRET: &str = "a2a-tests-secret-of-at-least-32-bytes";
@@ -188,4 +188,124 @@ async fn an_agent_asks_an_agent_of_another_server() {
         "{answer}"
     );
     local.stop().await;
+}
+
+/// A JSON-RPC request to agent `agent`'s A2A endpoint: its response.
+async fn a2a(
+    s: &TestServer,
+    agent: &str,
+    method: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let resp = s
+        .client
+        .post(s.url(&format!("/a2a/{agent}")))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("an A2A request");
+    assert_eq!(resp.status(), 200);
+    resp.json().await.expect("a JSON-RPC response")
+}
+
+/// A user's message in A2A's shape.
+fn message(
+    parts: serde_json::Value,
+    task: Option<&str>,
+    context: Option<&str>,
+) -> serde_json::Value {
+    let mut m = json!({"messageId": new_id(), "role": "ROLE_USER", "parts": parts});
+    if let Some(t) = task {
+        m["taskId"] = json!(t);
+    }
+    if let Some(c) = context {
+        m["contextId"] = json!(c);
+    }
+    json!({"message": m})
+}
+
+/// Asserts a JSON-RPC error of A2A `code` naming the error table's `table`.
+fn assert_rpc_error(response: &serde_json::Value, code: i64, table: &str) {
+    let error = &response["error"];
+    assert_eq!(error["code"], code, "{response}");
+    assert_eq!(error["data"][0]["metadata"]["code"], table, "{response}");
+}
+
+/// The application's rules, over A2A: a message over the limit (100,000 characters) is
+/// `-32602` `invalid_request` and starts nothing, one of the limit is taken; a follow-up in a
+/// task that waits for an approval is refused when it names another context or gives no
+/// answer, answers the only pending approval, and once the task ended is `-32004`
+/// `approval_not_pending`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_refuses_over_the_limit_and_follows_up_by_the_applications_rules() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let context = new_id();
+    let over = message(json!([{"text": "x".repeat(100_001)}]), None, Some(&context));
+    assert_rpc_error(
+        &a2a(&s, "assistant", "SendMessage", over).await,
+        -32602,
+        "invalid_request",
+    );
+    let listed = a2a(&s, "assistant", "ListTasks", json!({"contextId": context})).await;
+    assert_eq!(listed["result"]["totalSize"], 0, "{listed}");
+    let mut longest = message(json!([{"text": "x".repeat(100_000)}]), None, Some(&context));
+    longest["configuration"] = json!({"returnImmediately": true});
+    let taken = a2a(&s, "assistant", "SendMessage", longest).await;
+    assert!(taken["result"]["task"]["id"].is_string(), "{taken}");
+
+    let asked = message(
+        json!([{"text": "refund order o-78 250 damaged box"}]),
+        None,
+        None,
+    );
+    let task = a2a(&s, "operator", "SendMessage", asked).await["result"]["task"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{task}"
+    );
+    let (id, context) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
+    let approve = json!([{"data": {"approved": true}}]);
+    let elsewhere = message(approve.clone(), Some(id), Some("another-context"));
+    assert_rpc_error(
+        &a2a(&s, "operator", "SendMessage", elsewhere).await,
+        -32602,
+        "invalid_request",
+    );
+    let words = message(json!([{"text": "yes"}]), Some(id), Some(context));
+    assert_rpc_error(
+        &a2a(&s, "operator", "SendMessage", words).await,
+        -32602,
+        "invalid_request",
+    );
+    let approved = a2a(
+        &s,
+        "operator",
+        "SendMessage",
+        message(approve.clone(), Some(id), Some(context)),
+    )
+    .await;
+    assert_eq!(
+        approved["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{approved}"
+    );
+    let again = a2a(
+        &s,
+        "operator",
+        "SendMessage",
+        message(approve.clone(), Some(id), None),
+    )
+    .await;
+    assert_rpc_error(&again, -32004, "approval_not_pending");
+    let unknown = a2a(
+        &s,
+        "operator",
+        "SendMessage",
+        message(approve, Some("no-such-task"), None),
+    )
+    .await;
+    assert_rpc_error(&unknown, -32001, "run_not_found");
+    s.stop().await;
 }

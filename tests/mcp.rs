@@ -876,6 +876,70 @@ async fn mcp_meets_a_tool_approval_with_its_route() {
     s.stop().await;
 }
 
+/// The message limit (100,000 characters) is the application's, and MCP states it: an
+/// `ask_<agent>` over it is a tool error with `invalid_request` (the HTTP answer's row), for an
+/// agent answering in memory and for one whose runs are durable (the operator's); the tools'
+/// input schemas state the same `maxLength`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_refuses_a_question_over_the_message_limit() {
+    let auth = AuthSettings {
+        jwt_secret: Some(SECRET.into()),
+        ..Default::default()
+    };
+    let s = TestServer::start_with(Backend::Sqlite, auth, |h| h).await;
+    let alice = token_of("alice");
+    let session = open_session(&s, Some(&alice)).await;
+    let over = "x".repeat(100_001);
+    for tool in ["ask_assistant", "ask_operator"] {
+        let refused = call_tool(&s, &alice, &session, tool, json!({"input": over})).await;
+        assert_eq!(refused["isError"], true, "{tool}: {refused}");
+        assert_eq!(
+            refused["structuredContent"]["code"], "invalid_request",
+            "{tool}: {refused}"
+        );
+        assert_eq!(
+            refused["content"][0]["text"],
+            "Invalid request: input message 1 has 100001 characters, over the limit of 100000 \
+             characters",
+            "{tool}"
+        );
+    }
+    // No run was started for the operator.
+    let runs: Value = s
+        .client
+        .get(s.url("/agents/operator/runs"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(runs["data"]["runs"], json!([]), "{runs}");
+    let body = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list"});
+    let resp = mcp_request(
+        &s,
+        reqwest::Method::POST,
+        Some(&alice),
+        Some(&session),
+        Some(&body),
+    )
+    .send()
+    .await
+    .unwrap();
+    let listed = messages(resp).await;
+    let tools = listed[0]["result"]["tools"].as_array().expect("the tools");
+    let ask = tools
+        .iter()
+        .find(|t| t["name"] == "ask_assistant")
+        .expect("ask_assistant");
+    assert_eq!(
+        ask["inputSchema"]["properties"]["input"]["maxLength"],
+        100_000
+    );
+    s.stop().await;
+}
+
 /// One JSON-RPC request in session `id` (no token): its answer.
 async fn rpc(s: &TestServer, id: &str, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 11, "method": method, "params": params});

@@ -394,25 +394,48 @@ async fn the_calculator_crash_is_refused_and_the_server_lives_on() {
     let _shared = ALONE.read().await;
     // No provider: /text and /stream are public too.
     let s = TestServer::start(Backend::Sqlite).await;
-    let huge = format!("calculate {}", "-".repeat(20_000));
+    // One character over the message limit (100,000), on every route, in memory and durable.
+    let huge = format!("calculate {}", "-".repeat(100_000 - 9));
     let ui_input = json!([{"role": "user", "parts": [{"type": "text", "text": huge}]}]);
-    for (path, input) in [
-        ("/agents/assistant/chat", &ui_input),
-        ("/agents/assistant/text", &ui_input),
-        ("/agents/assistant/stream", &ui_input),
-        ("/agents/assistant/text", &json!(huge)),
+    let durable = json!({"durable": true});
+    for (path, input, options) in [
+        ("/agents/assistant/chat", &ui_input, None),
+        ("/agents/assistant/text", &ui_input, None),
+        ("/agents/assistant/stream", &ui_input, None),
+        ("/agents/assistant/text", &json!(huge), None),
         (
             "/agents/assistant/text",
             &json!([{"role": "user", "content": huge}]),
+            None,
         ),
+        ("/agents/assistant/chat", &ui_input, Some(&durable)),
+        ("/agents/assistant/text", &json!(huge), Some(&durable)),
+        ("/agents/assistant/stream", &json!(huge), Some(&durable)),
     ] {
-        let (status, body) = s.post_json(path, &json!({"input": input})).await;
+        let mut body = json!({"input": input});
+        if let Some(options) = options {
+            body["options"] = options.clone();
+        }
+        let (status, body) = s.post_json(path, &body).await;
         let msg = assert_failure(status, &body, 400);
-        assert!(
-            msg.contains("over the limit of 16384 characters"),
-            "{path}: {msg}"
+        assert_eq!(body["code"], "invalid_request", "{path}: {body}");
+        assert_eq!(
+            msg,
+            "Invalid request: input message 1 has 100001 characters, over the limit of 100000 characters",
+            "{path} {options:?}"
         );
     }
+    let (status, body) = s
+        .post_json(
+            "/agents/assistant/object",
+            &json!({"input": huge, "schema": {"type": "object"}}),
+        )
+        .await;
+    let msg = assert_failure(status, &body, 400);
+    assert!(msg.contains("over the limit of 100000 characters"), "{msg}");
+    // No run was started for the refused durable messages.
+    let runs = s.get_data("/agents/assistant/runs").await;
+    assert_eq!(runs["runs"], json!([]), "{runs}");
     // The server lives on, tools included.
     let (status, body) = s.get_json("/agents").await;
     assert_eq!(ok_data(status, body).as_array().map(Vec::len), Some(4));

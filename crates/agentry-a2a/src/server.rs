@@ -4,19 +4,19 @@
 //! message in the task whose data part is `{approved, reason?, approvalId?}` answers it. Each
 //! method calls use cases of `agentry-app` (who may do what is decided there) and renders.
 
-use agentry_app::runs::{RunEvents, RunSearch};
+use agentry_app::limits::{self, MAX_PAGE};
+use agentry_app::runs::{FollowUp, FollowUpAnswer, RunEvents, RunSearch};
 use agentry_app::wire::runs::RunState;
-use agentry_app::workflows::MAX_PAGE;
 use agentry_app::{App, AppError, Caller, Code};
-use agentry_core::agent::{AgentEvent, ApprovalAnswer};
+use agentry_core::agent::AgentEvent;
 use agentry_core::{AgentId, ExecutionId};
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::card::card_of;
-use crate::errors::{self, from_app, invalid_params, rpc_error};
-use crate::task::{agent_message, answer_artifact_id, context_of, task_of};
+use crate::errors::{RpcCode, from_app, invalid_params, rpc_error};
+use crate::task::{agent_message, answer_artifact_id, task_of};
 use crate::wire::{
     AgentCard, Artifact, ListTasksParams, ListTasksResult, Message, Part, Request, Role, RpcError,
     SendMessageParams, StreamResponse, Task, TaskArtifactUpdateEvent, TaskParams, TaskState,
@@ -26,11 +26,11 @@ use crate::wire::{
 /// The context entry that names where a run came from (the console shows it).
 pub const ORIGIN: &str = "origin";
 
-/// The longest text of one message, in characters.
-pub const MAX_TEXT_CHARS: usize = 100_000;
+/// The longest text of one message, in characters: the application's message limit.
+pub const MAX_TEXT_CHARS: usize = limits::MAX_MESSAGE_CHARS;
 
 /// The most parts of one message.
-pub const MAX_PARTS: usize = 64;
+pub const MAX_PARTS: usize = limits::MAX_MESSAGE_PARTS;
 
 /// The tasks a `ListTasks` page holds unless asked otherwise (the specification's default).
 pub const DEFAULT_TASK_PAGE: u32 = 50;
@@ -77,7 +77,7 @@ impl A2aServer {
         let request: Request = match serde_json::from_slice::<Value>(body) {
             Err(e) => {
                 let e = rpc_error(
-                    errors::PARSE_ERROR,
+                    RpcCode::ParseError,
                     format!("Invalid JSON: {e}"),
                     Code::InvalidRequest,
                 );
@@ -116,7 +116,7 @@ impl A2aServer {
                 Err(e) => Err(e),
             },
             "GetExtendedAgentCard" => Err(rpc_error(
-                errors::UNSUPPORTED_OPERATION,
+                RpcCode::UnsupportedOperation,
                 "This agent's card declares no extended card: its public card is the whole card",
                 Code::InvalidRequest,
             )),
@@ -124,12 +124,12 @@ impl A2aServer {
             | "GetTaskPushNotificationConfig"
             | "ListTaskPushNotificationConfigs"
             | "DeleteTaskPushNotificationConfig" => Err(rpc_error(
-                errors::PUSH_NOTIFICATION_NOT_SUPPORTED,
+                RpcCode::PushNotificationNotSupported,
                 "Push notifications are not supported: stream the task or subscribe to it",
                 Code::InvalidRequest,
             )),
             other => Err(rpc_error(
-                errors::METHOD_NOT_FOUND,
+                RpcCode::MethodNotFound,
                 format!("Method {other:?} not found"),
                 Code::InvalidRequest,
             )),
@@ -140,7 +140,7 @@ impl A2aServer {
 
 fn invalid_request(e: impl std::fmt::Display) -> RpcError {
     rpc_error(
-        errors::INVALID_REQUEST,
+        RpcCode::InvalidRequest,
         format!("Invalid JSON-RPC request: {e}"),
         Code::InvalidRequest,
     )
@@ -162,7 +162,7 @@ fn check_envelope(request: &Request, version: Option<&str>) -> Result<(), RpcErr
         && v.split('.').next() != Some("1")
     {
         return Err(rpc_error(
-            errors::VERSION_NOT_SUPPORTED,
+            RpcCode::VersionNotSupported,
             format!("A2A version {v} is not supported: this server speaks 1.0"),
             Code::InvalidRequest,
         ));
@@ -195,14 +195,8 @@ struct Call {
 
 /// What a message asks: a new task (its text), or the answers to a task's pending approvals.
 enum Ask {
-    New {
-        text: String,
-        context: String,
-    },
-    Answer {
-        task: String,
-        answers: Vec<ApprovalAnswer>,
-    },
+    New { text: String, context: String },
+    Answer { task: String, follow_up: FollowUp },
 }
 
 impl Call {
@@ -259,7 +253,7 @@ impl Call {
         let state = crate::task::state_of(run.summary.status);
         if state.is_terminal() {
             return Err(rpc_error(
-                errors::UNSUPPORTED_OPERATION,
+                RpcCode::UnsupportedOperation,
                 format!("Task {} ended: there is nothing to subscribe to", params.id),
                 Code::ExecutionEnded,
             ));
@@ -359,7 +353,7 @@ impl Call {
     /// Starts what `message` asks: a new durable run, or the continuation of a task waiting for
     /// its approvals.
     async fn start(&self, message: &Message) -> Result<RunEvents, RpcError> {
-        match self.ask(message).await? {
+        match self.ask(message)? {
             Ask::New { text, context } => {
                 let mut generation = self
                     .app
@@ -387,14 +381,14 @@ impl Call {
                     ))),
                 }
             }
-            Ask::Answer { task, answers } => {
+            Ask::Answer { task, follow_up } => {
                 let (_, events) = self
                     .app
-                    .answer_approvals(
+                    .answer_follow_up(
                         &self.caller,
                         &self.agent,
                         &ExecutionId::from(task.as_str()),
-                        answers,
+                        follow_up,
                     )
                     .await
                     .map_err(from_app)?;
@@ -405,8 +399,8 @@ impl Call {
 
     /// What `message` asks, checked: a user's message of 1 to [`MAX_PARTS`] parts, each with
     /// one content; a new task's text from its text parts (data parts as their JSON); a
-    /// follow-up in a task that waits for approvals its answers.
-    async fn ask(&self, message: &Message) -> Result<Ask, RpcError> {
+    /// follow-up in a task, its answer to the task's approvals.
+    fn ask(&self, message: &Message) -> Result<Ask, RpcError> {
         if message.role != Role::User {
             return Err(invalid_params("message.role must be ROLE_USER"));
         }
@@ -426,13 +420,16 @@ impl Call {
             .any(|p| p.url.is_some() || p.raw.is_some())
         {
             return Err(rpc_error(
-                errors::CONTENT_TYPE_NOT_SUPPORTED,
+                RpcCode::ContentTypeNotSupported,
                 "Only text and data parts are supported",
                 Code::InvalidRequest,
             ));
         }
         match &message.task_id {
-            Some(task) => self.answers(message, task).await,
+            Some(task) => Ok(Ask::Answer {
+                task: task.clone(),
+                follow_up: Self::follow_up(message),
+            }),
             None => {
                 let text = message
                     .parts
@@ -458,76 +455,14 @@ impl Call {
         }
     }
 
-    /// A follow-up message in task `task`: the answers to its pending approvals.
-    async fn answers(&self, message: &Message, task: &str) -> Result<Ask, RpcError> {
-        let run = self.state(task).await?;
-        if message
-            .context_id
-            .as_ref()
-            .is_some_and(|c| !c.is_empty() && *c != context_of(&run))
-        {
-            return Err(invalid_params(format!(
-                "message.contextId is not task {task}'s context"
-            )));
+    /// A follow-up message in a task: its context, and its data part read as the answer to one
+    /// of the task's approvals (whether the task takes it, and which approval it answers, the
+    /// application decides: [`App::answer_follow_up`]).
+    fn follow_up(message: &Message) -> FollowUp {
+        FollowUp {
+            conversation: message.context_id.clone().map(|c| ("message.contextId", c)),
+            answer: approval_answer(message),
         }
-        let state = crate::task::state_of(run.summary.status);
-        if state != TaskState::TaskStateInputRequired {
-            let why = if state.is_terminal() {
-                "it ended"
-            } else {
-                "it is working, not waiting for input"
-            };
-            return Err(rpc_error(
-                errors::UNSUPPORTED_OPERATION,
-                format!("Task {task} takes no message now: {why}"),
-                Code::ApprovalNotPending,
-            ));
-        }
-        let answer = message
-            .parts
-            .iter()
-            .find_map(|p| p.data.as_ref())
-            .ok_or_else(|| {
-                invalid_params(
-                    "answer the task's approval with a data part {\"approved\": true|false, \"reason\"?, \"approvalId\"?}",
-                )
-            })?;
-        let approved = answer
-            .get("approved")
-            .and_then(Value::as_bool)
-            .ok_or_else(|| invalid_params("the data part's \"approved\" must be true or false"))?;
-        let reason = match answer.get("reason") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(r)) => Some(r.clone()),
-            Some(_) => return Err(invalid_params("the data part's \"reason\" must be text")),
-        };
-        let approval_id = match answer.get("approvalId") {
-            Some(Value::String(id)) => id.clone(),
-            None | Some(Value::Null) => match run.pending_approvals.as_slice() {
-                [one] => one.approval_id.clone(),
-                _ => {
-                    return Err(invalid_params(format!(
-                        "task {task} waits for {} approvals: name one with \"approvalId\"",
-                        run.pending_approvals.len()
-                    )));
-                }
-            },
-            Some(_) => {
-                return Err(invalid_params(
-                    "the data part's \"approvalId\" must be text",
-                ));
-            }
-        };
-        Ok(Ask::Answer {
-            task: task.to_owned(),
-            answers: vec![ApprovalAnswer {
-                approval_id,
-                approved,
-                reason,
-                expired: false,
-                by: None,
-            }],
-        })
     }
 
     /// The task `run` as it stands, then its events as A2A's, then its end (read again, so
@@ -572,6 +507,48 @@ impl Call {
         });
         rx
     }
+}
+
+/// The answer a follow-up message's data part gives: `{approved, reason?, approvalId?}`.
+fn approval_answer(message: &Message) -> Result<FollowUpAnswer, AppError> {
+    let answer = message
+        .parts
+        .iter()
+        .find_map(|p| p.data.as_ref())
+        .ok_or_else(|| {
+            AppError::bad_request(
+                "answer the task's approval with a data part {\"approved\": true|false, \"reason\"?, \"approvalId\"?}",
+            )
+        })?;
+    let approved = answer
+        .get("approved")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| {
+            AppError::bad_request("the data part's \"approved\" must be true or false")
+        })?;
+    let reason = match answer.get("reason") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(r)) => Some(r.clone()),
+        Some(_) => {
+            return Err(AppError::bad_request(
+                "the data part's \"reason\" must be text",
+            ));
+        }
+    };
+    let approval_id = match answer.get("approvalId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(_) => {
+            return Err(AppError::bad_request(
+                "the data part's \"approvalId\" must be text",
+            ));
+        }
+    };
+    Ok(FollowUpAnswer {
+        approved,
+        reason,
+        approval_id,
+    })
 }
 
 /// A run's event as the task's progress: its text, tool calls and the tools' own progress as

@@ -97,7 +97,7 @@ impl RemoteAgent {
             ),
             parameters: json!({
                 "type": "object",
-                "properties": {"task": {"type": "string", "minLength": 1, "maxLength": 100_000,
+                "properties": {"task": {"type": "string", "minLength": 1, "maxLength": agentry_app::limits::MAX_MESSAGE_CHARS,
                     "description": "What the remote agent should do, in words."}},
                 "required": ["task"]
             }),

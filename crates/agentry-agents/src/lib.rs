@@ -33,4 +33,4 @@ pub use generation::{
 };
 pub use memory::{ConversationKey, ConversationStore, InMemoryConversationStore};
 pub use run_log::{ApprovalAnswer, ApprovalRequest, EntryKind, JournalStep, RunEvent, RunJournal};
-pub use runtime::{AgentHub, MAX_CONTEXT_LIMIT, MAX_HISTORY_BYTES, MAX_MESSAGE_CHARS};
+pub use runtime::{AgentHub, MAX_CONTEXT_LIMIT, MAX_HISTORY_BYTES};

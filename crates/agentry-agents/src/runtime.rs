@@ -30,8 +30,6 @@ use agentry_engine::store::StoreError;
 
 /// How deep delegation may nest.
 pub const MAX_DELEGATION_DEPTH: u32 = 3;
-/// The most characters one input message may have.
-pub const MAX_MESSAGE_CHARS: usize = 16_384;
 /// The largest `contextLimit` (messages of history loaded per call).
 pub const MAX_CONTEXT_LIMIT: usize = 100;
 /// The most bytes of history text loaded per call: the oldest of the `contextLimit` messages are
@@ -530,7 +528,6 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<TextResult, AgentError> {
         let agent = self.require(agent_id)?;
-        check_input(&input)?;
         self.run_text(&Generation::new(&agent, &input, &opts, None, &cancel))
             .await
     }
@@ -545,7 +542,6 @@ impl AgentHub {
         cancel: CancellationToken,
     ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
         let agent = self.require(agent_id)?;
-        check_input(&input)?;
         let (tx, rx) = mpsc::channel(64);
         let hub = self.clone();
         tokio::spawn(async move {
@@ -634,7 +630,6 @@ impl AgentHub {
     ) -> Result<ObjectResult, AgentError> {
         let agent = self.require(agent_id)?;
         let schema = compile_object_schema(&schema)?;
-        check_input(&input)?;
         let g = Generation::new(&agent, &input, &opts, None, &cancel);
         self.run_object(&g, &schema).await
     }
@@ -650,7 +645,6 @@ impl AgentHub {
     ) -> Result<mpsc::Receiver<AgentEvent>, AgentError> {
         let agent = self.require(agent_id)?;
         let schema = compile_object_schema(&schema)?;
-        check_input(&input)?;
         let (tx, rx) = mpsc::channel(64);
         let hub = self.clone();
         tokio::spawn(async move {
@@ -670,22 +664,6 @@ impl AgentHub {
         });
         Ok(rx)
     }
-}
-
-/// Refuses an input message over [`MAX_MESSAGE_CHARS`].
-fn check_input(input: &[Message]) -> Result<(), AgentError> {
-    for (i, m) in input.iter().enumerate() {
-        // Counting stops just past the limit: a huge message costs no more than a small one.
-        let chars = m.content.chars().take(MAX_MESSAGE_CHARS + 1).count();
-        if chars > MAX_MESSAGE_CHARS {
-            return Err(AgentError::InvalidRequest(format!(
-                "input message {} has {} characters, over the limit of {MAX_MESSAGE_CHARS} characters",
-                i + 1,
-                m.content.chars().count()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// A client's object schema, compiled once: refused when it is not a valid JSON Schema or asks

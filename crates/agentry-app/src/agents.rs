@@ -15,6 +15,7 @@ use crate::App;
 use crate::caller::Caller;
 use crate::error::{AppError, Code};
 use crate::input::{BodyKind, Generation, check_key, read_body};
+use crate::limits;
 use crate::wire::agents::{AgentDetail, AgentSummary};
 
 impl App {
@@ -50,7 +51,7 @@ impl App {
     ) -> Result<Generation, AppError> {
         self.agents.require(id).map_err(AppError::agent)?;
         let generation = read_body(body, kind)?;
-        Ok(self.for_caller(caller, generation))
+        self.for_caller(caller, generation)
     }
 
     /// A question in one user message, with an optional conversation (MCP's `ask_<agent>`,
@@ -75,15 +76,22 @@ impl App {
             schema: None,
             durability: Default::default(),
         };
-        Ok(self.for_caller(caller, generation))
+        self.for_caller(caller, generation)
     }
 
-    /// The caller's part of a generation: the verified user in its context, and whose memory.
-    fn for_caller(&self, caller: &Caller, mut generation: Generation) -> Generation {
+    /// A generation of a client's messages, made the caller's: its messages checked against
+    /// the limits (every route, MCP and A2A come through here, in memory and durable alike),
+    /// the verified user in its context, and whose memory.
+    fn for_caller(
+        &self,
+        caller: &Caller,
+        mut generation: Generation,
+    ) -> Result<Generation, AppError> {
+        limits::check_messages(&generation.input)?;
         let options = &mut generation.options;
         caller.inject(&mut options.context, &mut options.user_id);
         options.memory_owner = caller.memory();
-        generation
+        Ok(generation)
     }
 
     /// Generates text (`cancel` stops it: the client went away).

@@ -14,10 +14,9 @@
 use std::fmt::{Display, Write as _};
 use std::marker::PhantomData;
 
-use agentry_core::agent::{
-    ApprovalAnswer, GenerateOptions, GenerationSettings, MAX_CONTEXT_LIMIT, Message, Role,
-};
-pub use agentry_core::id::MAX_KEY_CHARS;
+pub use crate::limits::MAX_KEY_CHARS;
+use crate::limits::{MAX_CONTEXT_LIMIT, MAX_OUTPUT_TOKENS, MAX_STEPS};
+use agentry_core::agent::{ApprovalAnswer, GenerateOptions, GenerationSettings, Message, Role};
 use serde::de::value::{MapAccessDeserializer, MapDeserializer};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -406,11 +405,11 @@ pub struct GenerationOptions {
     pub context_limit: Option<Int<0, { MAX_CONTEXT_LIMIT as i64 }>>,
     /// The most model calls (tool use) in one generation.
     #[schema(inline)]
-    pub max_steps: Option<Int<1, 100>>,
+    pub max_steps: Option<Int<1, { MAX_STEPS as i64 }>>,
     #[schema(inline, default = defaults::temperature)]
     pub temperature: Option<Float<0, 1>>,
     #[schema(inline, default = defaults::max_output_tokens)]
-    pub max_output_tokens: Option<Int<1, 1_000_000>>,
+    pub max_output_tokens: Option<Int<1, { MAX_OUTPUT_TOKENS as i64 }>>,
     #[schema(inline, default = defaults::top_p)]
     pub top_p: Option<Float<0, 1>>,
     #[schema(inline, default = defaults::frequency_penalty)]

@@ -15,6 +15,7 @@ pub mod caller;
 pub mod error;
 pub mod health;
 pub mod input;
+pub mod limits;
 pub mod logs;
 pub mod operations;
 pub mod policy;

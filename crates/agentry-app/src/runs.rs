@@ -31,8 +31,7 @@ use crate::workflows::{ListRequest, MAX_PAGE};
 const RUN_FAILED: &str = "Failed to run the agent";
 const READ_FAILED: &str = "Failed to read the run";
 
-/// The longest reason an approval's answer may give (the resume schema's bound).
-pub const MAX_REASON_CHARS: usize = 2000;
+pub use crate::limits::MAX_REASON_CHARS;
 
 /// How long an answer to a pending approval waits for its run to suspend (the run announces a
 /// request before it writes its suspension, after its other calls of the same model answer).
@@ -470,6 +469,93 @@ impl App {
         };
         Ok((result, RunEvents::new(handle, None)))
     }
+
+    /// A client's follow-up message in a run (A2A's message in a task): whether the run takes
+    /// one, and which of its approvals it answers; then the answer as
+    /// [`answer_approvals`](Self::answer_approvals) gives it (the rule of the approval routes
+    /// and the chat). The run takes a message while it waits for input (suspended on its
+    /// approvals): one that ended, or is working, is `approval_not_pending`. A message that
+    /// names another conversation than the run's is refused; one that names no approval
+    /// answers the only one the run waits for.
+    pub async fn answer_follow_up(
+        &self,
+        caller: &Caller,
+        id: &AgentId,
+        run_id: &ExecutionId,
+        follow_up: FollowUp,
+    ) -> Result<(ApprovalResult, RunEvents), AppError> {
+        let rec = self.owned_run(caller, id, run_id).await?;
+        if let Some((field, conversation)) = &follow_up.conversation {
+            let own = rec
+                .context
+                .get("conversationId")
+                .and_then(Value::as_str)
+                .unwrap_or(rec.id.as_str());
+            if !conversation.is_empty() && conversation != own {
+                return Err(AppError::bad_request(format!(
+                    "{field} is not the conversation of run {run_id}"
+                )));
+            }
+        }
+        let why = match rec.state.status() {
+            Status::Suspended => None,
+            Status::Completed | Status::Error | Status::Cancelled => Some("it ended"),
+            Status::Idle | Status::Queued | Status::Running => {
+                Some("it is working, not waiting for input")
+            }
+        };
+        if let Some(why) = why {
+            return Err(AppError::new(
+                Code::ApprovalNotPending,
+                format!("Run {run_id} takes no message now: {why}"),
+            ));
+        }
+        let answer = follow_up.answer?;
+        let approval_id = match answer.approval_id {
+            Some(approval_id) => approval_id,
+            None => match RunJournal::of(&rec).pending().as_slice() {
+                [one] => one.approval_id.clone(),
+                pending => {
+                    return Err(AppError::bad_request(format!(
+                        "run {run_id} waits for {} approvals: name one with \"approvalId\"",
+                        pending.len()
+                    )));
+                }
+            },
+        };
+        let answer = ApprovalAnswer {
+            approval_id,
+            approved: answer.approved,
+            reason: answer.reason,
+            expired: false,
+            by: None,
+        };
+        self.answer_approvals(caller, id, run_id, vec![answer])
+            .await
+    }
+}
+
+/// A client's follow-up message in a durable run, as its front end read it
+/// ([`App::answer_follow_up`]).
+#[derive(Debug, Clone)]
+pub struct FollowUp {
+    /// The conversation the message says it belongs to, and the field that said it (which a
+    /// refusal names); `None` or empty: it does not say.
+    pub conversation: Option<(&'static str, String)>,
+    /// Its answer to an approval, or the refusal of what the front end could not read as one
+    /// (answered only once the run is known to take a message).
+    pub answer: Result<FollowUpAnswer, AppError>,
+}
+
+/// A follow-up's answer to one of the run's approvals.
+#[derive(Debug, Clone)]
+pub struct FollowUpAnswer {
+    /// `true` lets the tool run; `false` denies it.
+    pub approved: bool,
+    /// Why (shown to the model on a denial; at most [`MAX_REASON_CHARS`] characters).
+    pub reason: Option<String>,
+    /// The approval it answers; `None`: the only one the run waits for.
+    pub approval_id: Option<String>,
 }
 
 /// A search of one agent's durable runs ([`App::search_runs`]; A2A's `ListTasks`): each

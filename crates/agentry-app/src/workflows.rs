@@ -65,8 +65,7 @@ pub struct ListRequest {
     pub cursor: Option<String>,
 }
 
-/// The most executions one page holds.
-pub const MAX_PAGE: u32 = 100;
+pub use crate::limits::MAX_PAGE;
 /// The executions one page holds unless asked otherwise.
 pub const DEFAULT_PAGE: u32 = 20;
 

@@ -488,3 +488,11 @@ impl Host {
         })
     }
 }
+
+impl AppState {
+    /// The engine underneath the application, for a host's own routes (the built-in handlers
+    /// ask the application's use cases).
+    pub fn engine(&self) -> &Engine {
+        self.app.engine()
+    }
+}

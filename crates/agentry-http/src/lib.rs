@@ -158,11 +158,6 @@ impl AppState {
             app,
         }
     }
-
-    /// The engine underneath the application.
-    pub fn engine(&self) -> &Engine {
-        self.app.engine()
-    }
 }
 
 /// Registers every built-in route, the extractor error handlers and the shared state.

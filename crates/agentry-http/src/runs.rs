@@ -70,6 +70,9 @@ pub struct ApprovalDecision {
     pub reason: Option<String>,
 }
 
+// utoipa takes only a literal as `max_length`: the one above is the application's bound.
+const _: () = assert!(agentry_app::limits::MAX_REASON_CHARS == 2000);
+
 fn run_ids(path: web::Path<(String, String)>) -> (AgentId, ExecutionId) {
     let (id, run) = path.into_inner();
     (id.into(), run.into())

@@ -14,7 +14,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use agentry_app::App;
+use agentry_app::{App, limits};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
@@ -28,15 +28,11 @@ use crate::{AgentryMcp, McpCaller};
 /// The header that names a session.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
-/// The largest `initialize` body, in bytes: a session keeps the parameters of its `initialize`
-/// for its whole life (clients send a few hundred bytes). Other messages are only held while
-/// they are handled, and may be as large as any JSON body.
-pub const INITIALIZE_BODY_LIMIT: usize = 4 * 1024;
+/// The largest `initialize` body, in bytes ([`limits::MCP_INITIALIZE_BYTES`]).
+pub const INITIALIZE_BODY_LIMIT: usize = limits::MCP_INITIALIZE_BYTES;
 
-/// The most JSON values (objects, arrays, strings, numbers, ...) in an `initialize`'s `params`:
-/// kept parsed, each costs about a hundred bytes however few bytes it took to send (clients
-/// send about twenty).
-pub const INITIALIZE_VALUE_LIMIT: usize = 64;
+/// The most JSON values in an `initialize`'s `params` ([`limits::MCP_INITIALIZE_VALUES`]).
+pub const INITIALIZE_VALUE_LIMIT: usize = limits::MCP_INITIALIZE_VALUES;
 
 /// rmcp's answer.
 pub type McpResponse = http::Response<BoxBody<Bytes, Infallible>>;

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use agentry_app::{App, AppError, Caller};
+use agentry_app::{App, AppError, Caller, limits};
 use agentry_core::{AgentId, WorkflowId};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
@@ -144,7 +144,7 @@ impl AgentryMcp {
                     object_schema(&json!({
                         "type": "object",
                         "properties": {
-                            "input": {"type": "string", "description": "What to ask.", "maxLength": 100_000},
+                            "input": {"type": "string", "description": "What to ask.", "maxLength": limits::MAX_MESSAGE_CHARS},
                             "conversationId": {"type": "string", "description": "Continues a conversation (the agent's memory)."}
                         },
                         "required": ["input"],
