@@ -130,7 +130,7 @@ pub struct AppState {
     /// Where executions are kept (`sqlite`, `postgres`, `memory`), as `GET /api/info` says.
     pub database: String,
     /// The front ends mounted beside the HTTP API (MCP, A2A, the console).
-    pub front_ends: FrontEnds,
+    front_ends: FrontEnds,
     /// `/doc`'s document as JSON, made once from the routes served.
     doc: Arc<OnceLock<web::Bytes>>,
 }
@@ -172,6 +172,11 @@ impl AppState {
         self.front_ends = front_ends;
         self.doc = Arc::default();
         self
+    }
+
+    /// The front ends mounted beside the HTTP API.
+    pub fn front_ends(&self) -> &FrontEnds {
+        &self.front_ends
     }
 
     /// `/doc`'s document as JSON: the built-in routes and those of the front ends mounted.

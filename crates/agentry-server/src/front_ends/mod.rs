@@ -134,7 +134,7 @@ mod tests {
     /// and size are checked as every route's, its parse errors are JSON-RPC's.)
     #[actix_web::test]
     async fn json_bodies_are_the_documented_bodies() {
-        for (path, item) in &document(&state().front_ends).paths.paths {
+        for (path, item) in &document(state().front_ends()).paths.paths {
             let mut item = item.clone();
             for (method, op) in operations_mut(&mut item) {
                 let row = builtin_route(method, path).expect("every operation has a row");
@@ -151,7 +151,7 @@ mod tests {
     /// Every row of the access table is documented, protected exactly when the row is.
     #[actix_web::test]
     async fn every_builtin_route_is_documented_with_its_access() {
-        let doc = document(&state().front_ends);
+        let doc = document(state().front_ends());
         for r in BUILTIN_ROUTES {
             let path = doc_path(r.path);
             let mut item = doc
