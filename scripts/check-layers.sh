@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# The codemap (docs/ARCHITECTURE.md) kept true:
-# - its layering rules, checked on the dependency tree: agentry-core has no web framework,
-#   database driver or HTTP client; agentry-auth has no web framework, no database and does not
-#   use agentry-core; agentry-app (the application layer) knows no HTTP framework, no SQL and no
-#   MCP; the front ends (agentry-http, agentry-mcp, agentry-a2a) never reach the store: they go through
-#   agentry-app; agentry-logs (the log capture) knows no HTTP framework, no SQL and no MCP
-#   (dev-dependencies do not count);
-# - the front ends only ask the application: no file of agentry-mcp, agentry-a2a, agentry-http
-#   or agentry-console calls `.engine()` or `.agents()` (the engine and the agents under `App`);
+# The architecture invariants of docs/ARCHITECTURE.md that a script can check:
+# - the crate graph points down (checked on the dependency tree; dev-dependencies do not count):
+#   agentry-engine depends on no other agentry crate; agentry-agents and agentry-schedules on
+#   agentry-engine only (not on each other); agentry-store implements the domain's traits and
+#   knows nothing above it; no domain crate has a web framework, a database driver or an HTTP
+#   client; agentry-auth and agentry-console know no other agentry crate; agentry-app (the
+#   application layer) knows no HTTP framework, no SQL, no MCP and no front end; the front ends
+#   (agentry-http, agentry-mcp, agentry-a2a) never reach the store and are peers, none depends on
+#   another; agentry-server, the composition root, depends on agentry-app and mounts them;
+#   agentry-metrics, agentry-otel and agentry-logs have no web framework and no database;
+# - the front ends only ask the application: no file of a front end calls `.engine()` or
+#   `.agents()` (agentry-app keeps them to itself besides);
 # - every protocol's mapping of the error table is an exhaustive match on its codes: no `_` arm,
 #   no catch-all binding or guard arm (a new row does not compile until each protocol maps it);
-# - it names every source file: each crate's files by their path under the crate (`src/`
-#   left out, a `mod.rs` by its folder, e.g. `wire/`), the test files of `tests/` and the scripts.
+# - whoever writes a format reads it: a durable run's journal keys (`model-<k>`, `tool-<k>-<i>`,
+#   `approval-<k>-<i>`) and the agents' internal workflow prefix (`agent:`) appear in the source
+#   of agentry-agents only;
+# - every transaction of the store begins inside `to_the_end`.
 #
-# `--prove`: shows that the rules bite. In a scratch copy of the workspace, agentry-app is given
-# sqlx, agentry-http agentry-store and agentry-mcp actix-web, agentry-a2a a call of `.engine()`
-# and its error mapping a `_` arm; the rules must refuse all five.
+# `--prove`: shows that the rules bite. In a scratch copy of the workspace agentry-engine is given
+# agentry-agents, agentry-app sqlx, agentry-http agentry-store and agentry-mcp, agentry-mcp
+# actix-web, agentry-a2a a call of `.engine()` and its error mapping a `_` arm, and agentry-app a
+# parse of a journal key; the rules must refuse them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 failed=0
@@ -23,24 +29,37 @@ failed=0
 forbid() {
   local found
   found=$(cargo tree -p "$1" -e normal --prefix none --format '{p}' | awk '{print $1}' | sort -u \
-    | grep -Ex "$2" || true)
+    | grep -v -x "$1" | grep -Ex "$2" || true)
   if [ -n "$found" ]; then
     echo "$1 must not depend on: $(echo $found)" >&2
     cargo tree -p "$1" -e normal -i "$(echo "$found" | head -n 1)" >&2 || true
     failed=1
   fi
 }
+# require <crate> <package it must depend on directly>
+require() {
+  if ! cargo tree -p "$1" -e normal --depth 1 --prefix none --format '{p}' | awk '{print $1}' \
+    | grep -qx "$2"; then
+    echo "$1 must depend on: $2" >&2
+    failed=1
+  fi
+}
+no_io='actix.*|sqlx.*|reqwest|hyper.*|async-openai|rmcp'
 layering_rules() {
-  forbid agentry-core 'actix.*|sqlx.*|reqwest|hyper.*|async-openai'
-  forbid agentry-auth 'actix.*|sqlx.*|agentry-core'
-  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|a2a|server)'
-  forbid agentry-http 'sqlx.*|agentry-store'
-  forbid agentry-mcp 'actix.*|sqlx.*|agentry-(store|http)'
-  forbid agentry-a2a 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|server)'
-  forbid agentry-console 'actix.*|sqlx.*|agentry-(core|store|auth|http|openai|server)'
+  forbid agentry-engine "$no_io|agentry-.*"
+  forbid agentry-agents "$no_io|agentry-(schedules|store|app|auth|http|mcp|a2a|console|openai|metrics|otel|logs|server)"
+  forbid agentry-schedules "$no_io|agentry-(agents|store|app|auth|http|mcp|a2a|console|openai|metrics|otel|logs|server)"
+  forbid agentry-store 'actix.*|reqwest|hyper.*|async-openai|rmcp|agentry-(app|auth|http|mcp|a2a|console|openai|server)'
+  forbid agentry-auth 'actix.*|sqlx.*|agentry-.*'
+  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|a2a|console|server)'
+  forbid agentry-http 'sqlx.*|agentry-(store|mcp|a2a|console|server)'
+  forbid agentry-mcp 'actix.*|sqlx.*|agentry-(store|http|a2a|console|server)'
+  forbid agentry-a2a 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|console|server)'
+  forbid agentry-console 'actix.*|sqlx.*|agentry-.*'
   forbid agentry-metrics 'actix.*|sqlx.*'
   forbid agentry-otel 'actix.*|sqlx.*'
   forbid agentry-logs 'actix.*|sqlx.*|rmcp'
+  require agentry-server agentry-app
 }
 
 if [ "${1:-}" = "--prove" ]; then
@@ -52,46 +71,51 @@ if [ "${1:-}" = "--prove" ]; then
   add_dependency() {
     sed -i "0,/^\[dependencies\]/s//[dependencies]\n$2/" "$scratch/crates/$1/Cargo.toml"
   }
+  add_dependency agentry-engine 'agentry-agents.workspace = true'
   add_dependency agentry-app 'sqlx.workspace = true'
   add_dependency agentry-http 'agentry-store.workspace = true'
+  add_dependency agentry-http 'agentry-mcp.workspace = true'
   add_dependency agentry-mcp 'actix-web.workspace = true'
   printf '\nfn reach(app: &agentry_app::App) -> usize {\n    app.engine().workflows().len()\n}\n' \
     >>"$scratch/crates/agentry-a2a/src/card.rs"
   sed -i '/^pub fn rpc_code(/,/^}/s/^    match code {$/&\n        _ => RpcCode::InternalError,/' \
     "$scratch/crates/agentry-a2a/src/errors.rs"
+  printf '\nfn is_model_call(key: &str) -> bool {\n    key.starts_with("model-")\n}\n' \
+    >>"$scratch/crates/agentry-app/src/runs.rs"
   out=$(cd "$scratch" && CARGO_NET_OFFLINE=true bash scripts/check-layers.sh 2>&1) && {
     echo "check-layers.sh passed a workspace that breaks its rules:" >&2
     echo "$out" >&2
     exit 1
   }
-  for refusal in 'agentry-app must not depend on: .*sqlx' \
+  for refusal in 'agentry-engine must not depend on: .*agentry-agents' \
+    'agentry-app must not depend on: .*sqlx' \
     'agentry-http must not depend on: .*agentry-store' \
+    'agentry-http must not depend on: .*agentry-mcp' \
     'agentry-mcp must not depend on: .*actix-web' \
-    'front ends that reach around the application' \
     'crates/agentry-a2a/src/card.rs:[0-9]+: +app.engine' \
-    'crates/agentry-a2a/src/errors.rs:[0-9]+: +_ => RpcCode::InternalError'; do
+    'crates/agentry-a2a/src/errors.rs:[0-9]+: +_ => RpcCode::InternalError' \
+    'crates/agentry-app/src/runs.rs:[0-9]+: .*"model-'; do
     if ! grep -Eq "$refusal" <<<"$out"; then
       echo "check-layers.sh did not refuse /$refusal/; it said:" >&2
       echo "$out" >&2
       exit 1
     fi
   done
-  echo "layers: the rules refuse agentry-app with sqlx, agentry-http with agentry-store, agentry-mcp with actix-web, a front end calling .engine() and an error mapping with a _ arm"
+  echo "layers: the rules refuse the engine depending on the agents, agentry-app with sqlx, agentry-http with agentry-store or agentry-mcp, agentry-mcp with actix-web, a front end calling .engine(), an error mapping with a _ arm and a journal key parsed outside agentry-agents"
   exit 0
 fi
 
 layering_rules
 if [ "$failed" = 0 ]; then
-  echo "layers: agentry-core, agentry-auth, agentry-app, agentry-http, agentry-mcp, agentry-a2a, agentry-console, agentry-metrics, agentry-otel and agentry-logs keep to their dependencies"
+  echo "layers: the crate graph points down (engine; agents and schedules on it; store; app; the front ends as peers; the server composing them)"
 fi
 
 # The front ends only ask the application: none calls `.engine()` or `.agents()` of `App` (a
-# front end that needs more gets a narrow `App` method). Exempt for now: agentry-http's host.rs
-# and mcp.rs, where the composition root still is (it is leaving them for agentry-server).
+# front end that needs more gets a narrow `App` method).
 reach=$(grep -rnE '\.(engine|agents)\(\)' crates/agentry-{mcp,a2a,http,console}/src \
-  | grep -vE '^crates/agentry-http/src/(host|mcp)\.rs:' | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
 if [ -n "$reach" ]; then
-  echo "front ends that reach around the application (ask App's use cases instead):" >&2
+  echo "front ends that reach around the application (ask App instead):" >&2
   echo "$reach" >&2
   failed=1
 else
@@ -140,6 +164,20 @@ else
   failed=1
 fi
 
+# Whoever writes a format reads it: a durable run's journal keys and the agents' internal
+# workflow prefix are agentry-agents' own (crates/agentry-agents/src/run_log.rs, durable.rs); a
+# test may name them, and /doc shows an approval id as its example.
+formats=$(grep -rnE '"(model|tool|approval|ap)-("|\{|[0-9])|"agent:' crates/*/src \
+  | grep -v '^crates/agentry-agents/' | grep -vE '^[^:]+:[0-9]+:\s*//|/tests\.rs:|example = ' \
+  || true)
+if [ -n "$formats" ]; then
+  echo "a durable run's format read or written outside agentry-agents (ask its RunJournal):" >&2
+  echo "$formats" >&2
+  failed=1
+else
+  echo "formats: a run's journal keys and the agents' workflow prefix are agentry-agents' alone"
+fi
+
 # Every transaction of the store runs to its end whatever its caller does (sqlx 0.9 leaves a
 # PostgreSQL session inside a transaction when a `begin` is dropped mid-flight): a line of
 # agentry-store that begins one must carry the mark of `to_the_end` (crates/agentry-store/src/sql.rs).
@@ -151,32 +189,5 @@ if [ -n "$unmarked" ]; then
   failed=1
 else
   echo "store: every transaction begins inside to_the_end"
-fi
-
-# The name the codemap must give a tracked file, in backticks.
-codemap_name() {
-  local f="$1" rel
-  case "$f" in
-    crates/*) rel="${f#crates/*/}"; rel="${rel#src/}" ;;
-    tests/*) rel="${f#tests/}" ;;
-    *) rel="$f" ;;
-  esac
-  case "$rel" in
-    */mod.rs) rel="${rel%mod.rs}" ;;
-  esac
-  echo "$rel"
-}
-unnamed=0
-while IFS= read -r f; do
-  name=$(codemap_name "$f")
-  if ! grep -qF "\`$name\`" docs/ARCHITECTURE.md; then
-    echo "docs/ARCHITECTURE.md does not name $f (as \`$name\`)" >&2
-    unnamed=1
-  fi
-done < <(git ls-files 'crates/*.rs' 'tests/*.rs' 'scripts/*' | grep -v '^tests/node/')
-if [ "$unnamed" = 0 ]; then
-  echo "codemap: docs/ARCHITECTURE.md names every source file"
-else
-  failed=1
 fi
 exit "$failed"

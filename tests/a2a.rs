@@ -41,8 +41,8 @@ fn slow() -> Agent {
 }
 
 async fn servers() -> (TestServer, TestServer, TestServer) {
-    let open = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), |h| {
-        h.agent(slow())
+    let open = TestServer::start_with_app(Backend::Sqlite, AuthSettings::default(), |app| {
+        app.agent(slow())
     })
     .await;
     let jwt = AuthSettings {
@@ -105,7 +105,7 @@ async fn an_agent_asks_an_agent_of_another_server() {
         .agent(&card, None)
         .expect("a card URL")
         .tools();
-    let local = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), move |h| {
+    let local = TestServer::start_with_app(Backend::Sqlite, AuthSettings::default(), move |h| {
         h.agent(
             tools
                 .into_iter()

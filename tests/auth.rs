@@ -476,7 +476,7 @@ impl Model for EchoInstructions {
 async fn the_user_reaches_instructions_steps_and_state(backend: Backend) {
     let seen = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
     let (on_start, on_end) = (seen.clone(), seen.clone());
-    let server = TestServer::start_with(backend, jwt_settings(), |h| {
+    let server = TestServer::start_with_app(backend, jwt_settings(), |h| {
         h.agent(
             Agent::new("whoami-agent", "Who am I")
                 .model(Arc::new(EchoInstructions))

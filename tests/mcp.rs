@@ -133,7 +133,7 @@ async fn an_agent_uses_the_tools_of_a_real_mcp_server() {
     })
     .await
     .expect("starting the MCP server over stdio");
-    let s = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), move |h| {
+    let s = TestServer::start_with_app(Backend::Sqlite, AuthSettings::default(), move |h| {
         let station = set.tools().into_iter().fold(
             Agent::new("station", "Station").description("Reads the weather station."),
             |a, t| a.tool(t),
@@ -452,7 +452,7 @@ async fn mcp_sessions_are_capped_per_user_and_in_all() {
                 jwt_secret: Some(SECRET.into()),
                 ..Default::default()
             };
-            settings.http.mcp_sessions = limits;
+            settings.mcp_sessions = limits;
         },
         |h| h,
     )
@@ -511,7 +511,7 @@ async fn mcp_sessions_are_capped_per_user_and_in_all() {
     let s = TestServer::start_configured(
         Backend::Sqlite,
         |settings| {
-            settings.http.mcp_sessions = SessionLimits {
+            settings.mcp_sessions = SessionLimits {
                 per_user: 1,
                 total: 1,
                 idle: Duration::from_secs(1),
@@ -973,7 +973,7 @@ fn is_mcp_tool_name(name: &str) -> bool {
 async fn mcp_offers_the_catalogue_under_valid_names_and_refuses_unknown_tools() {
     let long_id = "w".repeat(128);
     let workflow_id = long_id.clone();
-    let s = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), move |h| {
+    let s = TestServer::start_with_app(Backend::Sqlite, AuthSettings::default(), move |h| {
         let lookup = FnTool::new(
             "stock price/lookup",
             "A stock's price.",

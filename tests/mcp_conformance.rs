@@ -159,7 +159,7 @@ fn outcomes(dir: &Path) -> Vec<(String, bool, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_mcp_conformance_suite_passes_what_agentry_offers() {
     let (node, cli) = suite();
-    let s = TestServer::start_with(Backend::Sqlite, AuthSettings::default(), |h| {
+    let s = TestServer::start_with_app(Backend::Sqlite, AuthSettings::default(), |h| {
         h.agent(conformance_agent())
     })
     .await;

@@ -868,7 +868,7 @@ async fn strict_mode_guards_executions_and_logs(backend: Backend) {
 
 async fn a_host_policy_replaces_the_ownership_rule(backend: Backend) {
     let _shared = ALONE.read().await;
-    let s = TestServer::start_with(backend, jwt(true), |h| {
+    let s = TestServer::start_with_app(backend, jwt(true), |h| {
         h.execution_policy(|user, _execution| user.has_role("auditor"))
     })
     .await;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
+use agentry_app::AppBuilder;
 use agentry_core::Engine;
 use agentry_core::agent::AgentHub;
 use agentry_http::Host;
@@ -102,7 +103,8 @@ impl TestServer {
         Self::start_with(backend, AuthSettings::default(), |h| h).await
     }
 
-    /// [`TestServer::start`] with authentication settings and a host's additions.
+    /// [`TestServer::start`] with authentication settings and a host's additions to the HTTP
+    /// front end (routes, middleware, provider, route patterns).
     pub async fn start_with(
         backend: Backend,
         auth: AuthSettings,
@@ -111,12 +113,34 @@ impl TestServer {
         Self::start_configured(backend, move |s| s.auth = auth, customize).await
     }
 
+    /// [`TestServer::start`] with authentication settings and a host's additions to the
+    /// application (agents, workflows, the execution policy).
+    pub async fn start_with_app(
+        backend: Backend,
+        auth: AuthSettings,
+        customize: impl FnOnce(AppBuilder) -> AppBuilder,
+    ) -> TestServer {
+        Self::start_composed(backend, move |s| s.auth = auth, customize, |h| h).await
+    }
+
     /// [`TestServer::start`] with the settings edited by `configure` (the bind address and the
-    /// database are the test's) and a host's additions.
+    /// database are the test's) and a host's additions to the HTTP front end.
     pub async fn start_configured(
         backend: Backend,
         configure: impl FnOnce(&mut Settings),
         customize: impl FnOnce(Host) -> Host,
+    ) -> TestServer {
+        Self::start_composed(backend, configure, |app| app, customize).await
+    }
+
+    /// [`TestServer::start`] with the settings edited by `configure` (the bind address and the
+    /// database are the test's) and a host's additions to the application and to the HTTP front
+    /// end.
+    pub async fn start_composed(
+        backend: Backend,
+        configure: impl FnOnce(&mut Settings),
+        customize_app: impl FnOnce(AppBuilder) -> AppBuilder,
+        customize_host: impl FnOnce(Host) -> Host,
     ) -> TestServer {
         init_logging();
         let (database_url, sqlite_path, postgres) = match backend {
@@ -139,18 +163,19 @@ impl TestServer {
         configure(&mut settings);
         settings.bind = "127.0.0.1:0".into();
         settings.database_url = database_url.clone();
-        let running = match agentry_server::start_with(&settings, customize).await {
-            Ok(r) => r,
-            Err(e) => {
-                if let Some(db) = &postgres {
-                    db.drop_now().await;
+        let running =
+            match agentry_server::start_with(&settings, customize_app, customize_host).await {
+                Ok(r) => r,
+                Err(e) => {
+                    if let Some(db) = &postgres {
+                        db.drop_now().await;
+                    }
+                    panic!(
+                        "starting the server on {}: {e:#}",
+                        agentry_server::redact(&database_url)
+                    )
                 }
-                panic!(
-                    "starting the server on {}: {e:#}",
-                    agentry_server::redact(&database_url)
-                )
-            }
-        };
+            };
         let handle = running.server.handle();
         let task = tokio::spawn(running.server);
         let client = reqwest::Client::builder()

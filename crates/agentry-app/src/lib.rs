@@ -9,8 +9,13 @@
 //!
 //! It knows no HTTP framework, no SQL and no MCP: `scripts/check-layers.sh` keeps actix, sqlx
 //! and rmcp out of its dependencies.
+//!
+//! [`AppBuilder`] is the one composition root: it registers the agents, workflows and
+//! schedules, sets the access rules and wires the metrics, and gives the `App`. The engine and
+//! the agents underneath stay inside this crate: a front end asks `App`, never them.
 
 pub mod agents;
+pub mod builder;
 pub mod caller;
 pub mod error;
 pub mod health;
@@ -29,10 +34,11 @@ pub mod workflows;
 use std::sync::Arc;
 
 use agentry_core::Engine;
-use agentry_core::agent::{AgentHub, OfflineModel};
+use agentry_core::agent::AgentHub;
 use agentry_core::schedule::{InMemoryScheduleStore, ScheduleStore, Scheduler};
 use agentry_metrics::Metrics;
 
+pub use builder::{AppBuilder, BuildError, IntoWorkflow};
 pub use caller::Caller;
 pub use error::{AppError, Code};
 pub use policy::{ADMIN_ROLE, ExecutionPolicy, Policy, owner_or_admin};
@@ -52,8 +58,9 @@ pub struct App {
 impl App {
     /// The application on an engine and agents (whose stores the host chose): the engine's
     /// `andAgent` steps run on these agents, and both report to this application's metrics.
-    /// This is where the parts are joined; a front end only receives the result.
-    pub fn new(engine: Engine, agents: AgentHub) -> Self {
+    /// This is where the parts are joined, for [`AppBuilder`]; a front end only receives the
+    /// result.
+    pub(crate) fn new(engine: Engine, agents: AgentHub) -> Self {
         engine.set_agent_runner(Arc::new(agents.clone()));
         let metrics = Arc::new(Metrics::new());
         engine.set_telemetry(metrics.clone());
@@ -70,27 +77,22 @@ impl App {
         app
     }
 
-    /// An application on `engine` with no agents (the offline model, an empty registry).
-    pub fn without_agents(engine: Engine) -> Self {
-        Self::new(engine, AgentHub::new(Arc::new(OfflineModel), None))
-    }
-
     /// The same application under these access rules.
-    pub fn with_policy(mut self, policy: Policy) -> Self {
+    pub(crate) fn with_policy(mut self, policy: Policy) -> Self {
         self.policy = Arc::new(policy);
         self
     }
 
     /// The same application keeping its schedules in `store` (the schedules declared so far
     /// go with them).
-    pub fn with_schedule_store(mut self, store: Arc<dyn ScheduleStore>) -> Self {
+    pub(crate) fn with_schedule_store(mut self, store: Arc<dyn ScheduleStore>) -> Self {
         self.scheduler = self.scheduler.with_store(store);
         self
     }
 
     /// The same application with each user creating at most `max` schedules (under the
     /// server's 1000).
-    pub fn with_max_schedules_per_user(mut self, max: u64) -> Self {
+    pub(crate) fn with_max_schedules_per_user(mut self, max: u64) -> Self {
         self.scheduler = self.scheduler.with_max_per_user(max);
         self
     }
@@ -101,12 +103,26 @@ impl App {
         &self.scheduler
     }
 
-    pub fn engine(&self) -> &Engine {
+    /// The engine underneath: for this crate only (the builder and the use cases).
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 
-    pub fn agents(&self) -> &AgentHub {
+    /// The agents underneath: for this crate only (the builder and the use cases).
+    pub(crate) fn agents(&self) -> &AgentHub {
         &self.agents
+    }
+
+    /// Cancelled when the application begins to drain (shutting down): a stream that never
+    /// ends by itself (an MCP session's server messages) ends then, so that it does not hold
+    /// the shutdown.
+    pub fn drain_signal(&self) -> tokio_util::sync::CancellationToken {
+        self.engine.drain_signal()
+    }
+
+    /// How many workflows are registered, the agents' run workflows among them.
+    pub fn workflow_count(&self) -> usize {
+        self.engine.workflows().len()
     }
 
     pub fn policy(&self) -> &Policy {

@@ -39,13 +39,13 @@ mod tests {
     use utoipa::{PartialSchema, ToSchema};
 
     use super::*;
-    use crate::{Code, Policy, wire};
+    use crate::{Code, wire};
 
     fn strict() -> App {
-        App::without_agents(Engine::in_memory()).with_policy(Policy {
-            strict: true,
-            ..Policy::default()
-        })
+        crate::AppBuilder::on(Engine::in_memory())
+            .strict(true)
+            .build()
+            .expect("the application")
     }
 
     fn user(roles: &[&str]) -> Caller {
@@ -86,7 +86,9 @@ mod tests {
         assert!(app.logs(&admin, &query).is_ok());
 
         // Outside strict mode anyone may.
-        let open = App::without_agents(Engine::in_memory());
+        let open = crate::AppBuilder::on(Engine::in_memory())
+            .build()
+            .expect("the application");
         assert!(open.logs(&Caller::Anonymous, &query).is_ok());
     }
 

@@ -2,11 +2,13 @@
 //! and which rows of the error table it may answer (the one place where that is declared).
 //!
 //! Every route the server registers in [`crate::configure`] has exactly one row here, public or
-//! protected; the protected rows are spec section 5's default protected set. The *sensitive* rows
-//! are public by default (as the spec requires) but read or change executions, memory or logs:
-//! strict mode (`AGENTRY_AUTH_STRICT=1`) protects them too. A test registers
-//! the real routes, lists them from the router and fails on any route without a row (or a row
-//! without a route), so a new route cannot slip past authentication unnoticed.
+//! protected, those of the front ends mounted beside the HTTP API (MCP, A2A, the console) too;
+//! the protected rows are spec section 5's default protected set. The *sensitive* rows are public
+//! by default (as the spec requires) but read or change executions, memory or logs: strict mode
+//! (`AGENTRY_AUTH_STRICT=1`) protects them too. A test of `agentry-server` (which mounts every
+//! front end) registers the real routes, lists them from the router and fails on any route
+//! without a row (or a row without a route), so a new route cannot slip past authentication
+//! unnoticed.
 //!
 //! A row's failures are the codes its handler (and the use cases it calls) may answer; the ones
 //! that follow from what the route is are not written in the row but derived from it
@@ -105,7 +107,7 @@ impl BuiltinRoute {
 }
 
 /// An actix path pattern with every `{param}` replaced by `x` (`/` for the root).
-fn example_path(pattern: &str) -> String {
+pub fn example_path(pattern: &str) -> String {
     let path: Vec<&str> = pattern
         .split('/')
         .map(|s| if s.starts_with('{') { "x" } else { s })
@@ -619,87 +621,7 @@ pub fn allowed_methods(path: &str) -> Vec<&'static str> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use actix_web::test as atest;
-    use actix_web::{App, HttpRequest, HttpResponse, web};
-    use agentry_core::Engine;
-
     use super::*;
-    use crate::{AppState, configure};
-
-    /// The patterns of every resource registered by `configure`, read off the router.
-    async fn served_patterns() -> BTreeSet<String> {
-        let app = atest::init_service(
-            App::new()
-                .configure(configure(AppState::new(Engine::in_memory())))
-                .default_service(web::to(|req: HttpRequest| async move {
-                    HttpResponse::Ok().body(format!("{:?}", req.resource_map()))
-                })),
-        )
-        .await;
-        let req = atest::TestRequest::get()
-            .uri("/__no_such_route__")
-            .to_request();
-        let dump = String::from_utf8(atest::call_and_read_body(&app, req).await.to_vec()).unwrap();
-        let mut out = BTreeSet::new();
-        let mut rest = dump.as_str();
-        while let Some(i) = rest.find("Single(\"") {
-            rest = &rest[i + 8..];
-            let end = rest.find('"').unwrap();
-            if !rest[..end].is_empty() {
-                out.insert(rest[..end].to_owned());
-            }
-            rest = &rest[end..];
-        }
-        assert!(out.len() > 5, "could not read the router: {dump}");
-        out
-    }
-
-    /// Whether the router serves `method` on `path` (anything but its not-found answer).
-    async fn serves(method: &str, path: &str) -> bool {
-        let app = atest::init_service(crate::app(AppState::new(Engine::in_memory()))).await;
-        let req = atest::TestRequest::default()
-            .method(method.parse().unwrap())
-            .uri(path)
-            .insert_header(("content-type", "application/json"))
-            .set_payload("{}")
-            .to_request();
-        let resp = atest::call_service(&app, req).await;
-        if resp.status() == 405 {
-            return false;
-        }
-        if resp.status() != 404 {
-            return true;
-        }
-        let body: serde_json::Value =
-            serde_json::from_slice(&atest::read_body(resp).await).unwrap_or_default();
-        let msg = body["error"].as_str().unwrap_or_default();
-        !msg.starts_with("Route ")
-    }
-
-    #[actix_web::test]
-    async fn every_served_route_is_classified_exactly_once() {
-        let mut rows = BTreeSet::new();
-        for r in BUILTIN_ROUTES {
-            assert!(rows.insert((r.method, r.path)), "duplicate row {r:?}");
-        }
-        let patterns = served_patterns().await;
-        let mut served = BTreeSet::new();
-        for p in &patterns {
-            let concrete = example_path(p);
-            for m in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
-                if serves(m, &concrete).await {
-                    served.insert((m, p.as_str()));
-                }
-            }
-        }
-        let unclassified: Vec<_> = served.difference(&rows).collect();
-        assert!(
-            unclassified.is_empty(),
-            "routes served without an access row in access.rs: {unclassified:?}"
-        );
-        let stale: Vec<_> = rows.iter().filter(|r| !served.contains(r)).collect();
-        assert!(stale.is_empty(), "rows for routes nobody serves: {stale:?}");
-    }
 
     /// A row declares only what its kind does not already give (nothing is written twice), each
     /// code once; a route that reads a JSON body changes something.

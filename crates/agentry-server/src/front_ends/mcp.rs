@@ -1,5 +1,5 @@
-//! `/mcp`: agentry as an MCP server over Streamable HTTP (`agentry-mcp`, on rmcp), behind the
-//! same middleware as every route: authentication (protected by default once a provider is on;
+//! `/mcp`: agentry as an MCP server over Streamable HTTP (`agentry-mcp`, on rmcp), mounted beside
+//! the HTTP API on its server, behind the same middleware as every route: authentication (protected by default once a provider is on;
 //! the same Bearer token), the cross-site guard, body limits and time-outs. This module only
 //! adapts actix's request to `agentry-mcp`'s service and its answer back: the caller the
 //! middleware verified goes with the request, so agents and workflows see the same user as on
@@ -8,16 +8,19 @@
 //! of rmcp's (a wrong `Accept`) leaves as the failure envelope, like every other failure; a body
 //! that is not one JSON-RPC message gets its JSON-RPC error (400).
 
+use std::sync::Arc;
+
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, delete, get, post, web};
-use agentry_mcp::{McpCaller, McpRefusal};
+use agentry_app::App;
+use agentry_http::AppState;
+use agentry_http::auth::Requester;
+use agentry_http::error::{ApiError, Code, Failure, code_for_status, failure_body};
+use agentry_http::mount::Mount;
+use agentry_mcp::{McpCaller, McpRefusal, McpService, SessionLimits};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
-
-use crate::AppState;
-use crate::auth::Requester;
-use crate::error::{ApiError, Code, Failure, code_for_status, failure_body};
 
 /// The largest refusal text of rmcp's that is quoted in an envelope.
 const MAX_REFUSAL: usize = 1024;
@@ -25,8 +28,21 @@ const MAX_REFUSAL: usize = 1024;
 /// The answer to an unknown, ended or someone else's session: the same for all three.
 const SESSION_NOT_FOUND: &str = "MCP session not found: unknown or ended (initialize again)";
 
+/// The MCP front end on `app`: one service (its sessions) shared by every server worker.
+/// `max_body` is the HTTP body limit, which an MCP message keeps to too.
+pub fn mount(app: App, max_body: usize, sessions: SessionLimits) -> Mount {
+    let service = Arc::new(agentry_mcp::service(app, max_body, sessions));
+    Mount::new(move |cfg| {
+        cfg.app_data(web::Data::from(service.clone()))
+            .service(mcp_post)
+            .service(mcp_get)
+            .service(mcp_delete);
+    })
+}
+
 async fn forward(
     app: web::Data<AppState>,
+    mcp: web::Data<McpService>,
     req: HttpRequest,
     body: web::Bytes,
     caller: Requester,
@@ -46,7 +62,7 @@ async fn forward(
             )));
         }
     };
-    let response = match app.mcp.handle(request, caller).await {
+    let response = match mcp.handle(request, caller).await {
         Ok(r) => r,
         Err(refusal) => return refused(refusal),
     };
@@ -92,7 +108,7 @@ async fn forward(
     // the shutdown. A POST's stream ends with its answer.
     let stream = body.into_data_stream();
     if req.method() == actix_web::http::Method::GET {
-        let drained = app.app.engine().drain_signal().cancelled_owned();
+        let drained = app.app.drain_signal().cancelled_owned();
         out.streaming(futures::StreamExt::take_until(stream, drained))
     } else {
         out.streaming(stream)
@@ -226,11 +242,12 @@ fn jsonrpc_id() -> ObjectBuilder {
 #[post("/mcp")]
 pub async fn mcp_post(
     app: web::Data<AppState>,
+    mcp: web::Data<McpService>,
     req: HttpRequest,
     body: web::Bytes,
     caller: Requester,
 ) -> HttpResponse {
-    forward(app, req, body, caller).await
+    forward(app, mcp, req, body, caller).await
 }
 
 /// GET /mcp
@@ -252,10 +269,11 @@ pub async fn mcp_post(
 #[get("/mcp")]
 pub async fn mcp_get(
     app: web::Data<AppState>,
+    mcp: web::Data<McpService>,
     req: HttpRequest,
     caller: Requester,
 ) -> HttpResponse {
-    forward(app, req, web::Bytes::new(), caller).await
+    forward(app, mcp, req, web::Bytes::new(), caller).await
 }
 
 /// DELETE /mcp
@@ -274,12 +292,9 @@ pub async fn mcp_get(
 #[delete("/mcp")]
 pub async fn mcp_delete(
     app: web::Data<AppState>,
+    mcp: web::Data<McpService>,
     req: HttpRequest,
     caller: Requester,
 ) -> HttpResponse {
-    forward(app, req, web::Bytes::new(), caller).await
-}
-
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
-    cfg.service(mcp_post).service(mcp_get).service(mcp_delete);
+    forward(app, mcp, req, web::Bytes::new(), caller).await
 }

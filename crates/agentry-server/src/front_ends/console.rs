@@ -1,5 +1,5 @@
 //! The operator console at `/console`: static pages from `agentry-console`, served from the
-//! binary. Every view is a URL (`/console/executions/{id}`, `/console/approvals`, ...) answered
+//! binary, mounted beside the HTTP API on its server. Every view is a URL (`/console/executions/{id}`, `/console/approvals`, ...) answered
 //! with the same page, whose script renders the view the URL names; `/console/assets/{path}`
 //! are its files. The pages are public: every piece of data comes through the API, under its
 //! usual authentication rules.
@@ -7,8 +7,8 @@
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
 use agentry_console::Asset;
-
-use crate::error::{ApiError, Code};
+use agentry_http::error::{ApiError, Code};
+use agentry_http::mount::Mount;
 
 /// An embedded file, gzip-encoded when the client accepts it.
 fn serve(req: &HttpRequest, asset: &'static Asset) -> HttpResponse {
@@ -21,7 +21,7 @@ fn serve(req: &HttpRequest, asset: &'static Asset) -> HttpResponse {
                 .any(|e| e.split(';').next().is_some_and(|e| e.trim() == "gzip"))
         });
     let mut resp = HttpResponse::Ok();
-    crate::page::secure(&mut resp)
+    agentry_http::page::secure(&mut resp)
         .content_type(asset.content_type)
         .insert_header((header::VARY, "Accept-Encoding"))
         // Revalidate each time: a new binary serves new files at the same paths.
@@ -77,6 +77,9 @@ pub async fn view(req: HttpRequest, tail: web::Path<String>) -> HttpResponse {
     }
 }
 
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
-    cfg.service(home).service(view);
+/// The console's pages and files.
+pub fn mount() -> Mount {
+    Mount::new(|cfg| {
+        cfg.service(home).service(view);
+    })
 }

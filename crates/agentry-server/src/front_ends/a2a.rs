@@ -1,5 +1,5 @@
 //! `/a2a/{agentId}`: every agent over the Agent2Agent protocol (A2A 1.0, JSON-RPC), as
-//! `agentry-a2a` answers it. The card is public (clients fetch it before they have a token);
+//! `agentry-a2a` answers it, mounted beside the HTTP API on its server. The card is public (clients fetch it before they have a token);
 //! the JSON-RPC endpoint is protected by default like execute, so the authentication, strict
 //! mode's ownership, the body limit and the JSON content type (415) apply as on every route. A
 //! JSON-RPC error leaves with HTTP 200 (the SDKs read the body only then), its `data` naming
@@ -14,11 +14,11 @@ use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use agentry_a2a::{A2aServer, Reply};
 use agentry_core::AgentId;
+use agentry_http::auth::Requester;
+use agentry_http::error::ApiError;
+use agentry_http::mount::Mount;
+use agentry_http::{AppState, forwarded, intake};
 use futures::StreamExt;
-
-use crate::auth::Requester;
-use crate::error::ApiError;
-use crate::{AppState, forwarded, intake};
 
 /// How often a silent stream sends a comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
@@ -134,6 +134,10 @@ pub async fn rpc(
     })
 }
 
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
-    cfg.service(card).service(rpc);
+/// The A2A front end: every agent's card and JSON-RPC endpoint, on the application the HTTP
+/// state serves.
+pub fn mount() -> Mount {
+    Mount::new(|cfg| {
+        cfg.service(card).service(rpc);
+    })
 }
