@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use agentry_agents::{Agent, FnTool};
 use agentry_auth::{TokenOptions, create_token};
-use agentry_core::agent::{Agent, FnTool};
 use agentry_server::AuthSettings;
 use agentry_tests::{Backend, TestServer, new_id, pytest, repo, run_to_success};
 use serde_json::json;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentry_core::agent::{
+use agentry_agents::{
     Agent, ChunkStream, FinishReason, Model, ModelChunk, ModelError, ModelRequest, ModelResponse,
     Usage,
 };

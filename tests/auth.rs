@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_auth::{TokenOptions, create_token};
-use agentry_core::agent::{
+use agentry_agents::{
     Agent, ChunkStream, FinishReason, Model, ModelError, ModelRequest, ModelResponse, Role, Usage,
 };
-use agentry_core::{StepContext, Workflow, step};
+use agentry_auth::{TokenOptions, create_token};
+use agentry_engine::{StepContext, Workflow, step};
 use agentry_http::access::BUILTIN_ROUTES;
 use agentry_http::authn::Access;
 use agentry_server::AuthSettings;

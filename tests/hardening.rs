@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agentry_core::agent::{
+use agentry_agents::{
     Agent, ChunkStream, FinishReason, FnTool, Model, ModelChunk, ModelError, ModelRequest,
     ModelResponse, ToolCall, Usage,
 };

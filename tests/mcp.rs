@@ -7,10 +7,10 @@
 use std::process::Command;
 use std::time::Duration;
 
+use agentry_agents::{Agent, FnTool};
 use agentry_auth::{TokenOptions, create_token};
-use agentry_core::agent::{Agent, FnTool};
-use agentry_core::id::digest;
-use agentry_core::workflow::{StepContext, Workflow, step};
+use agentry_engine::id::digest;
+use agentry_engine::workflow::{StepContext, Workflow, step};
 use agentry_mcp::{McpServer, McpToolset, SessionLimits};
 use agentry_server::AuthSettings;
 use agentry_tests::{Backend, TestServer, pytest, repo, tools_python};

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentry_core::agent::{Agent, FnTool};
+use agentry_agents::{Agent, FnTool};
 use agentry_server::AuthSettings;
 use agentry_tests::{Backend, TestServer, repo};
 use serde_json::{Value, json};

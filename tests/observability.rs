@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentry_core::{StepContext, StepError, Workflow, step};
+use agentry_engine::{StepContext, StepError, Workflow, step};
 use agentry_tests::{Backend, TestServer, assert_failure, assert_iso, new_id, ok_data};
 use futures::{SinkExt, StreamExt};
 use reqwest::header::CONTENT_TYPE;

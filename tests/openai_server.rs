@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use agentry_core::agent::Agent;
+use agentry_agents::Agent;
 use agentry_openai::{OpenAiModel, OpenAiSettings};
 use agentry_tests::{Backend, TestServer, ok_data};
 use serde_json::{Value, json};

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use agentry_agents::Agent;
 use agentry_auth::{TokenOptions, create_token};
-use agentry_core::agent::Agent;
 use agentry_server::AuthSettings;
 use agentry_tests::{Backend, TestServer, assert_failure, new_id, ok_data};
 use reqwest::StatusCode;

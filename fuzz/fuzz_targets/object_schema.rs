@@ -6,8 +6,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-use agentry_core::agent::offline::instance_of;
-use agentry_core::schema::{MAX_GENERATED_BYTES, check_generation_limits};
+use agentry_agents::offline::instance_of;
+use agentry_engine::schema::{MAX_GENERATED_BYTES, check_generation_limits};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(schema) = serde_json::from_slice::<Value>(data) else {

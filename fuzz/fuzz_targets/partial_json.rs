@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
 // The nesting the partial parser reads; deeper documents give `None`.
-use agentry_core::agent::partial::{MAX_DEPTH, parse_partial};
+use agentry_agents::partial::{MAX_DEPTH, parse_partial};
 
 /// Levels of arrays and objects, iteratively (serde_json already refuses > 127 levels).
 fn depth(v: &Value) -> usize {

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
+use agentry_agents::AgentHub;
 use agentry_app::AppBuilder;
-use agentry_core::Engine;
-use agentry_core::agent::AgentHub;
+use agentry_engine::Engine;
 use agentry_http::Host;
 use agentry_server::{AuthSettings, Settings};
 use agentry_store::Database;

@@ -4,12 +4,12 @@
 //! message in the task whose data part is `{approved, reason?, approvalId?}` answers it. Each
 //! method calls use cases of `agentry-app` (who may do what is decided there) and renders.
 
+use agentry_agents::AgentEvent;
 use agentry_app::limits::{self, MAX_PAGE};
 use agentry_app::runs::{FollowUp, FollowUpAnswer, RunEvents, RunSearch};
 use agentry_app::wire::runs::RunState;
 use agentry_app::{App, AppError, Caller, Code};
-use agentry_core::agent::AgentEvent;
-use agentry_core::{AgentId, ExecutionId};
+use agentry_engine::{AgentId, ExecutionId};
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

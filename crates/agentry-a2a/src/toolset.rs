@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::agent::{Tool, ToolContext};
+use agentry_agents::{Tool, ToolContext};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -67,7 +67,7 @@ fn agent_id_of(card_url: &str) -> Option<String> {
         .take_while(|s| *s != ".well-known")
         .collect();
     let id = segments.last()?;
-    agentry_core::id::is_valid_id(id).then(|| (*id).to_owned())
+    agentry_engine::id::is_valid_id(id).then(|| (*id).to_owned())
 }
 
 /// One remote agent as the tool `ask_<id>`.

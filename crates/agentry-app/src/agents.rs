@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use agentry_core::agent::{AgentEvent, Message, TextResult, Tool, ToolContext};
-use agentry_core::{AgentId, UserId};
+use agentry_agents::{AgentEvent, Message, TextResult, Tool, ToolContext};
+use agentry_engine::{AgentId, UserId};
 use serde_json::Map;
 use serde_json::Value;
 use tokio::sync::mpsc;

@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use agentry_app::AppBuilder;
-//! use agentry_core::agent::Agent;
+//! use agentry_agents::Agent;
 //!
 //! let app = AppBuilder::in_memory()
 //!     .agent(Agent::new("helper", "Helper"))
@@ -18,10 +18,10 @@
 
 use std::sync::Arc;
 
+use agentry_agents::{Agent, AgentHub, OfflineModel};
 use agentry_auth::User;
-use agentry_core::agent::{Agent, AgentHub, OfflineModel};
-use agentry_core::schedule::{ScheduleSpec, ScheduleStore};
-use agentry_core::{Engine, ExecutionRecord, Workflow};
+use agentry_engine::{Engine, ExecutionRecord, Workflow};
+use agentry_schedules::{ScheduleSpec, ScheduleStore};
 
 use crate::{App, ExecutionPolicy, Policy};
 
@@ -36,7 +36,7 @@ impl IntoWorkflow for Workflow {
     }
 }
 
-impl IntoWorkflow for Result<Workflow, agentry_core::workflow::DefinitionError> {
+impl IntoWorkflow for Result<Workflow, agentry_engine::workflow::DefinitionError> {
     fn into_workflow(self) -> Result<Workflow, String> {
         self.map_err(|e| e.to_string())
     }

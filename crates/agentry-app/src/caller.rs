@@ -2,9 +2,9 @@
 //! memory a generation reads, who owns what a call starts, and what the context of an agent or
 //! a workflow says about the user.
 
+use agentry_agents::MemoryOwner;
 use agentry_auth::User;
-use agentry_core::UserId;
-use agentry_core::agent::MemoryOwner;
+use agentry_engine::UserId;
 use serde_json::{Map, Value};
 
 /// The caller of a use case, as a front end's authentication verified it.

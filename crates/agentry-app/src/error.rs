@@ -7,11 +7,11 @@
 //! schema, and each operation's failure responses) and in `docs/ERRORS.md` (checked against this
 //! table by a test).
 
+use agentry_agents::{AgentError, ModelErrorKind};
 use agentry_auth::AuthError;
-use agentry_core::EngineError;
-use agentry_core::agent::{AgentError, ModelErrorKind};
-use agentry_core::schedule::ScheduleError;
-use agentry_core::store::StoreError;
+use agentry_engine::EngineError;
+use agentry_engine::store::StoreError;
+use agentry_schedules::ScheduleError;
 
 /// The HTTP statuses of the table's rows, by name (this crate knows no web framework).
 #[allow(dead_code)]

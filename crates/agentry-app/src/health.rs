@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentry_core::store::StoreError;
+use agentry_engine::store::StoreError;
 
 use crate::App;
 

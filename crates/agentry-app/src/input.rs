@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 
 pub use crate::limits::MAX_KEY_CHARS;
 use crate::limits::{MAX_CONTEXT_LIMIT, MAX_OUTPUT_TOKENS, MAX_STEPS};
-use agentry_core::agent::{ApprovalAnswer, GenerateOptions, GenerationSettings, Message, Role};
+use agentry_agents::{ApprovalAnswer, GenerateOptions, GenerationSettings, Message, Role};
 use serde::de::value::{MapAccessDeserializer, MapDeserializer};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -51,7 +51,7 @@ fn refuse<E: de::Error>(text: impl Display) -> E {
 /// (`options.conversationId must be at most 256 characters`, `message.contextId must not
 /// contain the NUL character`).
 pub fn check_key(field: &str, value: &str) -> Result<(), AppError> {
-    agentry_core::id::check_key(field, value).map_err(AppError::bad_request)
+    agentry_engine::id::check_key(field, value).map_err(AppError::bad_request)
 }
 
 /// The refusal of the field `at` of a body, as a whole sentence: the path under `at` that
@@ -286,7 +286,7 @@ impl<'de> Shaped<'de> for Key {
         Err(refuse("must be a string"))
     }
     fn from_str<E: de::Error>(s: &str) -> Result<Self, E> {
-        agentry_core::id::check_key(AT, s).map_err(refuse)?;
+        agentry_engine::id::check_key(AT, s).map_err(refuse)?;
         Ok(Self(s.to_owned()))
     }
 }
@@ -451,7 +451,7 @@ impl<'de> Shaped<'de> for GenerationOptions {
         if options.user_id.is_none()
             && let Some(u) = options.context_user()
         {
-            agentry_core::id::check_key(&format!("{AT}.context.userId"), u).map_err(refuse)?;
+            agentry_engine::id::check_key(&format!("{AT}.context.userId"), u).map_err(refuse)?;
         }
         Ok(options)
     }

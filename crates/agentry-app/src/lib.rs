@@ -33,10 +33,10 @@ pub mod workflows;
 
 use std::sync::Arc;
 
-use agentry_core::Engine;
-use agentry_core::agent::AgentHub;
-use agentry_core::schedule::{InMemoryScheduleStore, ScheduleStore, Scheduler};
+use agentry_agents::AgentHub;
+use agentry_engine::Engine;
 use agentry_metrics::Metrics;
+use agentry_schedules::{InMemoryScheduleStore, ScheduleStore, Scheduler};
 
 pub use builder::{AppBuilder, BuildError, IntoWorkflow};
 pub use caller::Caller;

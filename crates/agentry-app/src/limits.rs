@@ -6,7 +6,7 @@
 //! The body of a request is bounded before any of this by the HTTP layer's body limit
 //! (`HttpConfig::body_limit`, 1 MiB by default, a setting rather than a constant).
 
-use agentry_core::agent::Message;
+use agentry_agents::Message;
 
 use crate::error::AppError;
 
@@ -47,10 +47,10 @@ pub const MCP_INITIALIZE_VALUES: usize = 64;
 
 /// The most characters of a key a client chooses (a user, conversation, run or execution id,
 /// an event's key): the engine's bound, which it checks itself.
-pub use agentry_core::id::MAX_KEY_CHARS;
+pub use agentry_engine::id::MAX_KEY_CHARS;
 
 /// The largest `contextLimit` (messages of history loaded per call): the agents' bound.
-pub use agentry_core::agent::MAX_CONTEXT_LIMIT;
+pub use agentry_agents::MAX_CONTEXT_LIMIT;
 
 /// Refuses a generation's input when one of its messages is over [`MAX_MESSAGE_CHARS`]: the
 /// one check of the message length, for every path that builds a generation from a client's

@@ -33,7 +33,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use agentry_auth::User;
-    use agentry_core::Engine;
+    use agentry_engine::Engine;
     use agentry_logs::{LogLevel, LogRecord};
     use serde_json::json;
     use utoipa::{PartialSchema, ToSchema};

@@ -2,8 +2,8 @@
 //! execution waiting for them), and the repair of executions (retry from the failed step, fork
 //! from any step). Each checks the caller against the [`crate::Policy`] first.
 
-use agentry_core::engine::{EventDelivery, ForkRequest};
-use agentry_core::{ExecutionId, RunHandle, WorkflowId};
+use agentry_engine::engine::{EventDelivery, ForkRequest};
+use agentry_engine::{ExecutionId, RunHandle, WorkflowId};
 
 use crate::App;
 use crate::caller::Caller;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agentry_auth::{AuthError, User};
-use agentry_core::{ExecutionRecord, UserId};
+use agentry_engine::{ExecutionRecord, UserId};
 
 use crate::caller::Caller;
 use crate::error::{AppError, Code};

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use agentry_core::Status;
-use agentry_core::queue::{Queue, QueueCount};
+use agentry_engine::Status;
+use agentry_engine::queue::{Queue, QueueCount};
 
 use crate::App;
 use crate::caller::Caller;

@@ -6,12 +6,12 @@
 
 use std::collections::VecDeque;
 
-use agentry_core::agent::{
-    self, AgentError, AgentEvent, ApprovalAnswer, FinishReason, RunEvent, RunInput, RunJournal,
-    Usage, agent_of_run, run_workflow_id,
+use agentry_agents::{
+    self as agent, AgentError, AgentEvent, ApprovalAnswer, FinishReason, RunEvent, RunInput,
+    RunJournal, Usage, agent_of_run, run_workflow_id,
 };
-use agentry_core::store::Family;
-use agentry_core::{
+use agentry_engine::store::Family;
+use agentry_engine::{
     AgentId, EventKind, ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status,
     WorkflowEvent,
 };
@@ -458,7 +458,7 @@ impl App {
             .await
             .map_err(|e| match e {
                 // Another answer resumed it first (or it was cancelled): this one lost.
-                agentry_core::EngineError::NotSuspended { .. } => pending(&first.approval_id),
+                agentry_engine::EngineError::NotSuspended { .. } => pending(&first.approval_id),
                 other => AppError::engine(other, "Failed to answer the approval"),
             })?;
         let result = ApprovalResult {

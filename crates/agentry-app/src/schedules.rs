@@ -3,10 +3,8 @@
 //! not touch is not found (404), never revealed: its creator (or an admin) sees it; its fires
 //! are its owner's executions, whoever triggers them.
 
-use agentry_core::WorkflowId;
-use agentry_core::schedule::{
-    DEFAULT_CATCHUP_WINDOW, Overlap, Schedule, ScheduleError, ScheduleSpec,
-};
+use agentry_engine::WorkflowId;
+use agentry_schedules::{DEFAULT_CATCHUP_WINDOW, Overlap, Schedule, ScheduleError, ScheduleSpec};
 use chrono::{DateTime, Utc};
 
 use crate::App;

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use agentry_core::id::is_internal_workflow;
-use agentry_core::store::{Family, ListQuery};
-use agentry_core::workflow::Workflow;
-use agentry_core::{
+use agentry_engine::id::is_internal_workflow;
+use agentry_engine::store::{Family, ListQuery};
+use agentry_engine::workflow::Workflow;
+use agentry_engine::{
     ExecuteOptions, ExecutionId, ExecutionRecord, RunHandle, Status, UserId, WorkflowId,
 };
 use serde_json::{Map, Value};
@@ -154,7 +154,7 @@ impl App {
         self.host_workflow(id)?;
         let wf = self.engine.workflow(id).ok_or_else(|| {
             AppError::engine(
-                agentry_core::EngineError::WorkflowNotFound(id.to_string()),
+                agentry_engine::EngineError::WorkflowNotFound(id.to_string()),
                 "",
             )
         })?;
@@ -190,14 +190,14 @@ impl App {
             priority,
         } = options;
         if let Some(p) = priority
-            && !agentry_core::queue::PRIORITY_RANGE.contains(&p)
+            && !agentry_engine::queue::PRIORITY_RANGE.contains(&p)
         {
             return Err(AppError::new(
                 Code::InvalidRequest,
                 format!(
                     "Invalid options.priority: {p} is out of range ({}..={})",
-                    agentry_core::queue::PRIORITY_RANGE.start(),
-                    agentry_core::queue::PRIORITY_RANGE.end()
+                    agentry_engine::queue::PRIORITY_RANGE.start(),
+                    agentry_engine::queue::PRIORITY_RANGE.end()
                 ),
             ));
         }
@@ -410,7 +410,7 @@ impl App {
             .map_err(|e| AppError::engine(e, READ_FAILED))?;
         if is_internal_workflow(&rec.workflow_id) {
             return Err(AppError::engine(
-                agentry_core::EngineError::UnknownExecution(execution_id.to_string()),
+                agentry_engine::EngineError::UnknownExecution(execution_id.to_string()),
                 READ_FAILED,
             ));
         }
@@ -468,7 +468,7 @@ impl App {
     pub(crate) fn host_workflow(&self, id: &WorkflowId) -> Result<(), AppError> {
         if is_internal_workflow(id) {
             return Err(AppError::engine(
-                agentry_core::EngineError::WorkflowNotFound(id.to_string()),
+                agentry_engine::EngineError::WorkflowNotFound(id.to_string()),
                 "",
             ));
         }

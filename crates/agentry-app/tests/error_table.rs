@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 
+use agentry_agents::{AgentError, ModelError, ModelErrorKind};
 use agentry_app::{AppError, Code};
 use agentry_auth::AuthError;
-use agentry_core::EngineError;
-use agentry_core::Status;
-use agentry_core::agent::{AgentError, ModelError, ModelErrorKind};
-use agentry_core::schedule::ScheduleError;
-use agentry_core::store::StoreError;
+use agentry_engine::EngineError;
+use agentry_engine::Status;
+use agentry_engine::store::StoreError;
+use agentry_schedules::ScheduleError;
 
 /// `docs/ERRORS.md`'s table: code → status.
 fn published() -> HashMap<String, u16> {

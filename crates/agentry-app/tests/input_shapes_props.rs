@@ -3,8 +3,8 @@
 //! read or refused with a 400, never a panic; options in their ranges (spec section 8) are taken,
 //! options out of them are refused with a message naming `options.<field>`.
 
+use agentry_agents::{MAX_CONTEXT_LIMIT, Message, Role};
 use agentry_app::input::{parse_input, parse_options};
-use agentry_core::agent::{MAX_CONTEXT_LIMIT, Message, Role};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -157,7 +157,7 @@ fn option_out_of_range() -> impl Strategy<Value = (&'static str, Value)> {
     })
 }
 
-fn field_value(o: &agentry_core::agent::GenerateOptions, name: &str) -> f64 {
+fn field_value(o: &agentry_agents::GenerateOptions, name: &str) -> f64 {
     let s = &o.settings;
     match name {
         "temperature" => s.temperature,

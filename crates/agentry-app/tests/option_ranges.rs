@@ -6,8 +6,8 @@
 
 use std::collections::BTreeSet;
 
+use agentry_agents::GenerateOptions;
 use agentry_app::input::{BodyKind, GenerationOptions, parse_options, read_body};
-use agentry_core::agent::GenerateOptions;
 use serde_json::{Map, Value, json};
 use utoipa::PartialSchema;
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use actix_web::{HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
+use agentry_agents::AgentEvent;
 use agentry_app::App;
 use agentry_app::input::{AgentRequest, BodyKind, ObjectRequest};
-use agentry_core::agent::AgentEvent;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;

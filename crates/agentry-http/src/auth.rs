@@ -134,7 +134,7 @@ pub async fn guard(
                 .verify_token(&token, &areq)
                 .await
                 .and_then(|user| match user.id() {
-                    Some(id) => agentry_core::id::check_key("the user's id", &id)
+                    Some(id) => agentry_engine::id::check_key("the user's id", &id)
                         .map(|()| user)
                         .map_err(AuthError::invalid),
                     None => Err(AuthError::invalid("the user has no id")),

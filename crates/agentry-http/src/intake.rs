@@ -35,7 +35,7 @@ pub async fn intake(
     next: Next<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     if let Some(field) = nul_in_path_or_query(&req) {
-        let message = agentry_core::id::nul_refused(&field);
+        let message = agentry_engine::id::nul_refused(&field);
         return Ok(req
             .error_response(ApiError::bad_request(message))
             .map_into_boxed_body());
@@ -57,7 +57,7 @@ pub async fn intake(
 
 /// The path parameter or query parameter whose value holds the NUL character (`%00`), if
 /// any: ids, cursors and filters are text keys, which no database column can hold it in (see
-/// `agentry_core::id::refuse_nul`). A path parameter is named as the route names it, in
+/// `agentry_engine::id::refuse_nul`). A path parameter is named as the route names it, in
 /// camelCase (`executionId`). (A raw NUL never gets this far: the HTTP parser refuses it.)
 fn nul_in_path_or_query(req: &ServiceRequest) -> Option<String> {
     const NUL: &str = "%00";

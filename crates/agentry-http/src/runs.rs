@@ -4,9 +4,9 @@
 
 use actix_web::Either;
 use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
+use agentry_agents::ApprovalAnswer;
 use agentry_app::workflows::ListRequest;
-use agentry_core::agent::ApprovalAnswer;
-use agentry_core::{AgentId, ExecutionId};
+use agentry_engine::{AgentId, ExecutionId};
 
 use crate::AppState;
 use crate::agents::{raw_stream, ui_stream};

@@ -4,7 +4,7 @@
 //! `tool-output-available`/`tool-output-error`, `finish-step`, `finish`, then `[DONE]`.
 //! Chunks carry only the fields the protocol defines, so that strict parsers accept them.
 
-use agentry_core::agent::AgentEvent;
+use agentry_agents::AgentEvent;
 use serde_json::Value;
 
 use crate::wire::chat::{FinishMetadata, UiMessageChunk as Chunk};
@@ -115,7 +115,7 @@ impl UiMessageStream {
                     tool_call_id: r.tool_call_id.clone(),
                 });
             }
-            AgentEvent::ToolResult(r) if agentry_core::agent::is_denial(r) => {
+            AgentEvent::ToolResult(r) if agentry_agents::is_denial(r) => {
                 out.push(Chunk::ToolOutputDenied {
                     tool_call_id: r.tool_call_id.clone(),
                 });
@@ -172,7 +172,7 @@ impl UiMessageStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentry_core::agent::{FinishReason, ToolCall, ToolResult, Usage};
+    use agentry_agents::{FinishReason, ToolCall, ToolResult, Usage};
     use serde_json::json;
 
     #[test]

@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use actix_web_lab::sse;
 use agentry_app::App;
 use agentry_app::workflows::{ListRequest, StartOptions};
-use agentry_core::{ExecutionId, RunHandle, WorkflowId};
+use agentry_engine::{ExecutionId, RunHandle, WorkflowId};
 use futures::StreamExt;
 
 use crate::AppState;

@@ -28,7 +28,7 @@ use std::time::Duration;
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use actix_ws::{CloseCode, CloseReason, Message, MessageStream, Session};
 use agentry_app::workflows::Watch;
-use agentry_core::EventKind;
+use agentry_engine::EventKind;
 use agentry_logs::{LogHub, LogQuery, LogQueryParams};
 
 use tokio::sync::broadcast::error::RecvError;

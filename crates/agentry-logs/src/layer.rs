@@ -542,8 +542,8 @@ mod tests {
         let subscriber = tracing_subscriber::registry()
             .with(LogLayer::with_hub(hub).with_filter(capture_filter(&quiet)));
         tracing::subscriber::with_default(subscriber, || {
-            tracing::info!(target: "agentry_core::engine", "kept");
-            tracing::debug!(target: "agentry_core::engine", "dropped unless RUST_LOG says so");
+            tracing::info!(target: "agentry_engine::engine", "kept");
+            tracing::debug!(target: "agentry_engine::engine", "dropped unless RUST_LOG says so");
             tracing::info!(target: "actix_server::worker", "dropped");
             tracing::trace!(target: "actix_http::h1", "dropped");
             tracing::warn!(target: "sqlx::query", "kept too");

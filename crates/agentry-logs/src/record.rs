@@ -72,7 +72,7 @@ pub struct LogRecord {
     #[schema(schema_with = timestamp_schema)]
     pub timestamp: DateTime<Utc>,
     pub level: LogLevel,
-    /// The event's target (usually the module path, e.g. `agentry_core::engine`).
+    /// The event's target (usually the module path, e.g. `agentry_engine::engine`).
     pub target: String,
     pub message: String,
     /// The event's other fields, by the names they were logged with.

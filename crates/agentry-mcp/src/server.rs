@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use agentry_app::{App, AppError, Caller, limits};
-use agentry_core::{AgentId, WorkflowId};
+use agentry_engine::{AgentId, WorkflowId};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -47,14 +47,14 @@ pub const MAX_TOOL_NAME: usize = 128;
 /// The MCP tool name of `name` (a registered tool's name, `ask_<agentId>`, `run_<workflowId>`):
 /// itself when it is 1 to [`MAX_TOOL_NAME`] characters of `A-Z a-z 0-9 _ - .`; otherwise each
 /// other character becomes `_`, the whole is cut to 119 characters, and `-` and the first 8
-/// hexadecimal digits of its digest (FNV-1a, `agentry_core::id::digest`) follow. The same name
+/// hexadecimal digits of its digest (FNV-1a, `agentry_engine::id::digest`) follow. The same name
 /// always gives the same tool name.
 pub fn tool_name(name: &str) -> String {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     if !name.is_empty() && name.len() <= MAX_TOOL_NAME && name.chars().all(allowed) {
         return name.to_owned();
     }
-    let digest = agentry_core::id::digest(name);
+    let digest = agentry_engine::id::digest(name);
     let plain: String = name
         .chars()
         .map(|c| if allowed(c) { c } else { '_' })
@@ -302,7 +302,7 @@ impl AgentryMcp {
     async fn answer(
         &self,
         workflow: &WorkflowId,
-        handle: agentry_core::RunHandle,
+        handle: agentry_engine::RunHandle,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, AppError> {
         let id = handle.execution_id.clone();

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::agent::{Tool, ToolContext};
+use agentry_agents::{Tool, ToolContext};
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, ContentBlock};
 use rmcp::service::RunningService;

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::agent::telemetry::{AgentTelemetry, ModelCallReport, ToolCallReport};
-use agentry_core::event::{EventKind, WorkflowEvent};
-use agentry_core::store::ExecutionRecord;
-use agentry_core::telemetry::Telemetry;
+use agentry_agents::telemetry::{AgentTelemetry, ModelCallReport, ToolCallReport};
+use agentry_engine::event::{EventKind, WorkflowEvent};
+use agentry_engine::store::ExecutionRecord;
+use agentry_engine::telemetry::Telemetry;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,

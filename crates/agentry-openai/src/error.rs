@@ -2,7 +2,7 @@
 
 use std::error::Error as _;
 
-use agentry_core::agent::{ModelError, ModelErrorKind};
+use agentry_agents::{ModelError, ModelErrorKind};
 use async_openai::error::{OpenAIError, StreamError, WrappedError};
 
 /// How much of an unexpected response body goes into an error message.

@@ -1,6 +1,6 @@
 //! agentry's model provider for OpenAI-compatible chat completion endpoints.
 //!
-//! [`OpenAiModel`] implements [`agentry_core::agent::Model`] on top of
+//! [`OpenAiModel`] implements [`agentry_agents::Model`] on top of
 //! [async-openai](https://docs.rs/async-openai) 0.43: `POST {base_url}/chat/completions`, plain or
 //! streamed (server-sent events). It talks to OpenAI itself and to anything that speaks the same
 //! wire format (vLLM, Ollama, LM Studio, LiteLLM, OpenRouter, Azure-style proxies...).
@@ -61,7 +61,7 @@ mod stream;
 use std::fmt;
 use std::time::Duration;
 
-use agentry_core::agent::{ChunkStream, Model, ModelError, ModelRequest, ModelResponse};
+use agentry_agents::{ChunkStream, Model, ModelError, ModelRequest, ModelResponse};
 use async_openai::Client;
 use async_openai::config::{OPENAI_API_BASE, OpenAIConfig};
 use async_trait::async_trait;

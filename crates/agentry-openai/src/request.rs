@@ -3,7 +3,7 @@
 //! The body is built with async-openai's typed request (so field names and shapes follow its
 //! schema), then turned into JSON so provider options can be merged in as extra fields.
 
-use agentry_core::agent::{Message, ModelError, ModelRequest, Role, ToolCall, ToolSpec};
+use agentry_agents::{Message, ModelError, ModelRequest, Role, ToolCall, ToolSpec};
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -242,7 +242,7 @@ fn wire_key(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentry_core::agent::{GenerationSettings, ToolResult};
+    use agentry_agents::{GenerationSettings, ToolResult};
     use serde_json::json;
 
     fn req(messages: Vec<Message>) -> ModelRequest {

@@ -4,7 +4,7 @@
 //! finish reasons, missing `created`/`object`, `null` lists), so responses are decoded into these
 //! local types through its bring-your-own-types methods (`create_byot`, `create_stream_byot`).
 
-use agentry_core::agent::{FinishReason, ModelError, ModelResponse, ToolCall, Usage};
+use agentry_agents::{FinishReason, ModelError, ModelResponse, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 

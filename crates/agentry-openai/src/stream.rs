@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use agentry_core::agent::{ChunkStream, ModelChunk, ModelError, ToolCall, Usage};
+use agentry_agents::{ChunkStream, ModelChunk, ModelError, ToolCall, Usage};
 use async_openai::error::OpenAIError;
 use futures::stream::{BoxStream, StreamExt};
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agentry_core::agent::{
+use agentry_agents::{
     FinishReason, GenerationSettings, Message, Model, ModelChunk, ModelErrorKind, ModelRequest,
     ToolCall, ToolResult, ToolSpec, Usage,
 };

@@ -200,12 +200,12 @@ pub fn link_to(span: &tracing::Span, traceparent: &str) {
     }
 }
 
-/// Core's [`TraceContext`](agentry_core::telemetry::TraceContext) on OpenTelemetry: what an
+/// Core's [`TraceContext`](agentry_engine::telemetry::TraceContext) on OpenTelemetry: what an
 /// engine is given when traces are exported, so that executions join their traces.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OtelTraceContext;
 
-impl agentry_core::telemetry::TraceContext for OtelTraceContext {
+impl agentry_engine::telemetry::TraceContext for OtelTraceContext {
     fn current(&self) -> Option<String> {
         traceparent()
     }

@@ -169,7 +169,7 @@ pub fn customize(host: Host, provider: Option<Arc<dyn AuthProvider>>) -> Host {
 
 /// An agent whose tools are those of the MCP server `spec` names: a URL (Streamable HTTP) or a
 /// command line (stdio).
-pub async fn mcp_agent(spec: &str) -> anyhow::Result<agentry_core::agent::Agent> {
+pub async fn mcp_agent(spec: &str) -> anyhow::Result<agentry_agents::Agent> {
     let server = if spec.starts_with("http://") || spec.starts_with("https://") {
         agentry_mcp::McpServer::Http {
             url: spec.to_owned(),
@@ -184,7 +184,7 @@ pub async fn mcp_agent(spec: &str) -> anyhow::Result<agentry_core::agent::Agent>
     };
     let tools = agentry_mcp::McpToolset::connect(server).await?.tools();
     Ok(tools.into_iter().fold(
-        agentry_core::agent::Agent::new("mcp-assistant", "MCP assistant")
+        agentry_agents::Agent::new("mcp-assistant", "MCP assistant")
             .description("Answers with the tools of an MCP server."),
         |agent, tool| agent.tool(tool),
     ))

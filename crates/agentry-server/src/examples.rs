@@ -6,14 +6,12 @@ use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agentry_core::agent::{
-    Agent, AgentHub, Approval, FnTool, InstructionContext, MemoryConfig, Tool,
-};
-use agentry_core::queue::Queue;
-use agentry_core::schedule::{Overlap, ScheduleSpec};
-use agentry_core::store::{ExecutionStore, Family, ListQuery};
-use agentry_core::workflow::{StepContext, Workflow, step};
-use agentry_core::{Engine, EngineError, StepError};
+use agentry_agents::{Agent, AgentHub, Approval, FnTool, InstructionContext, MemoryConfig, Tool};
+use agentry_engine::queue::Queue;
+use agentry_engine::store::{ExecutionStore, Family, ListQuery};
+use agentry_engine::workflow::{StepContext, Workflow, step};
+use agentry_engine::{Engine, EngineError, StepError};
+use agentry_schedules::{Overlap, ScheduleSpec};
 use chrono::{NaiveDate, NaiveTime};
 use serde_json::{Value, json};
 
@@ -61,7 +59,7 @@ pub fn register_workflows(engine: &Engine) -> Result<(), EngineError> {
     Ok(())
 }
 
-type Def = Result<Workflow, agentry_core::workflow::DefinitionError>;
+type Def = Result<Workflow, agentry_engine::workflow::DefinitionError>;
 
 pub fn expense_approval() -> Def {
     Workflow::new("expense-approval", "Expense Approval")
@@ -776,8 +774,8 @@ pub const EXAMPLE_A2A_AGENT: &str = "AGENTRY_EXAMPLE_A2A_AGENT";
 /// tools `assistant` also has (a remote A2A agent, [`EXAMPLE_A2A_AGENT`]).
 pub fn register_agents(
     hub: &AgentHub,
-    remote: Vec<Arc<dyn agentry_core::agent::Tool>>,
-) -> Result<(), agentry_core::agent::AgentError> {
+    remote: Vec<Arc<dyn agentry_agents::Tool>>,
+) -> Result<(), agentry_agents::AgentError> {
     let assistant = Agent::new("assistant", "Assistant")
         .description("Answers questions; can look up the weather and do arithmetic.")
         .dynamic_instructions(with_context(
@@ -828,9 +826,9 @@ pub fn content_pipeline() -> Def {
             "required": ["topic"]
         }))
         .step(
-            agentry_core::Step::with_kind(
+            agentry_engine::Step::with_kind(
                 "draft",
-                agentry_core::workflow::StepKind::Agent {
+                agentry_engine::workflow::StepKind::Agent {
                     agent_id: "writer".into(),
                     prompt: Arc::new(|ctx: &StepContext| {
                         json!(format!(
@@ -870,7 +868,7 @@ pub fn content_pipeline() -> Def {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentry_core::{ExecuteOptions, ExecutionId, Status};
+    use agentry_engine::{ExecuteOptions, ExecutionId, Status};
 
     async fn engine() -> Engine {
         let e = Engine::in_memory();
@@ -928,7 +926,7 @@ mod tests {
 
     #[test]
     fn the_operator_is_durable_and_refunds_over_100_need_approval() {
-        let hub = AgentHub::new(Arc::new(agentry_core::agent::OfflineModel), None);
+        let hub = AgentHub::new(Arc::new(agentry_agents::OfflineModel), None);
         register_agents(&hub, Vec::new()).unwrap();
         let operator = hub.agent(&"operator".into()).unwrap();
         assert_eq!(operator.name, "Operator");

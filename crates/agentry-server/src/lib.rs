@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use agentry_agents::{AgentHub, Model, OfflineModel};
 use agentry_app::AppBuilder;
-use agentry_core::agent::{AgentHub, Model, OfflineModel};
-use agentry_core::clock::SystemClock;
-use agentry_core::engine::{CrashHook, CrashPoint};
-use agentry_core::{Engine, EngineConfig};
+use agentry_engine::clock::SystemClock;
+use agentry_engine::engine::{CrashHook, CrashPoint};
+use agentry_engine::{Engine, EngineConfig};
 use agentry_http::{Host, HttpConfig};
 use agentry_mcp::SessionLimits;
 
@@ -60,7 +60,7 @@ pub struct Settings {
     pub metrics_bind: Option<String>,
     /// What an execution's mailbox and the events kept by key may hold
     /// (`AGENTRY_MAILBOX_MAX_BYTES`, `AGENTRY_EVENTS_MAX*`).
-    pub event_limits: agentry_core::engine::EventLimits,
+    pub event_limits: agentry_engine::engine::EventLimits,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -69,9 +69,9 @@ const PRUNE_BATCH: u32 = 1000;
 /// Deletes the finished executions of `statuses` that ended more than `older_than` ago, with
 /// their steps and events, in batches; returns how many.
 pub async fn prune(
-    store: &dyn agentry_core::ExecutionStore,
+    store: &dyn agentry_engine::ExecutionStore,
     older_than: Duration,
-    statuses: &[agentry_core::Status],
+    statuses: &[agentry_engine::Status],
 ) -> anyhow::Result<u64> {
     let cutoff = chrono::Utc::now()
         - chrono::Duration::from_std(older_than).context("--older-than is too long")?;
@@ -152,9 +152,9 @@ impl Default for Settings {
             shutdown_grace: Duration::from_secs(10),
             crash_at: None,
             retention: None,
-            max_schedules_per_user: agentry_core::schedule::DEFAULT_MAX_SCHEDULES_PER_USER,
+            max_schedules_per_user: agentry_schedules::DEFAULT_MAX_SCHEDULES_PER_USER,
             metrics_bind: None,
-            event_limits: agentry_core::engine::EventLimits::default(),
+            event_limits: agentry_engine::engine::EventLimits::default(),
         }
     }
 }
@@ -201,7 +201,7 @@ pub fn default_model() -> Arc<dyn Model> {
 
 /// The remote A2A agent the example `assistant` may ask (`AGENTRY_EXAMPLE_A2A_AGENT`: its card
 /// URL), as its tools.
-fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_core::agent::Tool>>> {
+fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_agents::Tool>>> {
     let Some(url) = std::env::var(examples::EXAMPLE_A2A_AGENT)
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -265,7 +265,7 @@ pub async fn start_with(
         // Executions join the traces they start in, when traces are exported.
         trace: agentry_otel::enabled().then(|| {
             Arc::new(agentry_otel::OtelTraceContext)
-                as Arc<dyn agentry_core::telemetry::TraceContext>
+                as Arc<dyn agentry_engine::telemetry::TraceContext>
         }),
         ..EngineConfig::default()
     };
@@ -417,9 +417,9 @@ fn spawn_retention(engine: Engine, retention: Duration) {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let finals = [
-            agentry_core::Status::Completed,
-            agentry_core::Status::Error,
-            agentry_core::Status::Cancelled,
+            agentry_engine::Status::Completed,
+            agentry_engine::Status::Error,
+            agentry_engine::Status::Cancelled,
         ];
         loop {
             tick.tick().await;

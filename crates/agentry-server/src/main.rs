@@ -39,11 +39,11 @@ struct PruneArgs {
     older_than: std::time::Duration,
     /// Only these statuses (comma list of completed, error, cancelled) [default: all three].
     #[arg(long, value_delimiter = ',', value_parser = parse_final_status)]
-    status: Vec<agentry_core::Status>,
+    status: Vec<agentry_engine::Status>,
 }
 
-fn parse_final_status(s: &str) -> Result<agentry_core::Status, String> {
-    agentry_core::Status::parse(s.trim())
+fn parse_final_status(s: &str) -> Result<agentry_engine::Status, String> {
+    agentry_engine::Status::parse(s.trim())
         .filter(|st| st.is_final())
         .ok_or_else(|| format!("{s:?} is not a finished status: completed, error or cancelled"))
 }
@@ -51,9 +51,9 @@ fn parse_final_status(s: &str) -> Result<agentry_core::Status, String> {
 async fn prune(args: PruneArgs) -> anyhow::Result<()> {
     let statuses = if args.status.is_empty() {
         vec![
-            agentry_core::Status::Completed,
-            agentry_core::Status::Error,
-            agentry_core::Status::Cancelled,
+            agentry_engine::Status::Completed,
+            agentry_engine::Status::Error,
+            agentry_engine::Status::Cancelled,
         ]
     } else {
         args.status
@@ -244,7 +244,7 @@ struct ServeArgs {
     /// The most schedules one user (a verified caller) may create, under the server's 1000
     /// (beyond: 409 schedule_limit). Without a provider, schedules belong to nobody and only
     /// the server's limit holds.
-    #[arg(long, env = "AGENTRY_MAX_SCHEDULES_PER_USER", default_value_t = agentry_core::schedule::DEFAULT_MAX_SCHEDULES_PER_USER, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "AGENTRY_MAX_SCHEDULES_PER_USER", default_value_t = agentry_schedules::DEFAULT_MAX_SCHEDULES_PER_USER, value_parser = clap::value_parser!(u64).range(1..))]
     max_schedules_per_user: u64,
     /// Serve `GET /metrics` (Prometheus) on this address instead of the main one, e.g.
     /// 127.0.0.1:9464 [default: on the main address]
@@ -422,7 +422,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         retention: args.retention,
         max_schedules_per_user: args.max_schedules_per_user,
         metrics_bind: args.metrics_bind.filter(|b| !b.trim().is_empty()),
-        event_limits: agentry_core::engine::EventLimits {
+        event_limits: agentry_engine::engine::EventLimits {
             mailbox_bytes: args.mailbox_max_bytes,
             kept_per_key: args.events_max_per_key,
             kept_bytes_per_key: args.events_max_bytes_per_key,

@@ -39,13 +39,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::Engine;
-use agentry_core::agent::{
+use agentry_agents::{
     Agent, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk, ModelError,
     ModelRequest, ModelResponse, Role, ToolCall, Usage,
 };
-use agentry_core::queue::Queue;
-use agentry_core::workflow::{DefinitionError, StepContext, Workflow, step};
+use agentry_engine::Engine;
+use agentry_engine::queue::Queue;
+use agentry_engine::workflow::{DefinitionError, StepContext, Workflow, step};
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -426,7 +426,7 @@ impl Scripted {
         let text = last_user
             .map(|i| req.messages[i].content.clone())
             .unwrap_or_default();
-        let since: &[agentry_core::agent::Message] = last_user
+        let since: &[agentry_agents::Message] = last_user
             .map(|i| &req.messages[i + 1..])
             .unwrap_or_default();
         let done: Vec<&Value> = since

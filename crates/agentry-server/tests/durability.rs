@@ -125,7 +125,7 @@ impl Replica {
 }
 
 /// What a crash left on disk for `id`: read with the store itself, no server running.
-async fn on_disk(database_url: &str, id: &str) -> agentry_core::ExecutionRecord {
+async fn on_disk(database_url: &str, id: &str) -> agentry_engine::ExecutionRecord {
     let db = agentry_store::Database::connect(database_url)
         .await
         .expect("open the database");
@@ -138,7 +138,7 @@ async fn on_disk(database_url: &str, id: &str) -> agentry_core::ExecutionRecord 
 /// `countdown`; the disk holds exactly what the point promises; a restarted process (the same
 /// node) continues at once and finishes with each step committed once.
 async fn crash_points(database_url: &str) {
-    use agentry_core::store::StepStatus;
+    use agentry_engine::store::StepStatus;
     for (point, rerun) in [
         ("before-step", "tick-3"),
         ("after-effect", "tick-3"),
@@ -159,7 +159,11 @@ async fn crash_points(database_url: &str) {
         let rec = on_disk(database_url, &id).await;
         let steps = &rec.progress.steps;
         let status = |id: &str| steps.get(id).map(|s| (s.status, s.attempt));
-        assert_eq!(rec.state.status(), agentry_core::Status::Running, "{point}");
+        assert_eq!(
+            rec.state.status(),
+            agentry_engine::Status::Running,
+            "{point}"
+        );
         assert_eq!(
             status("tick-4"),
             Some((StepStatus::Completed, 1)),
@@ -757,7 +761,7 @@ async fn prune_deletes_finished_executions(database_url: &str) {
         assert!(events.is_empty(), "its events went with it");
     }
     let kept = store.get(&waiting).await.expect("get").expect("kept");
-    assert_eq!(kept.state.status(), agentry_core::Status::Suspended);
+    assert_eq!(kept.state.status(), agentry_engine::Status::Suspended);
     assert!(!kept.progress.steps.is_empty());
     db.close().await;
     let bad = Command::new(env!("CARGO_BIN_EXE_agentry"))
@@ -834,7 +838,7 @@ async fn a_deadline_passes_while_every_server_is_down(database_url: &str) {
     let rec = on_disk(database_url, &id).await;
     assert_eq!(
         rec.state.status(),
-        agentry_core::Status::Suspended,
+        agentry_engine::Status::Suspended,
         "nobody fired it"
     );
 
@@ -970,7 +974,11 @@ async fn acknowledged_executions_survive_kill_9_under_load(database_url: &str) {
             .await
             .expect("read")
             .unwrap_or_else(|| panic!("{id} was acknowledged and is not on disk"));
-        assert_eq!(rec.state.status(), agentry_core::Status::Completed, "{id}");
+        assert_eq!(
+            rec.state.status(),
+            agentry_engine::Status::Completed,
+            "{id}"
+        );
         assert_eq!(rec.state.result(), Some(&json!({"words": 4})), "{id}");
     }
     db.close().await;

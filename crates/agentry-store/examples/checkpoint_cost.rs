@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use agentry_core::state::ExecutionState;
-use agentry_core::store::{ExecutionRecord, Lease, Progress, StepRecord};
+use agentry_engine::state::ExecutionState;
+use agentry_engine::store::{ExecutionRecord, Lease, Progress, StepRecord};
 use agentry_store::Database;
 use chrono::Utc;
 use serde_json::{Map, json};

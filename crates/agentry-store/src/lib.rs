@@ -15,9 +15,9 @@ mod sqlite;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::agent::ConversationStore;
-use agentry_core::schedule::ScheduleStore;
-use agentry_core::store::ExecutionStore;
+use agentry_agents::ConversationStore;
+use agentry_engine::store::ExecutionStore;
+use agentry_schedules::ScheduleStore;
 
 pub use memory::SqlConversationStore;
 pub use postgres::PgStore;

@@ -1,8 +1,8 @@
 //! Agent conversation memory (`agent_messages`), written once for both databases through the
 //! same [`Dialect`] as the executions.
 
-use agentry_core::agent::{ConversationKey, ConversationStore, Message};
-use agentry_core::store::StoreError;
+use agentry_agents::{ConversationKey, ConversationStore, Message};
+use agentry_engine::store::StoreError;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{Database, Encode, Executor, IntoArguments, Pool, QueryBuilder, Type};

@@ -4,13 +4,13 @@
 //! PostgreSQL that row lock, on SQLite the database's one write lock, makes the passes of all
 //! replicas over one queue take turns, so that no two count the same free slot. Inside it, the
 //! slots in use and the starts in the rate window are read, the candidates are read in the
-//! queue's order, [`agentry_core::queue::choose`] picks, and the picked ones are started
+//! queue's order, [`agentry_engine::queue::choose`] picks, and the picked ones are started
 //! (`FOR UPDATE SKIP LOCKED` on PostgreSQL: a row another writer holds, a cancel say, is left
 //! for the next pass).
 
-use agentry_core::Status;
-use agentry_core::queue::{Candidate, Load, QueueCount, choose};
-use agentry_core::store::{Dequeue, ExecutionRecord, StoreError};
+use agentry_engine::Status;
+use agentry_engine::queue::{Candidate, Load, QueueCount, choose};
+use agentry_engine::store::{Dequeue, ExecutionRecord, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::{Encode, Executor, FromRow, IntoArguments, QueryBuilder, Type};
 

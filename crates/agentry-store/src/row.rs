@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::WorkflowEvent;
-use agentry_core::queue::QueuePlace;
-use agentry_core::state::{ExecutionState, StateParts, Status};
-use agentry_core::store::{
+use agentry_engine::WorkflowEvent;
+use agentry_engine::queue::QueuePlace;
+use agentry_engine::state::{ExecutionState, StateParts, Status};
+use agentry_engine::store::{
     ExecutionRecord, Lease, Progress, PublishedEvent, StepRecord, StepStatus, StoreError,
 };
 use chrono::{DateTime, Utc};
@@ -162,7 +162,7 @@ pub struct PublishedRow {
     pub woken: Option<String>,
 }
 
-/// What [`agentry_core::store::ExecutionStore::published_load`] counts.
+/// What [`agentry_engine::store::ExecutionStore::published_load`] counts.
 #[derive(Debug, sqlx::FromRow)]
 pub struct LoadRow {
     pub count: i64,

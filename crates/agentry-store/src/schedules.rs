@@ -2,8 +2,8 @@
 //! executions: a row per schedule, its definition and state one JSON document, every change a
 //! compare-and-set on `version`.
 
-use agentry_core::schedule::{Schedule, ScheduleStore};
-use agentry_core::store::StoreError;
+use agentry_engine::store::StoreError;
+use agentry_schedules::{Schedule, ScheduleStore};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{Database, Encode, Executor, IntoArguments, Pool, QueryBuilder, Type};

@@ -19,10 +19,10 @@
 //! handler for another); on PostgreSQL a few batches commit in parallel, each locking the
 //! executions it changes in the order of their ids.
 
-use agentry_core::Status;
-use agentry_core::WorkflowEvent;
-use agentry_core::queue::QueueCount;
-use agentry_core::store::{
+use agentry_engine::Status;
+use agentry_engine::WorkflowEvent;
+use agentry_engine::queue::QueueCount;
+use agentry_engine::store::{
     Claim, Dequeue, ExecutionRecord, ExecutionStore, Family, Lease, ListQuery, PublishedEvent,
     PublishedLoad, StatusCount, StepRecord, StoreError,
 };
@@ -375,7 +375,7 @@ const STEP: [&str; 9] = [
     "failures",
 ];
 
-/// An execution's workflow key (`agentry_core::store::workflow_key`) in SQL.
+/// An execution's workflow key (`agentry_engine::store::workflow_key`) in SQL.
 pub(crate) const WORKFLOW_KEY: &str = "(workflow_id || '@' || COALESCE(workflow_version, ''))";
 
 /// How many ids one statement binds at most.
@@ -543,7 +543,7 @@ where
             "SELECT {} FROM workflow_executions WHERE 1 = 1",
             header_select::<DB>()
         ));
-        let internal = format!("%{}%", agentry_core::id::INTERNAL_SEPARATOR);
+        let internal = format!("%{}%", agentry_engine::id::INTERNAL_SEPARATOR);
         match (&query.workflow_id, query.family) {
             (Some(workflow_id), _) => {
                 q.push(" AND workflow_id = ")
@@ -1036,7 +1036,7 @@ where
         let mut q = QueryBuilder::<DB>::new(
             "SELECT id FROM workflow_executions WHERE status = 'suspended' AND waiting_for = ",
         );
-        q.push_bind(agentry_core::store::waiting_for(name, key))
+        q.push_bind(agentry_engine::store::waiting_for(name, key))
             .push(" ORDER BY start_at, id LIMIT ")
             .push_bind(i64::from(limit));
         let rows: Vec<IdRow> = q

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use agentry_core::state::ExecutionState;
-use agentry_core::store::{ExecutionRecord, ExecutionStore, Progress};
+use agentry_engine::state::ExecutionState;
+use agentry_engine::store::{ExecutionRecord, ExecutionStore, Progress};
 use agentry_store::PgStore;
 use chrono::Utc;
 use serde_json::json;

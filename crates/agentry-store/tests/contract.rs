@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_core::queue::{Queue, QueuePlace};
-use agentry_core::state::{ExecutionState, Status, SuspendRequest};
-use agentry_core::store::Dequeue;
-use agentry_core::store::{
+use agentry_engine::queue::{Queue, QueuePlace};
+use agentry_engine::state::{ExecutionState, Status, SuspendRequest};
+use agentry_engine::store::Dequeue;
+use agentry_engine::store::{
     Claim, ExecutionRecord, ExecutionStore, Family, InMemoryExecutionStore, Lease, ListQuery,
     Progress, StatusCount, StepRecord, StoreError,
 };
-use agentry_core::{EventKind, WorkflowEvent};
+use agentry_engine::{EventKind, WorkflowEvent};
 use agentry_store::Database;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde_json::{Map, json};
@@ -235,7 +235,7 @@ const VERSION: &str = "2026-11-27";
 fn wf(names: &[&str]) -> Vec<String> {
     names
         .iter()
-        .map(|s| agentry_core::store::workflow_key(s, Some(VERSION)))
+        .map(|s| agentry_engine::store::workflow_key(s, Some(VERSION)))
         .collect()
 }
 
@@ -254,7 +254,7 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
     assert_eq!(get(store, &done.id).await, done);
     // Cancelled, failed in a step, suspended with a deadline: each reads back as written.
     let mut cancelled = record("w", None);
-    cancelled.state = ExecutionState::Cancelled(agentry_core::state::Cancellation {
+    cancelled.state = ExecutionState::Cancelled(agentry_engine::state::Cancellation {
         cancelled_at: now(),
         reason: Some("not needed".into()),
     });
@@ -265,14 +265,14 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
         end_at: now(),
     };
     let mut waiting = record("w", None);
-    waiting.state = ExecutionState::Suspended(agentry_core::Suspension {
+    waiting.state = ExecutionState::Suspended(agentry_engine::Suspension {
         suspended_at: now(),
         reason: "approval".into(),
         step_index: 1,
         step_id: "second".into(),
         data: Some(json!({"a": 1})),
         deadline: Some(now() + chrono::Duration::hours(1)),
-        event: Some(agentry_core::state::EventWait {
+        event: Some(agentry_engine::state::EventWait {
             name: "payment".into(),
             key: Some("o-1".into()),
             entry: "event-0".into(),
@@ -758,7 +758,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
             r.owner = Some("alice".into());
         }
         if i == 3 {
-            r.state = ExecutionState::Cancelled(agentry_core::state::Cancellation {
+            r.state = ExecutionState::Cancelled(agentry_engine::state::Cancellation {
                 cancelled_at: now(),
                 reason: None,
             });
@@ -795,7 +795,7 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     let cancelled = store
         .list(&ListQuery {
             family: Family::All,
-            status: Some(agentry_core::Status::Cancelled),
+            status: Some(agentry_engine::Status::Cancelled),
             limit: 10,
             ..query(None)
         })
@@ -839,12 +839,12 @@ async fn lists_page_newest_first_by_status_and_owner(store: &dyn ExecutionStore)
     counts.sort_by(|a, b| {
         (&a.workflow_id, a.status.as_str()).cmp(&(&b.workflow_id, b.status.as_str()))
     });
-    let count = |workflow_id: &str, status: agentry_core::Status, count: u64| StatusCount {
+    let count = |workflow_id: &str, status: agentry_engine::Status, count: u64| StatusCount {
         workflow_id: workflow_id.into(),
         status,
         count,
     };
-    use agentry_core::Status as S;
+    use agentry_engine::Status as S;
     assert_eq!(
         counts,
         vec![
@@ -927,7 +927,7 @@ async fn concurrent_writes_each_get_their_own_outcome(store: &dyn ExecutionStore
 /// executions it woke, and is forgotten after the window; a suspended execution waiting for an
 /// event by key is found by that key.
 async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn ExecutionStore) {
-    use agentry_core::store::PublishedEvent;
+    use agentry_engine::store::PublishedEvent;
     let sent = |id: &str, key: &str, at: DateTime<Utc>| PublishedEvent {
         name: "payment".into(),
         scope: "alice".into(),
@@ -990,7 +990,7 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
     let bytes = sent("e-1", "o-1", at).bytes();
     assert_eq!(
         load,
-        agentry_core::store::PublishedLoad {
+        agentry_engine::store::PublishedLoad {
             key_count: 1,
             key_bytes: bytes,
             count: 3,
@@ -1013,14 +1013,14 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
     );
 
     let mut waiting = record("w", None);
-    waiting.state = ExecutionState::Suspended(agentry_core::Suspension {
+    waiting.state = ExecutionState::Suspended(agentry_engine::Suspension {
         suspended_at: now(),
         reason: "Waiting for event payment".into(),
         step_index: 0,
         step_id: "first".into(),
         data: None,
         deadline: None,
-        event: Some(agentry_core::state::EventWait {
+        event: Some(agentry_engine::state::EventWait {
             name: "payment".into(),
             key: Some("o-1".into()),
             entry: "event-0".into(),
@@ -1071,8 +1071,8 @@ async fn claims_and_timers_take_only_the_versions_named(store: &dyn ExecutionSto
         assert_eq!(&get(store, &r.id).await, r);
     }
     let keys = vec![
-        agentry_core::store::workflow_key("w", Some(VERSION)),
-        agentry_core::store::workflow_key("w", None),
+        agentry_engine::store::workflow_key("w", Some(VERSION)),
+        agentry_engine::store::workflow_key("w", None),
     ];
     let mut taken: Vec<String> = store
         .claim_orphans(&Claim {
@@ -1099,7 +1099,7 @@ async fn claims_and_timers_take_only_the_versions_named(store: &dyn ExecutionSto
     // A due timer of a version not named is not due for this claimer.
     let mut waiting = record("w", None);
     waiting.workflow_version = Some("old".into());
-    waiting.state = ExecutionState::Suspended(agentry_core::Suspension {
+    waiting.state = ExecutionState::Suspended(agentry_engine::Suspension {
         suspended_at: now(),
         reason: "later".into(),
         step_index: 0,
@@ -1110,7 +1110,7 @@ async fn claims_and_timers_take_only_the_versions_named(store: &dyn ExecutionSto
     });
     store.insert(&waiting, &[]).await.unwrap();
     assert!(store.due_timers(&keys, 10).await.unwrap().is_empty());
-    let old = vec![agentry_core::store::workflow_key("w", Some("old"))];
+    let old = vec![agentry_engine::store::workflow_key("w", Some("old"))];
     assert_eq!(
         store.due_timers(&old, 10).await.unwrap(),
         vec![waiting.id.clone()]
@@ -1255,7 +1255,7 @@ async fn a_dequeue_starts_what_the_limits_allow(store: &dyn ExecutionStore) {
     // A suspended one keeps its slot.
     let c = get(store, &records[5].id).await;
     let suspended = ExecutionRecord {
-        state: ExecutionState::Suspended(agentry_core::Suspension {
+        state: ExecutionState::Suspended(agentry_engine::Suspension {
             suspended_at: now(),
             reason: "wait".into(),
             step_index: 0,

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use agentry_core::schedule::{
+use agentry_engine::store::StoreError;
+use agentry_schedules::{
     Fire, FireOrigin, FireState, InMemoryScheduleStore, Overlap, Schedule, ScheduleStore,
     fire_execution_id,
 };
-use agentry_core::store::StoreError;
 use agentry_store::Database;
 use chrono::{DateTime, Utc};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Agents: their detail, the results of a generation and the events of the agent streams. (The
 //! bodies of the agent routes are in `crate::input`: each is its own parser and schema.)
 
-use agentry_core::agent::{self, Agent, AgentError, AgentEvent as DomainEvent, AgentHub};
+use agentry_agents::{self as agent, Agent, AgentError, AgentEvent as DomainEvent, AgentHub};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;

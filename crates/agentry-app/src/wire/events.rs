@@ -1,9 +1,9 @@
 //! Workflow events: the `data` of a workflow stream's Server-Sent Events and the messages of
 //! `/ws/executions/{executionId}`.
 
-use agentry_core::agent::RunEvent;
-use agentry_core::event::LayerEvent;
-use agentry_core::{EventKind, WorkflowEvent as DomainEvent};
+use agentry_agents::RunEvent;
+use agentry_engine::event::LayerEvent;
+use agentry_engine::{EventKind, WorkflowEvent as DomainEvent};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -379,7 +379,7 @@ impl WorkflowEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentry_core::workflow::StepType as DomainStepType;
+    use agentry_engine::workflow::StepType as DomainStepType;
     use chrono::Utc;
 
     /// The wire's `type` is the domain's name of the event.

@@ -1,8 +1,8 @@
 //! The workflow operations' bodies and answers: events into executions (to one, or by key),
 //! retry and fork.
 
-use agentry_core::ExecutionRecord;
-use agentry_core::engine::{Delivered, MailboxEvent, Published};
+use agentry_engine::ExecutionRecord;
+use agentry_engine::engine::{Delivered, MailboxEvent, Published};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -192,7 +192,7 @@ pub struct ForkedFrom {
 impl ForkedFrom {
     /// The origin a forked execution's context names.
     pub fn of(r: &ExecutionRecord) -> Option<Self> {
-        let origin = r.context.get(agentry_core::engine::FORKED_FROM)?;
+        let origin = r.context.get(agentry_engine::engine::FORKED_FROM)?;
         Some(Self {
             execution_id: origin.get("executionId")?.as_str()?.to_owned(),
             step_id: origin.get("stepId")?.as_str()?.to_owned(),

@@ -1,7 +1,7 @@
 //! Queues: a queue's declaration and load (`GET /queues`, `GET /queues/{name}`), and an
 //! execution's place in its queue (the state's `queue`).
 
-use agentry_core::queue::{Queue, QueuePlace};
+use agentry_engine::queue::{Queue, QueuePlace};
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -1,10 +1,10 @@
 //! Durable agent runs: a run's summary, its state (messages, steps, pending approvals), the
 //! answer to an approval, and a durable `/text`'s answer.
 
-use agentry_core::ExecutionRecord;
-use agentry_core::agent::{
-    self, ApprovalAnswer, EntryKind, Message, RunInput, RunJournal, agent_of_run,
+use agentry_agents::{
+    self as agent, ApprovalAnswer, EntryKind, Message, RunInput, RunJournal, agent_of_run,
 };
+use agentry_engine::ExecutionRecord;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -273,7 +273,7 @@ impl RunState {
             lease: rec
                 .lease
                 .as_ref()
-                .filter(|_| rec.state.status() == agentry_core::Status::Running)
+                .filter(|_| rec.state.status() == agentry_engine::Status::Running)
                 .map(|l| super::LeaseRecord {
                     node: l.node.clone(),
                     epoch: l.epoch,

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use agentry_core::Status;
-use agentry_core::schedule::{Fire, FireOrigin, FireState, Overlap, Schedule};
+use agentry_engine::Status;
+use agentry_schedules::{Fire, FireOrigin, FireState, Overlap, Schedule};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;

@@ -2,10 +2,10 @@
 
 use std::collections::HashMap;
 
-use agentry_core::state::{Cancellation, Status, SuspendRequest as PendingRequest, Suspension};
-use agentry_core::store::{self, StepRecord};
-use agentry_core::workflow::{self, Step, Workflow};
-use agentry_core::{ExecutionRecord, ExecutionState};
+use agentry_engine::state::{Cancellation, Status, SuspendRequest as PendingRequest, Suspension};
+use agentry_engine::store::{self, StepRecord};
+use agentry_engine::workflow::{self, Step, Workflow};
+use agentry_engine::{ExecutionRecord, ExecutionState};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -182,8 +182,8 @@ pub struct VersionView {
     pub in_flight: u64,
 }
 
-impl From<&agentry_core::engine::VersionInFlight> for VersionView {
-    fn from(v: &agentry_core::engine::VersionInFlight) -> Self {
+impl From<&agentry_engine::engine::VersionInFlight> for VersionView {
+    fn from(v: &agentry_engine::engine::VersionInFlight) -> Self {
         Self {
             version: v.version.clone(),
             current: v.current,
@@ -861,8 +861,8 @@ impl From<&ExecutionRecord> for StepsById {
             .steps
             .iter()
             .filter(|(id, _)| {
-                !agentry_core::engine::MailboxEvent::is_record(id)
-                    && !agentry_core::engine::is_wake_record(id)
+                !agentry_engine::engine::MailboxEvent::is_record(id)
+                    && !agentry_engine::engine::is_wake_record(id)
             })
             .map(|(id, s)| (id, s.as_ref()))
             .collect();
@@ -926,7 +926,7 @@ impl From<&ExecutionRecord> for ExecutionStateView {
             },
             cancellation: state.cancellation().map(Into::into),
             suspend_request: state.suspend_request().map(Into::into),
-            mailbox: agentry_core::engine::mailbox(r)
+            mailbox: agentry_engine::engine::mailbox(r)
                 .iter()
                 .map(Into::into)
                 .collect(),

@@ -13,7 +13,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
 use actix_web_lab::sse;
 use agentry_a2a::{A2aServer, Reply};
-use agentry_core::AgentId;
+use agentry_engine::AgentId;
 use agentry_http::auth::Requester;
 use agentry_http::error::ApiError;
 use agentry_http::mount::Mount;
