@@ -19,7 +19,7 @@
 # - every transaction of the store begins inside `to_the_end`.
 #
 # `--prove`: shows that the rules bite. In a scratch copy of the workspace agentry-engine is given
-# agentry-agents, agentry-app sqlx, agentry-http agentry-store and agentry-mcp, agentry-mcp
+# agentry-auth, agentry-agents agentry-schedules, agentry-app sqlx, agentry-http agentry-store and agentry-mcp, agentry-mcp
 # actix-web, agentry-a2a a call of `.engine()` and its error mapping a `_` arm, and agentry-app a
 # parse of a journal key; the rules must refuse them all.
 set -euo pipefail
@@ -71,7 +71,8 @@ if [ "${1:-}" = "--prove" ]; then
   add_dependency() {
     sed -i "0,/^\[dependencies\]/s//[dependencies]\n$2/" "$scratch/crates/$1/Cargo.toml"
   }
-  add_dependency agentry-engine 'agentry-agents.workspace = true'
+  add_dependency agentry-engine 'agentry-auth.workspace = true'
+  add_dependency agentry-agents 'agentry-schedules.workspace = true'
   add_dependency agentry-app 'sqlx.workspace = true'
   add_dependency agentry-http 'agentry-store.workspace = true'
   add_dependency agentry-http 'agentry-mcp.workspace = true'
@@ -87,7 +88,8 @@ if [ "${1:-}" = "--prove" ]; then
     echo "$out" >&2
     exit 1
   }
-  for refusal in 'agentry-engine must not depend on: .*agentry-agents' \
+  for refusal in 'agentry-engine must not depend on: .*agentry-auth' \
+    'agentry-agents must not depend on: .*agentry-schedules' \
     'agentry-app must not depend on: .*sqlx' \
     'agentry-http must not depend on: .*agentry-store' \
     'agentry-http must not depend on: .*agentry-mcp' \
@@ -101,7 +103,7 @@ if [ "${1:-}" = "--prove" ]; then
       exit 1
     fi
   done
-  echo "layers: the rules refuse the engine depending on the agents, agentry-app with sqlx, agentry-http with agentry-store or agentry-mcp, agentry-mcp with actix-web, a front end calling .engine(), an error mapping with a _ arm and a journal key parsed outside agentry-agents"
+  echo "layers: the rules refuse the engine depending on another agentry crate, the agents on the schedules, agentry-app with sqlx, agentry-http with agentry-store or agentry-mcp, agentry-mcp with actix-web, a front end calling .engine(), an error mapping with a _ arm and a journal key parsed outside agentry-agents"
   exit 0
 fi
 
