@@ -203,6 +203,13 @@ fn jsonrpc_id() -> ObjectBuilder {
         .description(Some("The request's id when it could be read, else `null`."))
 }
 
+// utoipa takes only a literal as a description: the `initialize` bounds it states are the
+// application's.
+const _: () = assert!(
+    agentry_app::limits::MCP_INITIALIZE_BYTES == 4 * 1024
+        && agentry_app::limits::MCP_INITIALIZE_VALUES == 64
+);
+
 /// POST /mcp
 #[utoipa::path(
     tag = "mcp",
