@@ -1,0 +1,1 @@
+//! jq runtime expressions (a helper writes this module).

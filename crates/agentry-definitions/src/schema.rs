@@ -1,0 +1,1 @@
+//! The DSL JSON Schema (a helper writes this module).
