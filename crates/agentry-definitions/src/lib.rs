@@ -1,13 +1,28 @@
 //! Workflows as data: Serverless Workflow DSL 1.0.x documents (CNCF,
-//! `serverlessworkflow/specification`), loaded from files or the API, checked, and run durably
-//! on the engine.
+//! `serverlessworkflow/specification`), loaded from files, checked, and run durably on the
+//! engine.
 //!
-//! - `problem.rs`: what is wrong with a definition (file, JSON pointer, reason).
-//! - `expr.rs`: jq runtime expressions (`${ ... }`) on `jaq`, with the DSL's arguments.
+//! - `load.rs`: files and directories of definitions, read and checked (every problem with
+//!   its file and JSON pointer).
 //! - `schema.rs`: the DSL's own JSON Schema (vendored from the specification), checked first.
+//! - `model.rs`: a document as agentry runs it; what it cannot run is refused there.
+//! - `expr.rs`: jq runtime expressions (`${ ... }`) on `jaq`, with the DSL's arguments.
+//! - `workflow.rs`: a document as one of the engine's workflows, of one step.
+//! - `run.rs`: that step: the tasks, each recorded in the step's journal.
+//! - `outbound.rs`: `call: http` under the outbound policy.
+//! - `error.rs`: the DSL's errors (RFC 7807 problem details).
 
+pub mod error;
 pub mod expr;
+pub mod load;
+pub mod model;
+pub mod outbound;
 pub mod problem;
+pub mod run;
 pub mod schema;
+pub mod workflow;
 
+pub use error::DslError;
+pub use model::Document;
 pub use problem::Problem;
+pub use run::Services;

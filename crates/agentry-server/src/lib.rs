@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod calc;
+pub mod definitions;
 pub mod examples;
 pub mod front_ends;
 mod test_agents;
@@ -61,6 +62,11 @@ pub struct Settings {
     /// What an execution's mailbox and the events kept by key may hold
     /// (`AGENTRY_MAILBOX_MAX_BYTES`, `AGENTRY_EVENTS_MAX*`).
     pub event_limits: agentry_engine::engine::EventLimits,
+    /// Definitions as data: the folder whose `workflows/**/*.{yaml,yml,json}` are Serverless
+    /// Workflow documents to register (`AGENTRY_DEFINITIONS`; docs/DEFINITIONS.md).
+    pub definitions: Option<std::path::PathBuf>,
+    /// Which addresses definitions' calls may reach (`AGENTRY_OUTBOUND_ALLOW`).
+    pub outbound: agentry_definitions::outbound::Policy,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -155,6 +161,8 @@ impl Default for Settings {
             max_schedules_per_user: agentry_schedules::DEFAULT_MAX_SCHEDULES_PER_USER,
             metrics_bind: None,
             event_limits: agentry_engine::engine::EventLimits::default(),
+            definitions: None,
+            outbound: agentry_definitions::outbound::Policy::default(),
         }
     }
 }
@@ -295,6 +303,9 @@ pub async fn start_with(
         for schedule in examples::schedules() {
             builder = builder.schedule(schedule);
         }
+    }
+    if let Some(dir) = &settings.definitions {
+        builder = definitions::register(builder, dir, &settings.outbound)?;
     }
     let app = customize_app(builder).build()?;
     let mut host = Host::new().config(http).database(database.kind());

@@ -28,6 +28,16 @@ enum Command {
     Token(TokenArgs),
     /// Delete finished executions (with their steps and events) that ended long enough ago.
     Prune(PruneArgs),
+    /// Check a folder of definitions (`DIR/workflows/**/*.{yaml,yml,json}`) against the
+    /// Serverless Workflow schema and what agentry runs: every problem with its file, JSON
+    /// pointer and reason; exits 1 when there is any.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct CheckArgs {
+    /// The folder of definitions.
+    dir: std::path::PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -250,6 +260,15 @@ struct ServeArgs {
     /// 127.0.0.1:9464 [default: on the main address]
     #[arg(long, env = "AGENTRY_METRICS_BIND")]
     metrics_bind: Option<String>,
+    /// A folder of definitions: each `workflows/**/*.{yaml,yml,json}` in it is a Serverless
+    /// Workflow 1.0 document, registered as a workflow (docs/DEFINITIONS.md); one with a
+    /// problem stops the start [default: none]
+    #[arg(long, env = "AGENTRY_DEFINITIONS")]
+    definitions: Option<std::path::PathBuf>,
+    /// Comma list of hosts and CIDR blocks that definitions' calls may reach, e.g.
+    /// api.example.com,10.0.0.0/8 [default: every address but link-local and cloud metadata ones]
+    #[arg(long, env = "AGENTRY_OUTBOUND_ALLOW", value_parser = agentry_definitions::outbound::Policy::parse)]
+    outbound_allow: Option<agentry_definitions::outbound::Policy>,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -384,7 +403,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Serve(args)) => serve(*args).await,
         Some(Command::Prune(args)) => prune(args).await,
         Some(Command::Token(_)) => unreachable!("handled above"),
+        Some(Command::Check(args)) => check(&args.dir),
         None => serve(cli.serve).await,
+    }
+}
+
+/// `agentry check DIR`.
+fn check(dir: &std::path::Path) -> anyhow::Result<()> {
+    match agentry_server::definitions::check(dir) {
+        Ok(n) => {
+            println!("{n} definitions in {} are fine", dir.display());
+            Ok(())
+        }
+        Err(problems) => {
+            eprintln!("{}", agentry_server::definitions::report(&problems));
+            eprintln!("{} problems in {}", problems.len(), dir.display());
+            std::process::exit(1);
+        }
     }
 }
 
@@ -429,6 +464,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             kept: args.events_max,
             kept_bytes: args.events_max_bytes,
         },
+        definitions: args.definitions,
+        outbound: args.outbound_allow.unwrap_or_default(),
     };
     let running = start(&settings).await?;
     tracing::info!(

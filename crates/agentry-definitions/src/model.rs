@@ -1,0 +1,1192 @@
+//! A Serverless Workflow document as agentry runs it: read from its JSON form (YAML is read into
+//! JSON first), every expression compiled, every reference resolved, and every construct agentry
+//! cannot run refused with its JSON pointer. What [`Document::read`] accepts, the runtime runs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::expr::{self, Expr, Template};
+use crate::problem::Problem;
+
+/// The runtime expression arguments every expression may use (`$context`, ...), without `$`.
+pub const ARGUMENTS: [&str; 8] = [
+    "context",
+    "input",
+    "output",
+    "secrets",
+    "task",
+    "workflow",
+    "runtime",
+    "authorization",
+];
+
+/// The most tasks one document holds, all levels counted.
+pub const MAX_TASKS: usize = 1_000;
+/// The deepest nesting of tasks in a document.
+pub const MAX_DEPTH: usize = 16;
+
+/// A document that agentry can run.
+#[derive(Debug)]
+pub struct Document {
+    /// `document.namespace`.
+    pub namespace: String,
+    /// `document.name`: the workflow's id.
+    pub name: String,
+    /// `document.version`.
+    pub version: String,
+    /// `document.dsl`.
+    pub dsl: String,
+    pub title: Option<String>,
+    pub summary: Option<String>,
+    /// The workflow's `input.schema` (its JSON Schema document), when given.
+    pub input_schema: Option<Value>,
+    /// The workflow's `input.from`.
+    pub input_from: Option<Template>,
+    /// The workflow's `output.as`.
+    pub output_as: Option<Template>,
+    /// The top-level `do`.
+    pub tasks: Arc<TaskList>,
+    /// The event types its `listen` tasks wait for.
+    pub listened: Vec<String>,
+    /// The definition as written (for `$workflow.definition` and the console).
+    pub source: Value,
+}
+
+/// A list of tasks (a `do`), with each name's index for flow directives.
+#[derive(Debug, Default)]
+pub struct TaskList {
+    pub tasks: Vec<Task>,
+    index: HashMap<String, usize>,
+}
+
+impl TaskList {
+    /// The index of the task `name` in this list.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+}
+
+/// One task, with the properties every task has.
+#[derive(Debug)]
+pub struct Task {
+    pub name: String,
+    /// Its JSON pointer in the document (`/do/0/getPet`): the DSL's task reference.
+    pub reference: String,
+    pub kind: TaskKind,
+    /// `if`: the task runs only when it holds.
+    pub when: Option<Expr>,
+    pub input_from: Option<Template>,
+    pub input_schema: Option<Value>,
+    pub output_as: Option<Template>,
+    pub export_as: Option<Template>,
+    pub timeout: Option<Duration>,
+    pub then: Flow,
+    /// The task as written (for `$task.definition`).
+    pub definition: Value,
+}
+
+/// Where the flow goes after a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flow {
+    /// The next task of the list (`continue`, or no `then`).
+    Continue,
+    /// Leaves the list: the composite task containing it ends (`exit`).
+    Exit,
+    /// Ends the workflow gracefully (`end`).
+    End,
+    /// The task of this name in the same list.
+    Goto(String),
+}
+
+/// What a task does.
+#[derive(Debug)]
+pub enum TaskKind {
+    Set(Template),
+    Do(Arc<TaskList>),
+    Switch(Vec<SwitchCase>),
+    For(Box<ForLoop>),
+    Fork {
+        branches: Arc<TaskList>,
+        compete: bool,
+    },
+    Try(Box<TryCatch>),
+    Raise(Box<ErrorTemplate>),
+    Wait(Duration),
+    Emit(Template),
+    Listen(Box<Listen>),
+    CallHttp(Box<HttpCall>),
+}
+
+impl TaskKind {
+    /// The DSL's name of the task's type (`set`, `call`, ...).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            TaskKind::Set(_) => "set",
+            TaskKind::Do(_) => "do",
+            TaskKind::Switch(_) => "switch",
+            TaskKind::For(_) => "for",
+            TaskKind::Fork { .. } => "fork",
+            TaskKind::Try(_) => "try",
+            TaskKind::Raise(_) => "raise",
+            TaskKind::Wait(_) => "wait",
+            TaskKind::Emit(_) => "emit",
+            TaskKind::Listen(_) => "listen",
+            TaskKind::CallHttp(_) => "call",
+        }
+    }
+}
+
+/// One case of a `switch`.
+#[derive(Debug)]
+pub struct SwitchCase {
+    pub name: String,
+    /// None: the default case.
+    pub when: Option<Expr>,
+    pub then: Flow,
+}
+
+/// A `for` task.
+#[derive(Debug)]
+pub struct ForLoop {
+    /// The variable of the item (`each`, default `item`).
+    pub each: String,
+    /// The variable of the index (`at`, default `index`).
+    pub at: String,
+    /// The collection (`in`).
+    pub items: Expr,
+    /// Checked before each iteration (`while`).
+    pub while_: Option<Expr>,
+    pub body: Arc<TaskList>,
+}
+
+/// A `try` task.
+#[derive(Debug)]
+pub struct TryCatch {
+    pub body: Arc<TaskList>,
+    /// Which errors it catches (`catch.errors.with`): each given field must equal the error's.
+    pub filter: Map<String, Value>,
+    /// The variable of the caught error (`catch.as`, default `error`).
+    pub as_: String,
+    pub when: Option<Expr>,
+    pub except_when: Option<Expr>,
+    pub retry: Option<RetryPolicy>,
+    /// `catch.do`.
+    pub handler: Option<Arc<TaskList>>,
+}
+
+/// How a `try` is tried again.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    pub when: Option<Expr>,
+    pub except_when: Option<Expr>,
+    pub delay: Duration,
+    pub backoff: Backoff,
+    /// The most attempts (`limit.attempt.count`), the first included.
+    pub max_attempts: Option<u32>,
+    /// How long all attempts may take (`limit.duration` or `limit.attempt.duration`).
+    pub max_duration: Option<Duration>,
+    /// A random extra delay between `from` and `to`.
+    pub jitter: Option<(Duration, Duration)>,
+}
+
+/// How the delay grows between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backoff {
+    Constant,
+    Linear,
+    Exponential,
+}
+
+/// An error to raise: each field a template.
+#[derive(Debug)]
+pub struct ErrorTemplate {
+    pub fields: Template,
+}
+
+/// A `listen` task.
+#[derive(Debug)]
+pub struct Listen {
+    pub strategy: Consumption,
+    /// What an event must match: its type and other attributes (`with`), and its correlations.
+    pub filters: Vec<EventFilter>,
+    /// The variable of each event in `foreach` (not supported yet).
+    pub read: ReadMode,
+}
+
+/// Which events satisfy a `listen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumption {
+    /// `one`: the first matching event.
+    One,
+    /// `all`: one event of each filter.
+    All,
+    /// `any`: an event of any filter.
+    Any,
+}
+
+/// What a `listen` returns of each event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMode {
+    Data,
+    Envelope,
+    Raw,
+}
+
+/// One event filter of a `listen`.
+#[derive(Debug)]
+pub struct EventFilter {
+    /// The event's type (the name the event routes deliver it under).
+    pub event_type: String,
+    /// The other attributes it must have (constants).
+    pub with: Map<String, Value>,
+    /// `correlate`: the key of `POST /events/{type}`, from the workflow's data.
+    pub key: Option<Expr>,
+}
+
+/// A `call: http`.
+#[derive(Debug)]
+pub struct HttpCall {
+    pub method: String,
+    /// The endpoint: a URI template (`{name}` from the task input) or an expression.
+    pub endpoint: Endpoint,
+    pub headers: Option<Template>,
+    pub query: Option<Template>,
+    pub body: Option<Template>,
+    pub output: HttpOutput,
+    /// Whether a response with an error status is an error (`redirect` decides 3xx).
+    pub redirect: bool,
+    pub auth: Option<Authentication>,
+}
+
+/// Where a call goes.
+#[derive(Debug)]
+pub enum Endpoint {
+    /// A URI template, `{var}` read from the task input.
+    UriTemplate(String),
+    /// A runtime expression that yields the URI.
+    Expression(Expr),
+}
+
+/// What a `call: http` outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpOutput {
+    Content,
+    Response,
+    Raw,
+}
+
+/// How a call authenticates.
+#[derive(Debug)]
+pub enum Authentication {
+    Basic {
+        username: Template,
+        password: Template,
+    },
+    Bearer {
+        token: Template,
+    },
+}
+
+/// Reads documents, collecting every problem of one.
+struct Reader<'a> {
+    file: &'a str,
+    problems: Vec<Problem>,
+    /// Reusable components (`use.errors`, `use.retries`, `use.authentications`).
+    errors: Map<String, Value>,
+    retries: Map<String, Value>,
+    authentications: Map<String, Value>,
+    tasks: usize,
+    listened: Vec<String>,
+}
+
+impl Document {
+    /// Reads a document (already parsed from YAML or JSON) that `file` holds. Every problem of
+    /// it is reported: a document agentry cannot run is refused whole.
+    pub fn read(file: &str, source: Value) -> Result<Document, Vec<Problem>> {
+        let mut reader = Reader {
+            file,
+            problems: Vec::new(),
+            errors: Map::new(),
+            retries: Map::new(),
+            authentications: Map::new(),
+            tasks: 0,
+            listened: Vec::new(),
+        };
+        let doc = reader.document(&source);
+        match doc {
+            Some(mut doc) if reader.problems.is_empty() => {
+                doc.listened = std::mem::take(&mut reader.listened);
+                doc.listened.sort();
+                doc.listened.dedup();
+                doc.source = source;
+                Ok(doc)
+            }
+            _ => {
+                if reader.problems.is_empty() {
+                    reader.problem("", "the document cannot be read");
+                }
+                Err(reader.problems)
+            }
+        }
+    }
+}
+
+/// Joins a JSON pointer and a key (escaped as RFC 6901 says).
+pub fn pointer(base: &str, key: &str) -> String {
+    format!("{base}/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
+impl Reader<'_> {
+    fn problem(&mut self, at: &str, reason: impl Into<String>) {
+        self.problems.push(Problem::new(self.file, at, reason));
+    }
+
+    fn document(&mut self, source: &Value) -> Option<Document> {
+        let Some(root) = source.as_object() else {
+            self.problem("", "a workflow document is an object");
+            return None;
+        };
+        let meta = self.object(root, "", "document")?;
+        let dsl = self.string(meta, "/document", "dsl")?;
+        if !dsl.starts_with("1.0") {
+            self.problem(
+                "/document/dsl",
+                format!("DSL version {dsl} is not supported (1.0.x is)"),
+            );
+        }
+        let namespace = self.string(meta, "/document", "namespace")?;
+        let name = self.string(meta, "/document", "name")?;
+        let version = self.string(meta, "/document", "version")?;
+        if let Some(uses) = root.get("use").and_then(Value::as_object) {
+            for (key, slot) in [
+                ("errors", &mut self.errors),
+                ("retries", &mut self.retries),
+                ("authentications", &mut self.authentications),
+            ] {
+                if let Some(map) = uses.get(key).and_then(Value::as_object) {
+                    *slot = map.clone();
+                }
+            }
+            for key in uses.keys() {
+                if !["errors", "retries", "authentications", "secrets"].contains(&key.as_str()) {
+                    self.problem(
+                        &pointer("/use", key),
+                        format!("reusable `{key}` are not supported"),
+                    );
+                }
+            }
+        }
+        for key in ["schedule", "timeout", "evaluate", "extensions"] {
+            if root.contains_key(key) {
+                self.unsupported(&pointer("", key), &format!("`{key}`"));
+            }
+        }
+        let (input_schema, input_from) = match root.get("input") {
+            Some(v) => self.input(v, "/input"),
+            None => (None, None),
+        };
+        let output_as = root
+            .get("output")
+            .and_then(|o| self.output(o, "/output", &[]));
+        let Some(do_) = root.get("do") else {
+            self.problem("", "the document has no `do`");
+            return None;
+        };
+        let tasks = self.task_list(do_, "/do", 0, &[])?;
+        Some(Document {
+            namespace,
+            name,
+            version,
+            dsl,
+            title: meta.get("title").and_then(Value::as_str).map(str::to_owned),
+            summary: meta
+                .get("summary")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            input_schema,
+            input_from,
+            output_as,
+            tasks: Arc::new(tasks),
+            listened: Vec::new(),
+            source: Value::Null,
+        })
+    }
+
+    fn unsupported(&mut self, at: &str, what: &str) {
+        self.problem(
+            at,
+            format!("{what} is not supported by agentry yet (docs/DEFINITIONS.md)"),
+        );
+    }
+
+    fn object<'v>(
+        &mut self,
+        parent: &'v Map<String, Value>,
+        at: &str,
+        key: &str,
+    ) -> Option<&'v Map<String, Value>> {
+        match parent.get(key) {
+            Some(Value::Object(m)) => Some(m),
+            Some(_) => {
+                self.problem(&pointer(at, key), "must be an object");
+                None
+            }
+            None => {
+                self.problem(at, format!("`{key}` is required"));
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, parent: &Map<String, Value>, at: &str, key: &str) -> Option<String> {
+        match parent.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(_) => {
+                self.problem(&pointer(at, key), "must be a non-empty string");
+                None
+            }
+            None => {
+                self.problem(at, format!("`{key}` is required"));
+                None
+            }
+        }
+    }
+
+    /// A runtime expression field (`${ }` optional).
+    fn expr(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Expr> {
+        let Some(s) = v.as_str() else {
+            self.problem(at, "must be a runtime expression (a string)");
+            return None;
+        };
+        match expr::compile_loose(s, &vars_with(vars)) {
+            Ok(e) => Some(e),
+            Err(reason) => {
+                self.problem(at, format!("bad expression: {reason}"));
+                None
+            }
+        }
+    }
+
+    /// A value whose strings may be `${ }` expressions.
+    fn template(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Template> {
+        match Template::compile(v, &vars_with(vars)) {
+            Ok(t) => Some(t),
+            Err((inner, reason)) => {
+                self.problem(&format!("{at}{inner}"), format!("bad expression: {reason}"));
+                None
+            }
+        }
+    }
+
+    /// `output.as` or `export.as`: a string is an expression, an object a template.
+    fn transform(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Template> {
+        match v {
+            Value::String(s) => {
+                let e = self.expr(v, at, vars)?;
+                let _ = s;
+                Some(Template::expression(e))
+            }
+            other => self.template(other, at, vars),
+        }
+    }
+
+    fn input(&mut self, v: &Value, at: &str) -> (Option<Value>, Option<Template>) {
+        let Some(m) = v.as_object() else {
+            self.problem(at, "must be an object");
+            return (None, None);
+        };
+        let schema = m.get("schema").and_then(|s| self.schema(s, &pointer(at, "schema")));
+        let from = m
+            .get("from")
+            .and_then(|f| self.transform(f, &pointer(at, "from"), &[]));
+        (schema, from)
+    }
+
+    fn output(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Template> {
+        let m = v.as_object()?;
+        if m.contains_key("schema") {
+            self.unsupported(&pointer(at, "schema"), "an output schema");
+        }
+        m.get("as")
+            .and_then(|a| self.transform(a, &pointer(at, "as"), vars))
+    }
+
+    /// A `schema` object: `{format: json, document: {...}}`.
+    fn schema(&mut self, v: &Value, at: &str) -> Option<Value> {
+        let m = v.as_object()?;
+        if let Some(format) = m.get("format").and_then(Value::as_str)
+            && !format.starts_with("json")
+        {
+            self.problem(&pointer(at, "format"), format!("schema format {format} is not supported (json is)"));
+            return None;
+        }
+        match m.get("document") {
+            Some(doc) => Some(doc.clone()),
+            None => {
+                self.unsupported(at, "a schema by `resource`");
+                None
+            }
+        }
+    }
+
+    fn task_list(
+        &mut self,
+        v: &Value,
+        at: &str,
+        depth: usize,
+        vars: &[&str],
+    ) -> Option<TaskList> {
+        if depth > MAX_DEPTH {
+            self.problem(at, format!("tasks are nested deeper than {MAX_DEPTH} levels"));
+            return None;
+        }
+        let Some(items) = v.as_array() else {
+            self.problem(at, "must be a list of tasks");
+            return None;
+        };
+        let mut list = TaskList::default();
+        for (i, item) in items.iter().enumerate() {
+            let item_at = format!("{at}/{i}");
+            let Some(entry) = item.as_object().filter(|m| m.len() == 1) else {
+                self.problem(&item_at, "each item of a task list is a map of one task name to its task");
+                continue;
+            };
+            let (name, body) = entry.iter().next().expect("one entry");
+            if list.index.insert(name.clone(), i).is_some() {
+                self.problem(&item_at, format!("a task named {name} is defined twice in this list"));
+            }
+            self.tasks += 1;
+            if self.tasks > MAX_TASKS {
+                self.problem(&item_at, format!("a document holds at most {MAX_TASKS} tasks"));
+                return None;
+            }
+            if let Some(task) = self.task(name, body, &pointer(&item_at, name), depth, vars) {
+                list.tasks.push(task);
+            }
+        }
+        // Flow directives name tasks of the same list.
+        for task in &list.tasks {
+            let mut targets = vec![&task.then];
+            if let TaskKind::Switch(cases) = &task.kind {
+                targets.extend(cases.iter().map(|c| &c.then));
+            }
+            for target in targets {
+                if let Flow::Goto(name) = target
+                    && list.position(name).is_none()
+                {
+                    self.problem(
+                        &pointer(&task.reference, "then"),
+                        format!("no task named {name} in this list"),
+                    );
+                }
+            }
+        }
+        Some(list)
+    }
+
+    fn flow(&mut self, v: Option<&Value>, at: &str) -> Flow {
+        match v {
+            None => Flow::Continue,
+            Some(Value::String(s)) => match s.as_str() {
+                "continue" => Flow::Continue,
+                "exit" => Flow::Exit,
+                "end" => Flow::End,
+                name => Flow::Goto(name.to_owned()),
+            },
+            Some(_) => {
+                self.problem(at, "must be a flow directive (`continue`, `exit`, `end` or a task name)");
+                Flow::Continue
+            }
+        }
+    }
+
+    fn task(
+        &mut self,
+        name: &str,
+        body: &Value,
+        at: &str,
+        depth: usize,
+        vars: &[&str],
+    ) -> Option<Task> {
+        let Some(m) = body.as_object() else {
+            self.problem(at, "a task is an object");
+            return None;
+        };
+        let when = m.get("if").and_then(|v| self.expr(v, &pointer(at, "if"), vars));
+        let (input_schema, input_from) = match m.get("input") {
+            Some(v) => self.input(v, &pointer(at, "input")),
+            None => (None, None),
+        };
+        let output_as = m
+            .get("output")
+            .and_then(|o| self.output(o, &pointer(at, "output"), vars));
+        let export_as = m.get("export").and_then(|e| {
+            let e = e.as_object()?;
+            if e.contains_key("schema") {
+                self.unsupported(&pointer(at, "export/schema"), "an export schema");
+            }
+            e.get("as")
+                .and_then(|a| self.transform(a, &pointer(at, "export/as"), vars))
+        });
+        let timeout = m.get("timeout").and_then(|t| {
+            let after = t.get("after").unwrap_or(t);
+            self.duration(after, &pointer(at, "timeout"))
+        });
+        let then = self.flow(m.get("then"), &pointer(at, "then"));
+        let kind = self.kind(m, at, depth, vars)?;
+        Some(Task {
+            name: name.to_owned(),
+            reference: at.to_owned(),
+            kind,
+            when,
+            input_from,
+            input_schema,
+            output_as,
+            export_as,
+            timeout,
+            then,
+            definition: body.clone(),
+        })
+    }
+
+    fn kind(
+        &mut self,
+        m: &Map<String, Value>,
+        at: &str,
+        depth: usize,
+        vars: &[&str],
+    ) -> Option<TaskKind> {
+        if let Some(call) = m.get("call") {
+            return self.call(call, m.get("with"), at, vars);
+        }
+        if let Some(set) = m.get("set") {
+            return self.template(set, &pointer(at, "set"), vars).map(TaskKind::Set);
+        }
+        if let Some(f) = m.get("for") {
+            return self.for_loop(f, m, at, depth, vars);
+        }
+        if let Some(body) = m.get("do") {
+            return self
+                .task_list(body, &pointer(at, "do"), depth + 1, vars)
+                .map(|l| TaskKind::Do(Arc::new(l)));
+        }
+        if let Some(cases) = m.get("switch") {
+            return self.switch(cases, &pointer(at, "switch"), vars);
+        }
+        if let Some(fork) = m.get("fork") {
+            let fat = pointer(at, "fork");
+            let compete = fork.get("compete").and_then(Value::as_bool).unwrap_or(false);
+            let branches = fork.get("branches")?;
+            return self
+                .task_list(branches, &pointer(&fat, "branches"), depth + 1, vars)
+                .map(|l| TaskKind::Fork {
+                    branches: Arc::new(l),
+                    compete,
+                });
+        }
+        if let Some(body) = m.get("try") {
+            return self.try_catch(body, m.get("catch"), at, depth, vars);
+        }
+        if let Some(raise) = m.get("raise") {
+            return self.raise(raise, &pointer(at, "raise"), vars);
+        }
+        if let Some(wait) = m.get("wait") {
+            return self.duration(wait, &pointer(at, "wait")).map(TaskKind::Wait);
+        }
+        if let Some(emit) = m.get("emit") {
+            let eat = pointer(at, "emit");
+            let Some(with) = emit.get("event").and_then(|e| e.get("with")) else {
+                self.problem(&eat, "`emit.event.with` is required");
+                return None;
+            };
+            if with.get("type").and_then(Value::as_str).is_none() {
+                self.problem(&pointer(&eat, "event/with"), "the event's `type` is required");
+            }
+            return self
+                .template(with, &pointer(&eat, "event/with"), vars)
+                .map(TaskKind::Emit);
+        }
+        if let Some(listen) = m.get("listen") {
+            return self.listen(listen, m, &pointer(at, "listen"), vars);
+        }
+        if let Some(run) = m.get("run") {
+            let what = run
+                .as_object()
+                .and_then(|r| r.keys().find(|k| ["container", "script", "shell", "workflow"].contains(&k.as_str())))
+                .map_or("this `run`", String::as_str);
+            self.unsupported(&pointer(at, "run"), &format!("`run: {what}`"));
+            return None;
+        }
+        self.problem(at, "unknown task: none of call, do, emit, for, fork, listen, raise, run, set, switch, try, wait");
+        None
+    }
+
+    fn duration(&mut self, v: &Value, at: &str) -> Option<Duration> {
+        match parse_duration(v) {
+            Ok(d) => Some(d),
+            Err(reason) => {
+                self.problem(at, reason);
+                None
+            }
+        }
+    }
+
+    fn switch(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<TaskKind> {
+        let Some(items) = v.as_array() else {
+            self.problem(at, "must be a list of cases");
+            return None;
+        };
+        let mut cases = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let cat = format!("{at}/{i}");
+            let Some((name, case)) = item.as_object().filter(|m| m.len() == 1).and_then(|m| m.iter().next()) else {
+                self.problem(&cat, "each case is a map of one case name to its case");
+                continue;
+            };
+            let cat = pointer(&cat, name);
+            let when = case.get("when").and_then(|w| self.expr(w, &pointer(&cat, "when"), vars));
+            let then = self.flow(case.get("then"), &pointer(&cat, "then"));
+            cases.push(SwitchCase {
+                name: name.clone(),
+                when,
+                then,
+            });
+        }
+        Some(TaskKind::Switch(cases))
+    }
+
+    fn for_loop(
+        &mut self,
+        f: &Value,
+        m: &Map<String, Value>,
+        at: &str,
+        depth: usize,
+        vars: &[&str],
+    ) -> Option<TaskKind> {
+        let fat = pointer(at, "for");
+        let each = f.get("each").and_then(Value::as_str).unwrap_or("item").to_owned();
+        let index = f.get("at").and_then(Value::as_str).unwrap_or("index").to_owned();
+        for (key, var) in [("each", &each), ("at", &index)] {
+            if !is_variable(var) {
+                self.problem(&pointer(&fat, key), format!("{var} is not a variable name"));
+            }
+        }
+        let mut inner: Vec<&str> = vars.to_vec();
+        inner.push(&each);
+        inner.push(&index);
+        let items = f.get("in").and_then(|v| self.expr(v, &pointer(&fat, "in"), vars));
+        if f.get("in").is_none() {
+            self.problem(&fat, "`in` is required");
+        }
+        let while_ = m
+            .get("while")
+            .and_then(|w| self.expr(w, &pointer(at, "while"), &inner));
+        let Some(body) = m.get("do") else {
+            self.problem(at, "a `for` needs a `do`");
+            return None;
+        };
+        let body = self.task_list(body, &pointer(at, "do"), depth + 1, &inner)?;
+        Some(TaskKind::For(Box::new(ForLoop {
+            each,
+            at: index,
+            items: items?,
+            while_,
+            body: Arc::new(body),
+        })))
+    }
+
+    fn try_catch(
+        &mut self,
+        body: &Value,
+        catch: Option<&Value>,
+        at: &str,
+        depth: usize,
+        vars: &[&str],
+    ) -> Option<TaskKind> {
+        let body = self.task_list(body, &pointer(at, "try"), depth + 1, vars);
+        let cat = pointer(at, "catch");
+        let Some(catch) = catch.and_then(Value::as_object) else {
+            self.problem(at, "a `try` needs a `catch` object");
+            return None;
+        };
+        let as_ = catch.get("as").and_then(Value::as_str).unwrap_or("error").to_owned();
+        if !is_variable(&as_) {
+            self.problem(&pointer(&cat, "as"), format!("{as_} is not a variable name"));
+        }
+        let mut inner: Vec<&str> = vars.to_vec();
+        inner.push(&as_);
+        let filter = catch
+            .get("errors")
+            .and_then(|e| e.get("with"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let when = catch.get("when").and_then(|w| self.expr(w, &pointer(&cat, "when"), &inner));
+        let except_when = catch
+            .get("exceptWhen")
+            .and_then(|w| self.expr(w, &pointer(&cat, "exceptWhen"), &inner));
+        let retry = match catch.get("retry") {
+            None => None,
+            Some(Value::String(name)) => match self.retries.get(name).cloned() {
+                Some(policy) => self.retry(&policy, &format!("/use/retries/{name}"), &inner),
+                None => {
+                    self.problem(&pointer(&cat, "retry"), format!("no retry policy named {name} in `use.retries`"));
+                    None
+                }
+            },
+            Some(policy) => self.retry(policy, &pointer(&cat, "retry"), &inner),
+        };
+        let handler = match catch.get("do") {
+            Some(d) => Some(Arc::new(self.task_list(d, &pointer(&cat, "do"), depth + 1, &inner)?)),
+            None => None,
+        };
+        Some(TaskKind::Try(Box::new(TryCatch {
+            body: Arc::new(body?),
+            filter,
+            as_,
+            when,
+            except_when,
+            retry,
+            handler,
+        })))
+    }
+
+    fn retry(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<RetryPolicy> {
+        let Some(m) = v.as_object() else {
+            self.problem(at, "a retry policy is an object");
+            return None;
+        };
+        let delay = match m.get("delay") {
+            Some(d) => self.duration(d, &pointer(at, "delay"))?,
+            None => Duration::ZERO,
+        };
+        let backoff = match m.get("backoff").and_then(Value::as_object) {
+            Some(b) if b.contains_key("exponential") => Backoff::Exponential,
+            Some(b) if b.contains_key("linear") => Backoff::Linear,
+            _ => Backoff::Constant,
+        };
+        let limit = m.get("limit");
+        let max_attempts = limit
+            .and_then(|l| l.pointer("/attempt/count"))
+            .and_then(Value::as_u64)
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+        let max_duration = match limit.and_then(|l| l.get("duration").or_else(|| l.pointer("/attempt/duration"))) {
+            Some(d) => Some(self.duration(d, &pointer(at, "limit/duration"))?),
+            None => None,
+        };
+        let jitter = match m.get("jitter") {
+            Some(j) => {
+                let from = self.duration(j.get("from").unwrap_or(&Value::Null), &pointer(at, "jitter/from"))?;
+                let to = self.duration(j.get("to").unwrap_or(&Value::Null), &pointer(at, "jitter/to"))?;
+                Some((from, to.max(from)))
+            }
+            None => None,
+        };
+        let when = m.get("when").and_then(|w| self.expr(w, &pointer(at, "when"), vars));
+        let except_when = m
+            .get("exceptWhen")
+            .and_then(|w| self.expr(w, &pointer(at, "exceptWhen"), vars));
+        if max_attempts.is_none() && max_duration.is_none() {
+            self.problem(at, "a retry policy needs a limit (`limit.attempt.count` or `limit.duration`)");
+        }
+        Some(RetryPolicy {
+            when,
+            except_when,
+            delay,
+            backoff,
+            max_attempts,
+            max_duration,
+            jitter,
+        })
+    }
+
+    fn raise(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<TaskKind> {
+        let error = match v.get("error") {
+            Some(Value::String(name)) => match self.errors.get(name).cloned() {
+                Some(e) => e,
+                None => {
+                    self.problem(&pointer(at, "error"), format!("no error named {name} in `use.errors`"));
+                    return None;
+                }
+            },
+            Some(e @ Value::Object(_)) => e.clone(),
+            _ => {
+                self.problem(at, "`raise.error` is required (an error, or the name of one in `use.errors`)");
+                return None;
+            }
+        };
+        for key in ["type", "status"] {
+            if error.get(key).is_none() {
+                self.problem(&pointer(at, "error"), format!("the error's `{key}` is required"));
+            }
+        }
+        self.template(&error, &pointer(at, "error"), vars)
+            .map(|fields| TaskKind::Raise(Box::new(ErrorTemplate { fields })))
+    }
+
+    fn listen(
+        &mut self,
+        v: &Value,
+        task: &Map<String, Value>,
+        at: &str,
+        vars: &[&str],
+    ) -> Option<TaskKind> {
+        if task.contains_key("foreach") {
+            self.unsupported(&format!("{at}/../foreach"), "`listen` with `foreach`");
+        }
+        let Some(to) = v.get("to").and_then(Value::as_object) else {
+            self.problem(at, "`listen.to` is required");
+            return None;
+        };
+        let tat = pointer(at, "to");
+        if to.contains_key("until") {
+            self.unsupported(&pointer(&tat, "until"), "`until`");
+        }
+        let (strategy, filters) = if let Some(one) = to.get("one") {
+            (Consumption::One, vec![(one, pointer(&tat, "one"))])
+        } else if let Some(Value::Array(all)) = to.get("all") {
+            (Consumption::All, all.iter().enumerate().map(|(i, f)| (f, format!("{tat}/all/{i}"))).collect())
+        } else if let Some(Value::Array(any)) = to.get("any") {
+            (Consumption::Any, any.iter().enumerate().map(|(i, f)| (f, format!("{tat}/any/{i}"))).collect())
+        } else {
+            self.problem(&tat, "one of `one`, `all` (a list) or `any` (a list) is required");
+            return None;
+        };
+        if filters.is_empty() {
+            self.unsupported(&tat, "`any: []` (any event at all)");
+        }
+        let mut out = Vec::new();
+        for (f, fat) in filters {
+            let mut with = f.get("with").and_then(Value::as_object).cloned().unwrap_or_default();
+            let Some(Value::String(event_type)) = with.remove("type") else {
+                self.problem(&fat, "the event filter needs `with.type`");
+                continue;
+            };
+            if crate::expr::runtime_expression(&event_type).is_some() {
+                self.problem(&pointer(&fat, "with/type"), "the event type must be a constant");
+                continue;
+            }
+            let key = match f.get("correlate").and_then(Value::as_object) {
+                None => None,
+                Some(c) if c.len() == 1 => {
+                    let (name, corr) = c.iter().next().expect("one");
+                    let cat = format!("{fat}/correlate/{name}");
+                    match corr.get("expect") {
+                        Some(e) => self.expr(e, &pointer(&cat, "expect"), vars),
+                        None => {
+                            self.unsupported(&cat, "a correlation without `expect`");
+                            None
+                        }
+                    }
+                }
+                Some(_) => {
+                    self.unsupported(&pointer(&fat, "correlate"), "more than one correlation");
+                    None
+                }
+            };
+            self.listened.push(event_type.clone());
+            out.push(EventFilter { event_type, with, key });
+        }
+        let read = match v.get("read").and_then(Value::as_str) {
+            None | Some("data") => ReadMode::Data,
+            Some("envelope") => ReadMode::Envelope,
+            Some("raw") => ReadMode::Raw,
+            Some(other) => {
+                self.problem(&pointer(at, "read"), format!("unknown read mode {other}"));
+                ReadMode::Data
+            }
+        };
+        Some(TaskKind::Listen(Box::new(Listen {
+            strategy,
+            filters: out,
+            read,
+        })))
+    }
+
+    fn call(
+        &mut self,
+        call: &Value,
+        with: Option<&Value>,
+        at: &str,
+        vars: &[&str],
+    ) -> Option<TaskKind> {
+        let Some(function) = call.as_str() else {
+            self.problem(&pointer(at, "call"), "must be the name of a function");
+            return None;
+        };
+        match function {
+            "http" => {}
+            "openapi" | "grpc" | "asyncapi" | "a2a" | "mcp" => {
+                self.unsupported(&pointer(at, "call"), &format!("`call: {function}`"));
+                return None;
+            }
+            other => {
+                self.problem(&pointer(at, "call"), format!("unknown function {other} (no catalog of custom functions yet)"));
+                return None;
+            }
+        }
+        let wat = pointer(at, "with");
+        let Some(with) = with.and_then(Value::as_object) else {
+            self.problem(at, "`with` is required");
+            return None;
+        };
+        let method = self.string(with, &wat, "method")?.to_ascii_uppercase();
+        let Some(endpoint_v) = with.get("endpoint") else {
+            self.problem(&wat, "`endpoint` is required");
+            return None;
+        };
+        let eat = pointer(&wat, "endpoint");
+        let (uri, auth_v) = match endpoint_v {
+            Value::String(s) => (s.clone(), None),
+            Value::Object(e) => match e.get("uri").and_then(Value::as_str) {
+                Some(u) => (u.to_owned(), e.get("authentication")),
+                None => {
+                    self.problem(&eat, "`uri` is required");
+                    return None;
+                }
+            },
+            _ => {
+                self.problem(&eat, "an endpoint is a URI or an object with `uri`");
+                return None;
+            }
+        };
+        let endpoint = match expr::runtime_expression(&uri) {
+            Some(_) => Endpoint::Expression(self.expr(&Value::String(uri.clone()), &eat, vars)?),
+            None => Endpoint::UriTemplate(uri),
+        };
+        let auth = match auth_v {
+            Some(a) => Some(self.authentication(a, &pointer(&eat, "authentication"), vars)?),
+            None => None,
+        };
+        let headers = with.get("headers").and_then(|h| self.template(h, &pointer(&wat, "headers"), vars));
+        let query = with.get("query").and_then(|q| self.template(q, &pointer(&wat, "query"), vars));
+        let body = with.get("body").and_then(|b| self.template(b, &pointer(&wat, "body"), vars));
+        let output = match with.get("output").and_then(Value::as_str) {
+            None | Some("content") => HttpOutput::Content,
+            Some("response") => HttpOutput::Response,
+            Some("raw") => HttpOutput::Raw,
+            Some(other) => {
+                self.problem(&pointer(&wat, "output"), format!("unknown output {other}"));
+                return None;
+            }
+        };
+        let redirect = with.get("redirect").and_then(Value::as_bool).unwrap_or(false);
+        Some(TaskKind::CallHttp(Box::new(HttpCall {
+            method,
+            endpoint,
+            headers,
+            query,
+            body,
+            output,
+            redirect,
+            auth,
+        })))
+    }
+
+    fn authentication(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Authentication> {
+        let (v, at) = match v.get("use").and_then(Value::as_str) {
+            Some(name) => match self.authentications.get(name).cloned() {
+                Some(a) => (a, format!("/use/authentications/{name}")),
+                None => {
+                    self.problem(&pointer(at, "use"), format!("no authentication named {name} in `use.authentications`"));
+                    return None;
+                }
+            },
+            None => (v.clone(), at.to_owned()),
+        };
+        if let Some(basic) = v.get("basic") {
+            let username = self.template(basic.get("username").unwrap_or(&Value::Null), &format!("{at}/basic/username"), vars)?;
+            let password = self.template(basic.get("password").unwrap_or(&Value::Null), &format!("{at}/basic/password"), vars)?;
+            return Some(Authentication::Basic { username, password });
+        }
+        if let Some(bearer) = v.get("bearer") {
+            let token = self.template(bearer.get("token").unwrap_or(&Value::Null), &format!("{at}/bearer/token"), vars)?;
+            return Some(Authentication::Bearer { token });
+        }
+        self.unsupported(&at, "this authentication scheme (basic and bearer are)");
+        None
+    }
+}
+
+/// The arguments and the extra variables in scope.
+fn vars_with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut all: Vec<&str> = ARGUMENTS.to_vec();
+    all.extend_from_slice(extra);
+    all
+}
+
+/// Whether `s` can name a jq variable.
+fn is_variable(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The longest duration a definition may state (a year).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// A DSL duration: an object of `days`, `hours`, `minutes`, `seconds`, `milliseconds`, or an
+/// ISO 8601 duration (`PT1M30S`, `P2D`).
+pub fn parse_duration(v: &Value) -> Result<Duration, String> {
+    let ms: f64 = match v {
+        Value::Object(m) => {
+            let mut total = 0.0;
+            for (k, n) in m {
+                let unit = match k.as_str() {
+                    "days" => 86_400_000.0,
+                    "hours" => 3_600_000.0,
+                    "minutes" => 60_000.0,
+                    "seconds" => 1000.0,
+                    "milliseconds" => 1.0,
+                    other => return Err(format!("unknown duration unit {other}")),
+                };
+                let n = n.as_f64().filter(|n| *n >= 0.0).ok_or_else(|| format!("`{k}` must be a number of at least 0"))?;
+                total += n * unit;
+            }
+            total
+        }
+        Value::String(s) => iso8601_ms(s).ok_or_else(|| format!("{s} is not an ISO 8601 duration"))?,
+        _ => return Err("a duration is an object (days, hours, minutes, seconds, milliseconds) or an ISO 8601 string".into()),
+    };
+    let d = Duration::from_secs_f64(ms / 1000.0);
+    if d > MAX_DURATION {
+        return Err("a duration is at most 366 days".into());
+    }
+    Ok(d)
+}
+
+/// Milliseconds of an ISO 8601 duration of days and time (`P1DT2H`, `PT0.5S`); years, months
+/// and weeks are refused (their length varies).
+fn iso8601_ms(s: &str) -> Option<f64> {
+    let rest = s.strip_prefix('P')?;
+    let (date, time) = match rest.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut total = 0.0;
+    let mut any = false;
+    let mut read = |part: &str, units: &[(char, f64)]| -> Option<()> {
+        let mut num = String::new();
+        for c in part.chars() {
+            if c.is_ascii_digit() || c == '.' {
+                num.push(c);
+            } else {
+                let (_, unit) = units.iter().find(|(u, _)| *u == c)?;
+                total += num.parse::<f64>().ok()? * unit;
+                num.clear();
+                any = true;
+            }
+        }
+        num.is_empty().then_some(())
+    };
+    read(date, &[('D', 86_400_000.0)])?;
+    if let Some(t) = time {
+        read(t, &[('H', 3_600_000.0), ('M', 60_000.0), ('S', 1000.0)])?;
+    }
+    any.then_some(total)
+}

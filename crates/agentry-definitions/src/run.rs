@@ -1,0 +1,817 @@
+//! Runs a document inside one engine step, durably: every task's start and end are entries of
+//! the step's journal (`<reference>`, and `<reference>#<n>` for its n-th run when a loop or a
+//! flow directive runs it again), so a re-run of the step (after a crash, a takeover, a resume)
+//! replays what is recorded and does again only what was not finished.
+//!
+//! What costs a write: a task with an effect (a call, an emitted event) writes its start before
+//! the effect, with every record that waited; a suspension (`wait`, `listen`, a retry's delay)
+//! writes what waited before it suspends; a task's end waits for the next write, or for the
+//! step's checkpoint. Tasks without effects (`set`, `switch`, ...) cost no write of their own:
+//! after a crash they run again, to the same result.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use agentry_engine::event::{EventKind, LayerEvent};
+use agentry_engine::record::{StepRecord, StepStatus};
+use agentry_engine::workflow::{StepContext, StepError, StepJournal};
+
+use crate::error::DslError;
+use crate::expr::{Expr, Template};
+use crate::model::{
+    Backoff, Consumption, Document, Flow, ForLoop, Listen, ReadMode, RetryPolicy, SwitchCase,
+    Task, TaskKind, TaskList, TryCatch,
+};
+use crate::outbound::Outbound;
+
+/// The most task runs of one execution (a flow directive can loop).
+pub const MAX_TASK_RUNS: u32 = 100_000;
+/// The most items one `for` iterates.
+pub const MAX_FOR_ITEMS: usize = 10_000;
+/// A wait (or a retry's delay) up to this long sleeps in the process; a longer one suspends
+/// the execution with a durable timer.
+pub const IN_PROCESS_WAIT: Duration = Duration::from_secs(10);
+
+/// What a runtime needs from outside: outbound calls, secrets, emitted events' sink.
+#[derive(Clone)]
+pub struct Services {
+    pub outbound: Arc<Outbound>,
+    /// `$secrets`.
+    pub secrets: Arc<Value>,
+    /// The runtime descriptor (`$runtime`).
+    pub runtime: Arc<Value>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services").finish_non_exhaustive()
+    }
+}
+
+/// What a layer event of a task says (`task-start`, `task-complete`, `task-fault`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskEvent<'a> {
+    #[serde(rename = "type")]
+    type_: &'a str,
+    /// The journal entry's step id (`workflow/do/0/getPet`).
+    step_id: String,
+    task: &'a str,
+    reference: &'a str,
+    task_type: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+}
+
+/// Why a list of tasks stopped short.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// An uncaught error.
+    Fault(DslError),
+    /// The engine's own reasons: a suspension, a cancellation.
+    Engine(StepError),
+    /// `then: end`: the workflow ends with this output.
+    End(Value),
+}
+
+impl From<DslError> for Stop {
+    fn from(e: DslError) -> Self {
+        Stop::Fault(e)
+    }
+}
+
+/// Variables in scope besides the arguments (`$item`, `$index`, `$error`, ...).
+type Scope = Arc<Vec<(String, Value)>>;
+
+/// One run of a document in one run of its engine step.
+pub(crate) struct Run {
+    ctx: StepContext,
+    journal: Arc<dyn StepJournal>,
+    doc: Arc<Document>,
+    services: Services,
+    /// `$context`.
+    context: Mutex<Value>,
+    /// `$workflow`.
+    workflow: Value,
+    /// Runs of each task reference so far (the n-th run's entry is `<reference>#<n>`).
+    runs: Mutex<HashMap<String, u32>>,
+    total_runs: std::sync::atomic::AtomicU32,
+    /// Entries and events waiting for the next write.
+    pending: Mutex<(Vec<(String, StepRecord)>, Vec<EventKind>)>,
+}
+
+/// The `dateTimeDescriptor` of a time.
+fn date_time(t: DateTime<Utc>) -> Value {
+    json!({
+        "iso8601": t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "epoch": {"seconds": t.timestamp(), "milliseconds": t.timestamp_millis()},
+    })
+}
+
+/// Runs the document as the body of its engine step: the workflow's output, or why not.
+pub(crate) async fn run_document(
+    doc: Arc<Document>,
+    services: Services,
+    ctx: StepContext,
+) -> Result<Value, StepError> {
+    let journal = ctx
+        .journal()
+        .cloned()
+        .ok_or_else(|| StepError::failed("a definition runs with the engine's journal"))?;
+    let raw_input = (*ctx.workflow_input).clone();
+    let workflow = json!({
+        "id": ctx.execution_id,
+        "definition": doc.source,
+        "input": raw_input,
+        "startedAt": date_time(ctx.started_at),
+    });
+    let run = Run {
+        ctx,
+        journal,
+        doc: doc.clone(),
+        services,
+        context: Mutex::new(Value::Object(Map::new())),
+        workflow,
+        runs: Mutex::default(),
+        total_runs: Default::default(),
+        pending: Mutex::default(),
+    };
+    let outcome = run.workflow_output(raw_input).await;
+    match outcome {
+        Ok(output) => {
+            run.defer_pending();
+            Ok(output)
+        }
+        Err(Stop::End(output)) => {
+            run.defer_pending();
+            run.workflow_output_as(output)
+                .map_err(|e| StepError::Failed(e.message()))
+        }
+        Err(Stop::Fault(e)) => {
+            // The failed task's record shows where and why; the message says what.
+            let _ = run.flush().await;
+            Err(StepError::Failed(fault_message(&e)))
+        }
+        Err(Stop::Engine(e)) => {
+            if matches!(e, StepError::Suspend { .. }) {
+                run.flush().await?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The execution's error message of a DSL error: its JSON, so that the whole error object
+/// (`type`, `status`, `title`, `detail`, `instance`) reaches the execution's state.
+pub fn fault_message(e: &DslError) -> String {
+    e.to_value().to_string()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Run {
+    async fn workflow_output(&self, raw_input: Value) -> Result<Value, Stop> {
+        let input = match &self.doc.input_from {
+            Some(from) => {
+                let args = self.args(&Value::Null, &Value::Null, None, &[]);
+                self.render(from, &raw_input, &args)
+                    .map_err(|e| e.at("/input/from"))?
+            }
+            None => raw_input,
+        };
+        let output = self.run_list(&self.doc.tasks, input, Scope::default()).await?;
+        Ok(self.workflow_output_as(output)?)
+    }
+
+    fn workflow_output_as(&self, output: Value) -> Result<Value, DslError> {
+        match &self.doc.output_as {
+            Some(t) => {
+                let args = self.args(&Value::Null, &Value::Null, None, &[]);
+                self.render(t, &output, &args).map_err(|e| e.at("/output/as"))
+            }
+            None => Ok(output),
+        }
+    }
+
+    /// The arguments of an expression, with the variables in scope.
+    fn args<'a>(
+        &'a self,
+        input: &'a Value,
+        output: &'a Value,
+        task: Option<&'a Value>,
+        scope: &'a [(String, Value)],
+    ) -> Vec<(&'a str, Value)> {
+        let context = lock(&self.context).clone();
+        let mut args: Vec<(&str, Value)> = vec![
+            ("context", context),
+            ("input", input.clone()),
+            ("output", output.clone()),
+            ("secrets", (*self.services.secrets).clone()),
+            ("task", task.cloned().unwrap_or(Value::Null)),
+            ("workflow", self.workflow.clone()),
+            ("runtime", (*self.services.runtime).clone()),
+            ("authorization", Value::Null),
+        ];
+        args.extend(scope.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        args
+    }
+
+    fn eval(&self, e: &Expr, on: &Value, args: &[(&str, Value)]) -> Result<Value, DslError> {
+        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
+        e.eval(on, &refs)
+            .map_err(|err| DslError::expression(format!("{}: {err}", e.source())))
+    }
+
+    fn eval_bool(&self, e: &Expr, on: &Value, args: &[(&str, Value)]) -> Result<bool, DslError> {
+        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
+        e.eval_bool(on, &refs)
+            .map_err(|err| DslError::expression(format!("{}: {err}", e.source())))
+    }
+
+    fn render(&self, t: &Template, on: &Value, args: &[(&str, Value)]) -> Result<Value, DslError> {
+        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
+        t.eval(on, &refs)
+            .map_err(|err| DslError::expression(err.to_string()))
+    }
+
+    /// The journal key of the next run of `reference`.
+    fn next_key(&self, reference: &str) -> Result<String, DslError> {
+        let total = self
+            .total_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if total >= MAX_TASK_RUNS {
+            return Err(DslError::runtime(format!(
+                "the execution ran {MAX_TASK_RUNS} tasks: a loop that does not end?"
+            )));
+        }
+        let mut runs = lock(&self.runs);
+        let n = runs.entry(reference.to_owned()).or_insert(0);
+        *n += 1;
+        let base = reference.trim_start_matches('/');
+        Ok(if *n == 1 {
+            base.to_owned()
+        } else {
+            format!("{base}#{n}")
+        })
+    }
+
+    fn step_id(&self, key: &str) -> String {
+        format!("{}/{key}", self.journal.step_id())
+    }
+
+    /// Keeps an entry and its event for the next write.
+    fn record(&self, key: &str, rec: StepRecord, event: TaskEvent<'_>) {
+        let mut pending = lock(&self.pending);
+        pending.0.push((key.to_owned(), rec));
+        pending.1.push(EventKind::Layer(LayerEvent::stored(&event)));
+    }
+
+    /// Writes what waits, in one fenced write.
+    async fn flush(&self) -> Result<(), StepError> {
+        let (entries, events) = std::mem::take(&mut *lock(&self.pending));
+        if entries.is_empty() && events.is_empty() {
+            return Ok(());
+        }
+        self.journal.write(entries, events).await
+    }
+
+    /// Leaves what waits to the step's checkpoint.
+    fn defer_pending(&self) {
+        let (entries, events) = std::mem::take(&mut *lock(&self.pending));
+        if !entries.is_empty() || !events.is_empty() {
+            self.journal.defer(entries, events);
+        }
+    }
+
+    fn run_list<'a>(
+        &'a self,
+        list: &'a TaskList,
+        input: Value,
+        scope: Scope,
+    ) -> BoxFuture<'a, Result<Value, Stop>> {
+        Box::pin(async move {
+            let mut value = input;
+            let mut i = 0;
+            while let Some(task) = list.tasks.get(i) {
+                let (output, flow) = self.run_task(task, value, &scope).await?;
+                value = output;
+                match flow {
+                    Flow::Continue => i += 1,
+                    Flow::Exit => break,
+                    Flow::End => return Err(Stop::End(value)),
+                    Flow::Goto(name) => match list.position(&name) {
+                        Some(p) => i = p,
+                        None => {
+                            return Err(DslError::runtime(format!("no task named {name}"))
+                                .at(&task.reference)
+                                .into());
+                        }
+                    },
+                }
+            }
+            Ok(value)
+        })
+    }
+
+    /// Runs one task on its raw input: its transformed output and where the flow goes.
+    async fn run_task(
+        &self,
+        task: &Task,
+        raw_input: Value,
+        scope: &Scope,
+    ) -> Result<(Value, Flow), Stop> {
+        let at = |e: DslError| Stop::Fault(e.at(&task.reference));
+        if let Some(cond) = &task.when {
+            let args = self.args(&raw_input, &Value::Null, None, scope);
+            if !self.eval_bool(cond, &raw_input, &args).map_err(at)? {
+                return Ok((raw_input, Flow::Continue));
+            }
+        }
+        let key = self.next_key(&task.reference).map_err(at)?;
+        let recorded = self.journal.entry(&key).await;
+        if let Some(rec) = recorded.as_ref().filter(|r| r.status != StepStatus::Running) {
+            return self.replay(task, rec, scope);
+        }
+        let started_at = recorded.as_ref().map_or_else(|| self.ctx.now(), |r| r.started_at);
+        let descriptor = json!({
+            "name": task.name,
+            "reference": task.reference,
+            "definition": task.definition,
+            "input": raw_input,
+            "startedAt": date_time(started_at),
+        });
+        let input = match &task.input_from {
+            Some(from) => {
+                let args = self.args(&raw_input, &Value::Null, Some(&descriptor), scope);
+                self.render(from, &raw_input, &args).map_err(at)?
+            }
+            None => raw_input,
+        };
+        if let Some(schema) = &task.input_schema
+            && let Err(reason) = check_schema(schema, &input)
+        {
+            return Err(at(DslError::validation(reason)));
+        }
+        let mut start = StepRecord::started(input.clone(), self.ctx.attempt, started_at);
+        start.parent = Some(self.journal.step_id().to_owned());
+        if recorded.is_none() {
+            self.record(
+                &key,
+                start.clone(),
+                self.event("task-start", &key, task, Some(&input), None, None),
+            );
+            if needs_durable_start(&task.kind) {
+                self.flush().await.map_err(Stop::Engine)?;
+            }
+        }
+        let body = self.run_kind(task, &key, &input, &descriptor, &start, scope);
+        let raw_output = match task.timeout {
+            Some(limit) => match tokio::time::timeout(limit, body).await {
+                Ok(r) => r,
+                Err(_) => Err(Stop::Fault(DslError::timeout(format!(
+                    "the task took longer than {} ms",
+                    limit.as_millis()
+                )))),
+            },
+            None => body.await,
+        };
+        let (raw_output, flow) = match raw_output {
+            Ok(done) => done,
+            Err(Stop::Fault(e)) => {
+                let e = e.at(&task.reference);
+                let failed = StepRecord {
+                    status: StepStatus::Failed,
+                    output: Some(e.to_value()),
+                    ended_at: Some(self.ctx.now()),
+                    ..start
+                };
+                let event = self.event("task-fault", &key, task, None, None, Some(e.to_value()));
+                self.record(&key, failed, event);
+                return Err(Stop::Fault(e));
+            }
+            Err(other) => return Err(other),
+        };
+        let output = self.finish(task, &input, raw_output, &descriptor, scope).map_err(at)?;
+        let done = start.finished(output.clone(), true, self.ctx.now());
+        self.record(&key, done, self.event("task-complete", &key, task, None, Some(&output), None));
+        Ok((output, flow))
+    }
+
+    /// A task recorded as ended: its output (or its error) again, its export applied again.
+    fn replay(
+        &self,
+        task: &Task,
+        rec: &StepRecord,
+        scope: &Scope,
+    ) -> Result<(Value, Flow), Stop> {
+        let output = rec.output.clone().unwrap_or(Value::Null);
+        if rec.status == StepStatus::Failed {
+            return Err(Stop::Fault(DslError::from_value(&output)));
+        }
+        let flow = match &task.kind {
+            TaskKind::Switch(cases) => self
+                .choose(cases, &rec.input, scope)
+                .map_err(|e| Stop::Fault(e.at(&task.reference)))?
+                .unwrap_or_else(|| task.then.clone()),
+            _ => task.then.clone(),
+        };
+        self.export(task, &rec.input, &output, None, scope)
+            .map_err(|e| Stop::Fault(e.at(&task.reference)))?;
+        Ok((output, flow))
+    }
+
+    /// `output.as` and `export.as` of a task that ran: its transformed output.
+    fn finish(
+        &self,
+        task: &Task,
+        input: &Value,
+        raw_output: Value,
+        descriptor: &Value,
+        scope: &Scope,
+    ) -> Result<Value, DslError> {
+        let mut descriptor = descriptor.clone();
+        descriptor["output"] = raw_output.clone();
+        let output = match &task.output_as {
+            Some(t) => {
+                let args = self.args(input, &Value::Null, Some(&descriptor), scope);
+                self.render(t, &raw_output, &args)?
+            }
+            None => raw_output,
+        };
+        self.export(task, input, &output, Some(&descriptor), scope)?;
+        Ok(output)
+    }
+
+    fn export(
+        &self,
+        task: &Task,
+        input: &Value,
+        output: &Value,
+        descriptor: Option<&Value>,
+        scope: &Scope,
+    ) -> Result<(), DslError> {
+        if let Some(t) = &task.export_as {
+            let args = self.args(input, output, descriptor, scope);
+            let context = self.render(t, output, &args)?;
+            *lock(&self.context) = context;
+        }
+        Ok(())
+    }
+
+    fn event<'a>(
+        &self,
+        type_: &'a str,
+        key: &str,
+        task: &'a Task,
+        input: Option<&'a Value>,
+        output: Option<&'a Value>,
+        error: Option<Value>,
+    ) -> TaskEvent<'a> {
+        TaskEvent {
+            type_,
+            step_id: self.step_id(key),
+            task: &task.name,
+            reference: &task.reference,
+            task_type: task.kind.type_name(),
+            input,
+            output,
+            error,
+        }
+    }
+
+    /// The first case of a `switch` that holds: where it sends the flow (`None`: none holds).
+    fn choose(
+        &self,
+        cases: &[SwitchCase],
+        input: &Value,
+        scope: &Scope,
+    ) -> Result<Option<Flow>, DslError> {
+        let args = self.args(input, &Value::Null, None, scope);
+        for case in cases {
+            let holds = match &case.when {
+                Some(cond) => self.eval_bool(cond, input, &args)?,
+                None => true,
+            };
+            if holds {
+                return Ok(Some(case.then.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What the task does: its raw output and where the flow goes.
+    fn run_kind<'a>(
+        &'a self,
+        task: &'a Task,
+        key: &'a str,
+        input: &'a Value,
+        descriptor: &'a Value,
+        start: &'a StepRecord,
+        scope: &'a Scope,
+    ) -> BoxFuture<'a, Result<(Value, Flow), Stop>> {
+        Box::pin(async move {
+            let then = task.then.clone();
+            let args = || self.args(input, &Value::Null, Some(descriptor), scope);
+            match &task.kind {
+                TaskKind::Set(t) => Ok((self.render(t, input, &args())?, then)),
+                TaskKind::Do(list) => Ok((self.run_list(list, input.clone(), scope.clone()).await?, then)),
+                TaskKind::Switch(cases) => {
+                    let flow = self.choose(cases, input, scope)?.unwrap_or(then);
+                    Ok((input.clone(), flow))
+                }
+                TaskKind::For(f) => Ok((self.run_for(f, input, scope).await?, then)),
+                TaskKind::Fork { branches, compete } => {
+                    Ok((self.run_fork(branches, *compete, input, scope).await?, then))
+                }
+                TaskKind::Try(t) => Ok((self.run_try(t, input, start, scope).await?, then)),
+                TaskKind::Raise(e) => {
+                    let fields = self.render(&e.fields, input, &args())?;
+                    Err(Stop::Fault(DslError::from_value(&fields)))
+                }
+                TaskKind::Wait(d) => {
+                    self.sleep_until(start.started_at + chrono_duration(*d), "Waiting").await?;
+                    Ok((input.clone(), then))
+                }
+                TaskKind::Emit(t) => Ok((self.emit(t, key, input, &args()).await?, then)),
+                TaskKind::Listen(l) => Ok((self.listen(l, input, &args()).await?, then)),
+                TaskKind::CallHttp(call) => {
+                    let idempotency = format!("{}:{key}", self.ctx.execution_id);
+                    let out = self
+                        .services
+                        .outbound
+                        .http(call, input, &args(), &idempotency)
+                        .await?;
+                    Ok((out, then))
+                }
+            }
+        })
+    }
+
+    /// Suspends the execution until `until` (a durable timer), or sleeps in the process when
+    /// that is soon.
+    async fn sleep_until(&self, until: DateTime<Utc>, why: &str) -> Result<(), Stop> {
+        let now = self.ctx.now();
+        if now >= until {
+            return Ok(());
+        }
+        let left = (until - now).to_std().unwrap_or_default();
+        if left <= IN_PROCESS_WAIT {
+            return self.ctx.sleep(left).await.map_err(Stop::Engine);
+        }
+        Err(Stop::Engine(self.ctx.suspend_until(
+            format!("{why} until {}", until.to_rfc3339()),
+            None,
+            until,
+        )))
+    }
+
+    async fn run_for(&self, f: &ForLoop, input: &Value, scope: &Scope) -> Result<Value, Stop> {
+        let args = self.args(input, &Value::Null, None, scope);
+        let items = match self.eval(&f.items, input, &args)? {
+            Value::Array(items) => items,
+            Value::Null => Vec::new(),
+            Value::Object(m) => m.into_iter().map(|(_, v)| v).collect(),
+            other => {
+                return Err(DslError::expression(format!(
+                    "`for.in` must give a list, not {other}"
+                ))
+                .into());
+            }
+        };
+        if items.len() > MAX_FOR_ITEMS {
+            return Err(DslError::runtime(format!(
+                "`for.in` gives {} items, more than {MAX_FOR_ITEMS}",
+                items.len()
+            ))
+            .into());
+        }
+        let mut value = input.clone();
+        for (index, item) in items.into_iter().enumerate() {
+            let mut inner: Vec<(String, Value)> = (**scope).clone();
+            inner.push((f.each.clone(), item));
+            inner.push((f.at.clone(), json!(index)));
+            let inner = Arc::new(inner);
+            if let Some(cond) = &f.while_ {
+                let args = self.args(&value, &Value::Null, None, &inner);
+                if !self.eval_bool(cond, &value, &args)? {
+                    break;
+                }
+            }
+            value = self.run_list(&f.body, value, inner).await?;
+        }
+        Ok(value)
+    }
+
+    async fn run_fork(
+        &self,
+        branches: &TaskList,
+        compete: bool,
+        input: &Value,
+        scope: &Scope,
+    ) -> Result<Value, Stop> {
+        let runs = branches.tasks.iter().map(|task| {
+            let input = input.clone();
+            async move { self.run_task(task, input, scope).await.map(|(v, _)| v) }
+        });
+        if !compete {
+            let outputs = futures::future::join_all(runs).await;
+            return outputs.into_iter().collect::<Result<Vec<_>, _>>().map(Value::Array);
+        }
+        // A race: the first branch to end well wins; the others are dropped (cancelled).
+        let mut racing: FuturesUnordered<_> = runs.collect();
+        let mut first_fault = None;
+        while let Some(done) = racing.next().await {
+            match done {
+                Ok(v) => return Ok(v),
+                Err(Stop::Fault(e)) => {
+                    first_fault.get_or_insert(Stop::Fault(e));
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Err(first_fault.unwrap_or_else(|| DslError::runtime("a fork without branches").into()))
+    }
+
+    async fn run_try(
+        &self,
+        t: &TryCatch,
+        input: &Value,
+        start: &StepRecord,
+        scope: &Scope,
+    ) -> Result<Value, Stop> {
+        let mut attempt: u32 = 1;
+        loop {
+            let error = match self.run_list(&t.body, input.clone(), scope.clone()).await {
+                Err(Stop::Fault(e)) => e,
+                other => return other,
+            };
+            if !error.matches(&t.filter) {
+                return Err(Stop::Fault(error));
+            }
+            let mut inner: Vec<(String, Value)> = (**scope).clone();
+            inner.push((t.as_.clone(), error.to_value()));
+            let inner = Arc::new(inner);
+            let args = self.args(input, &Value::Null, None, &inner);
+            if let Some(cond) = &t.when
+                && !self.eval_bool(cond, input, &args)?
+            {
+                return Err(Stop::Fault(error));
+            }
+            if let Some(cond) = &t.except_when
+                && self.eval_bool(cond, input, &args)?
+            {
+                return Err(Stop::Fault(error));
+            }
+            if let Some(policy) = &t.retry
+                && let Some(delay) = self.retry_delay(policy, attempt, start, input, &args)?
+            {
+                // The failure's time is recorded (the failed task's end): the same deadline
+                // on every run of the step.
+                let failed_at = self.ctx.now();
+                self.sleep_until(failed_at + chrono_duration(delay), "Retrying").await?;
+                attempt += 1;
+                continue;
+            }
+            return match &t.handler {
+                Some(handler) => self.run_list(handler, input.clone(), inner).await,
+                None => Ok(Value::Null),
+            };
+        }
+    }
+
+    /// The delay before the next attempt, or `None` when the policy gives up.
+    fn retry_delay(
+        &self,
+        policy: &RetryPolicy,
+        attempt: u32,
+        start: &StepRecord,
+        input: &Value,
+        args: &[(&str, Value)],
+    ) -> Result<Option<Duration>, DslError> {
+        if let Some(cond) = &policy.when
+            && !self.eval_bool(cond, input, args)?
+        {
+            return Ok(None);
+        }
+        if let Some(cond) = &policy.except_when
+            && self.eval_bool(cond, input, args)?
+        {
+            return Ok(None);
+        }
+        if policy.max_attempts.is_some_and(|max| attempt >= max) {
+            return Ok(None);
+        }
+        let factor = match policy.backoff {
+            Backoff::Constant => 1,
+            Backoff::Linear => attempt,
+            Backoff::Exponential => 1u32 << attempt.saturating_sub(1).min(20),
+        };
+        let mut delay = policy.delay.saturating_mul(factor);
+        if let Some((from, to)) = policy.jitter {
+            // Derived from the execution and the attempt: the same on every run of the step.
+            let seed = agentry_engine::id::digest(&format!("{}:{attempt}", self.ctx.execution_id));
+            let unit = u64::from_str_radix(&seed[..8], 16).unwrap_or(0) as f64 / f64::from(u32::MAX);
+            delay += from + (to - from).mul_f64(unit);
+        }
+        if let Some(max) = policy.max_duration {
+            let spent = (self.ctx.now() - start.started_at).to_std().unwrap_or_default();
+            if spent + delay > max {
+                return Ok(None);
+            }
+        }
+        Ok(Some(delay))
+    }
+
+    async fn emit(
+        &self,
+        t: &Template,
+        key: &str,
+        input: &Value,
+        args: &[(&str, Value)],
+    ) -> Result<Value, Stop> {
+        let Value::Object(mut event) = self.render(t, input, args)? else {
+            return Err(DslError::runtime("an event is an object").into());
+        };
+        let now = self.ctx.now();
+        event
+            .entry("id")
+            .or_insert_with(|| json!(format!("{}:{key}", self.ctx.execution_id)));
+        event.entry("specversion").or_insert_with(|| json!("1.0"));
+        event
+            .entry("time")
+            .or_insert_with(|| json!(now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)));
+        event
+            .entry("source")
+            .or_insert_with(|| json!(format!("agentry:{}", self.doc.name)));
+        let event = Value::Object(event);
+        Ok(event)
+    }
+
+    async fn listen(
+        &self,
+        l: &Listen,
+        input: &Value,
+        args: &[(&str, Value)],
+    ) -> Result<Value, Stop> {
+        let mut got = Vec::new();
+        let filters: Vec<_> = match l.strategy {
+            Consumption::One | Consumption::Any => l.filters.iter().take(1).collect(),
+            Consumption::All => l.filters.iter().collect(),
+        };
+        for filter in filters {
+            let key = match &filter.key {
+                Some(e) => Some(match self.eval(e, input, args)? {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                }),
+                None => None,
+            };
+            let data = self
+                .ctx
+                .wait_for_event(&filter.event_type, key.as_deref(), None)
+                .await
+                .map_err(Stop::Engine)?
+                .unwrap_or(Value::Null);
+            got.push(match l.read {
+                ReadMode::Data => data.get("data").cloned().unwrap_or(data),
+                ReadMode::Envelope | ReadMode::Raw => data,
+            });
+        }
+        Ok(Value::Array(got))
+    }
+}
+
+/// Whether a task's start is written before it runs: it has an effect outside the execution,
+/// or it waits.
+fn needs_durable_start(kind: &TaskKind) -> bool {
+    matches!(
+        kind,
+        TaskKind::CallHttp(_) | TaskKind::Emit(_) | TaskKind::Wait(_) | TaskKind::Listen(_)
+    )
+}
+
+fn chrono_duration(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Checks `value` against a JSON Schema from a definition.
+fn check_schema(schema: &Value, value: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("bad schema: {e}"))?;
+    match validator.iter_errors(value).next() {
+        None => Ok(()),
+        Some(e) => Err(format!("{} at {}", e, e.instance_path())),
+    }
+}

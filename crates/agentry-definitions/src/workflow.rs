@@ -1,0 +1,34 @@
+//! A document as one of the engine's workflows: its id, version, name, description and input
+//! schema from the document, its events from its `listen` tasks, and one step (`workflow`)
+//! that runs the document durably ([`crate::run`]).
+
+use std::sync::Arc;
+
+use agentry_engine::workflow::{DefinitionError, Workflow, step};
+use serde_json::json;
+
+use crate::model::Document;
+use crate::run::{Services, run_document};
+
+/// The id of the one engine step of a definition's workflow; its tasks are entries under it
+/// (`workflow/do/0/getPet`).
+pub const STEP_ID: &str = "workflow";
+
+/// The engine's workflow of `doc`.
+pub fn workflow(doc: Arc<Document>, services: Services) -> Result<Workflow, DefinitionError> {
+    let name = doc.title.clone().unwrap_or_else(|| doc.name.clone());
+    let mut builder = Workflow::new(doc.name.clone(), name)
+        .purpose(doc.summary.clone().unwrap_or_default())
+        .version(doc.version.clone());
+    if let Some(schema) = &doc.input_schema {
+        builder = builder.input_schema(schema.clone());
+    }
+    for event in &doc.listened {
+        builder = builder.event(event.clone(), json!({}));
+    }
+    builder
+        .and_then(step(STEP_ID, move |ctx| {
+            run_document(doc.clone(), services.clone(), ctx)
+        }))
+        .build()
+}

@@ -1,0 +1,64 @@
+//! Definitions as data: the Serverless Workflow documents of `--definitions DIR`, read and
+//! checked whole (a directory with a problem is refused, and the server does not start), then
+//! registered beside the compiled workflows.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agentry_app::AppBuilder;
+use agentry_definitions::outbound::{Outbound, Policy};
+use agentry_definitions::{Problem, Services};
+use anyhow::Context;
+use serde_json::json;
+
+/// Every problem of a refused directory, one per line.
+pub fn report(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What definitions' runs use: the outbound client under `policy`, the secrets, the runtime
+/// descriptor.
+pub fn services(policy: &Policy) -> anyhow::Result<Services> {
+    let outbound = Outbound::new(policy.clone())
+        .map_err(|e| anyhow::anyhow!(e))
+        .context("building the outbound HTTP client")?;
+    Ok(Services {
+        outbound: Arc::new(outbound),
+        secrets: Arc::new(json!({})),
+        runtime: Arc::new(json!({
+            "name": "agentry",
+            "version": env!("CARGO_PKG_VERSION"),
+            "metadata": {},
+        })),
+    })
+}
+
+/// Reads the definitions of `dir` and adds their workflows to `builder`.
+pub fn register(builder: AppBuilder, dir: &Path, policy: &Policy) -> anyhow::Result<AppBuilder> {
+    let docs = agentry_definitions::load::read_dir(dir).map_err(|problems| {
+        anyhow::anyhow!(
+            "the definitions in {} are refused:\n{}",
+            dir.display(),
+            report(&problems)
+        )
+    })?;
+    let services = services(policy)?;
+    let mut builder = builder;
+    for doc in docs {
+        let name = doc.name.clone();
+        let workflow = agentry_definitions::workflow::workflow(doc, services.clone())
+            .with_context(|| format!("registering the definition {name}"))?;
+        tracing::info!(workflow = %name, version = workflow.version(), "registered a definition");
+        builder = builder.workflow(workflow);
+    }
+    Ok(builder)
+}
+
+/// `agentry check DIR`: every problem of the directory's definitions, or how many are fine.
+pub fn check(dir: &Path) -> Result<usize, Vec<Problem>> {
+    agentry_definitions::load::read_dir(dir).map(|docs| docs.len())
+}
