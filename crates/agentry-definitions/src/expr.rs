@@ -233,6 +233,11 @@ impl Template {
         eval_node(&self.0, &input, &converted)
     }
 
+    /// The template of one expression (a field that is an expression, such as `output.as`).
+    pub fn expression(expr: Expr) -> Template {
+        Template(Arc::new(Node::Expr(expr)))
+    }
+
     /// True when it holds no expression: its value is a constant.
     pub fn is_constant(&self) -> bool {
         self.0.is_const()

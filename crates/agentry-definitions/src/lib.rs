@@ -10,12 +10,14 @@
 //! - `workflow.rs`: a document as one of the engine's workflows, of one step.
 //! - `run.rs`: that step: the tasks, each recorded in the step's journal.
 //! - `outbound.rs`: `call: http` under the outbound policy.
+//! - `openapi.rs`: `call: openapi`: an operation of an OpenAPI document, sent as `call: http`.
 //! - `error.rs`: the DSL's errors (RFC 7807 problem details).
 
 pub mod error;
 pub mod expr;
 pub mod load;
 pub mod model;
+mod openapi;
 pub mod outbound;
 pub mod problem;
 pub mod run;

@@ -118,6 +118,7 @@ pub enum TaskKind {
     Emit(Template),
     Listen(Box<Listen>),
     CallHttp(Box<HttpCall>),
+    CallOpenApi(Box<OpenApiCall>),
 }
 
 impl TaskKind {
@@ -134,7 +135,7 @@ impl TaskKind {
             TaskKind::Wait(_) => "wait",
             TaskKind::Emit(_) => "emit",
             TaskKind::Listen(_) => "listen",
-            TaskKind::CallHttp(_) => "call",
+            TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) => "call",
         }
     }
 }
@@ -257,6 +258,20 @@ pub struct HttpCall {
     pub body: Option<Template>,
     pub output: HttpOutput,
     /// Whether a response with an error status is an error (`redirect` decides 3xx).
+    pub redirect: bool,
+    pub auth: Option<Authentication>,
+}
+
+/// A `call: openapi`: an operation of an OpenAPI (or Swagger 2.0) document.
+#[derive(Debug)]
+pub struct OpenApiCall {
+    /// The document's URI (`with.document.endpoint`).
+    pub document: String,
+    /// `with.operationId`.
+    pub operation_id: String,
+    /// `with.parameters`: by name, for the operation's path, query, header and body parameters.
+    pub parameters: Option<Template>,
+    pub output: HttpOutput,
     pub redirect: bool,
     pub auth: Option<Authentication>,
 }
@@ -1019,7 +1034,8 @@ impl Reader<'_> {
         };
         match function {
             "http" => {}
-            "openapi" | "grpc" | "asyncapi" | "a2a" | "mcp" => {
+            "openapi" => return self.openapi(with, at, vars),
+            "grpc" | "asyncapi" | "a2a" | "mcp" => {
                 self.unsupported(&pointer(at, "call"), &format!("`call: {function}`"));
                 return None;
             }
@@ -1064,15 +1080,7 @@ impl Reader<'_> {
         let headers = with.get("headers").and_then(|h| self.template(h, &pointer(&wat, "headers"), vars));
         let query = with.get("query").and_then(|q| self.template(q, &pointer(&wat, "query"), vars));
         let body = with.get("body").and_then(|b| self.template(b, &pointer(&wat, "body"), vars));
-        let output = match with.get("output").and_then(Value::as_str) {
-            None | Some("content") => HttpOutput::Content,
-            Some("response") => HttpOutput::Response,
-            Some("raw") => HttpOutput::Raw,
-            Some(other) => {
-                self.problem(&pointer(&wat, "output"), format!("unknown output {other}"));
-                return None;
-            }
-        };
+        let output = self.http_output(with, &wat)?;
         let redirect = with.get("redirect").and_then(Value::as_bool).unwrap_or(false);
         Some(TaskKind::CallHttp(Box::new(HttpCall {
             method,
@@ -1084,6 +1092,58 @@ impl Reader<'_> {
             redirect,
             auth,
         })))
+    }
+
+    fn openapi(&mut self, with: Option<&Value>, at: &str, vars: &[&str]) -> Option<TaskKind> {
+        let wat = pointer(at, "with");
+        let Some(with) = with.and_then(Value::as_object) else {
+            self.problem(at, "`with` is required");
+            return None;
+        };
+        let document = match with.get("document").and_then(|d| d.get("endpoint")) {
+            Some(Value::String(uri)) => uri.clone(),
+            Some(Value::Object(e)) if e.get("uri").is_some_and(Value::is_string) => {
+                e["uri"].as_str().unwrap_or_default().to_owned()
+            }
+            _ => {
+                self.problem(&pointer(&wat, "document"), "`document.endpoint` (the document's URI) is required");
+                return None;
+            }
+        };
+        if expr::runtime_expression(&document).is_some() {
+            self.unsupported(&pointer(&wat, "document"), "a document URI from an expression");
+            return None;
+        }
+        let operation_id = self.string(with, &wat, "operationId")?;
+        let parameters = with
+            .get("parameters")
+            .and_then(|p| self.template(p, &pointer(&wat, "parameters"), vars));
+        let output = self.http_output(with, &wat)?;
+        let redirect = with.get("redirect").and_then(Value::as_bool).unwrap_or(false);
+        let auth = match with.get("authentication") {
+            Some(a) => Some(self.authentication(a, &pointer(&wat, "authentication"), vars)?),
+            None => None,
+        };
+        Some(TaskKind::CallOpenApi(Box::new(OpenApiCall {
+            document,
+            operation_id,
+            parameters,
+            output,
+            redirect,
+            auth,
+        })))
+    }
+
+    fn http_output(&mut self, with: &Map<String, Value>, wat: &str) -> Option<HttpOutput> {
+        match with.get("output").and_then(Value::as_str) {
+            None | Some("content") => Some(HttpOutput::Content),
+            Some("response") => Some(HttpOutput::Response),
+            Some("raw") => Some(HttpOutput::Raw),
+            Some(other) => {
+                self.problem(&pointer(wat, "output"), format!("unknown output {other}"));
+                None
+            }
+        }
     }
 
     fn authentication(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Authentication> {

@@ -127,6 +127,8 @@ impl reqwest::dns::Resolve for Guarded {
 pub struct Outbound {
     client: reqwest::Client,
     policy: Policy,
+    /// The OpenAPI documents read so far, by URI (`call: openapi`).
+    pub(crate) documents: crate::openapi::Documents,
 }
 
 impl std::fmt::Debug for Outbound {
@@ -158,7 +160,11 @@ impl Outbound {
             .user_agent(concat!("agentry/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Outbound { client, policy })
+        Ok(Outbound {
+            client,
+            policy,
+            documents: Default::default(),
+        })
     }
 
     /// Checks a URL against the policy before a request.
@@ -186,71 +192,109 @@ impl Outbound {
         &self,
         call: &HttpCall,
         input: &Value,
-        args: &[(&str, Value)],
+        args: &crate::run::Args<'_>,
         idempotency_key: &str,
     ) -> Result<Value, Stop> {
-        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
+        let refs = crate::run::refs(args);
         let render = |t: &expr::Template| {
             t.eval(input, &refs)
                 .map_err(|e| DslError::expression(e.to_string()))
         };
         let uri = match &call.endpoint {
-            Endpoint::UriTemplate(t) => expr::expand_uri_template(t, input)
-                .map_err(DslError::expression)?,
+            Endpoint::UriTemplate(t) => {
+                expr::expand_uri_template(t, input).map_err(DslError::expression)?
+            }
             Endpoint::Expression(e) => match e.eval(input, &refs) {
                 Ok(Value::String(s)) => s,
-                Ok(other) => return Err(DslError::expression(format!("the endpoint is not a string: {other}")).into()),
+                Ok(other) => {
+                    return Err(DslError::expression(format!(
+                        "the endpoint is not a string: {other}"
+                    ))
+                    .into());
+                }
                 Err(e) => return Err(DslError::expression(e.to_string()).into()),
             },
         };
-        let mut url = reqwest::Url::parse(&uri).map_err(|e| {
-            DslError::standard(ErrorType::Configuration, "Configuration Error", format!("{uri}: {e}"))
-        })?;
-        if let Some(q) = &call.query {
-            let query = render(q)?;
-            if let Value::Object(m) = query {
-                let mut pairs = url.query_pairs_mut();
-                for (k, v) in m {
-                    pairs.append_pair(&k, &scalar(&v));
-                }
+        let mut request = Request::new(&call.method, &uri)?;
+        if let Some(q) = &call.query
+            && let Value::Object(m) = render(q)?
+        {
+            for (k, v) in m {
+                request.query.push((k, scalar(&v)));
             }
         }
-        self.check_url(&url)?;
-        let method = reqwest::Method::from_bytes(call.method.as_bytes()).map_err(|_| {
-            DslError::standard(ErrorType::Configuration, "Configuration Error", format!("{} is not an HTTP method", call.method))
-        })?;
-        let mut request = self
-            .client
-            .request(method.clone(), url.clone())
-            .header("idempotency-key", idempotency_key);
-        let mut sent_headers = Map::new();
         if let Some(h) = &call.headers
             && let Value::Object(m) = render(h)?
         {
             for (k, v) in m {
-                let v = scalar(&v);
-                request = request.header(k.as_str(), v.as_str());
-                sent_headers.insert(k, json!(v));
+                request.headers.push((k, scalar(&v)));
             }
         }
-        match &call.auth {
-            Some(Authentication::Basic { username, password }) => {
-                let user = scalar(&render(username)?);
-                let pass = scalar(&render(password)?);
-                request = request.basic_auth(user, Some(pass));
-            }
-            Some(Authentication::Bearer { token }) => {
-                request = request.bearer_auth(scalar(&render(token)?));
-            }
-            None => {}
-        }
+        request.auth = match &call.auth {
+            Some(Authentication::Basic { username, password }) => Some(Credentials::Basic {
+                username: scalar(&render(username)?),
+                password: scalar(&render(password)?),
+            }),
+            Some(Authentication::Bearer { token }) => Some(Credentials::Bearer {
+                token: scalar(&render(token)?),
+            }),
+            None => None,
+        };
         if let Some(b) = &call.body {
-            request = match render(b)? {
-                Value::String(s) => request.body(s),
-                other => request.json(&other),
-            };
+            request.body = Some(render(b)?);
         }
-        let response = request.send().await.map_err(|e| {
+        request.output = call.output;
+        request.redirect = call.redirect;
+        Ok(self.send(request, idempotency_key).await?)
+    }
+
+    /// Sends one request under the policy: its raw output as `request.output` asks, or the
+    /// DSL's error (`communication` with the status of an error answer, `timeout`,
+    /// `authorization` for a refused address, `configuration` for a bad URL).
+    pub(crate) async fn send(
+        &self,
+        request: Request,
+        idempotency_key: &str,
+    ) -> Result<Value, DslError> {
+        let Request {
+            method,
+            mut url,
+            query,
+            headers: extra_headers,
+            body,
+            auth,
+            output,
+            redirect,
+        } = request;
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in &query {
+                pairs.append_pair(k, v);
+            }
+        }
+        self.check_url(&url)?;
+        let mut builder = self
+            .client
+            .request(method.clone(), url.clone())
+            .header("idempotency-key", idempotency_key);
+        let mut sent_headers = Map::new();
+        for (k, v) in extra_headers {
+            builder = builder.header(k.as_str(), v.as_str());
+            sent_headers.insert(k, json!(v));
+        }
+        builder = match auth {
+            Some(Credentials::Basic { username, password }) => {
+                builder.basic_auth(username, Some(password))
+            }
+            Some(Credentials::Bearer { token }) => builder.bearer_auth(token),
+            None => builder,
+        };
+        builder = match body {
+            Some(Value::String(s)) => builder.body(s),
+            Some(other) => builder.json(&other),
+            None => builder,
+        };
+        let response = builder.send().await.map_err(|e| {
             if e.is_timeout() {
                 DslError::timeout(format!("{method} {url}: {e}"))
             } else {
@@ -270,19 +314,28 @@ impl Outbound {
             .is_some_and(|ct| ct.contains("json"));
         let bytes = read_limited(response).await?;
         let content = if is_json {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
         } else {
             json!(String::from_utf8_lossy(&bytes))
         };
         let refused = status.is_client_error()
             || status.is_server_error()
-            || (status.is_redirection() && !call.redirect);
+            || (status.is_redirection() && !redirect);
         if refused {
-            let mut e = DslError::communication(Some(status.as_u16()), format!("{method} {url} answered {status}"));
-            e.title = Some(status.canonical_reason().unwrap_or("Communication Error").to_owned());
-            return Err(e.into());
+            let mut e = DslError::communication(
+                Some(status.as_u16()),
+                format!("{method} {url} answered {status}"),
+            );
+            e.title = Some(
+                status
+                    .canonical_reason()
+                    .unwrap_or("Communication Error")
+                    .to_owned(),
+            );
+            return Err(e);
         }
-        Ok(match call.output {
+        Ok(match output {
             HttpOutput::Content => content,
             HttpOutput::Raw => json!(base64_encode(&bytes)),
             HttpOutput::Response => json!({
@@ -293,6 +346,60 @@ impl Outbound {
             }),
         })
     }
+}
+
+/// One outbound request, before it is sent ([`Outbound::send`]).
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub method: reqwest::Method,
+    pub url: reqwest::Url,
+    /// Query parameters added to the URL's own.
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    /// A string is sent as it is, anything else as JSON.
+    pub body: Option<Value>,
+    pub auth: Option<Credentials>,
+    pub output: HttpOutput,
+    /// Whether a 3xx answer is an answer (not an error).
+    pub redirect: bool,
+}
+
+impl Request {
+    /// A request of `method` to `uri`, without headers, query or body.
+    pub fn new(method: &str, uri: &str) -> Result<Request, DslError> {
+        let url = reqwest::Url::parse(uri).map_err(|e| {
+            DslError::standard(
+                ErrorType::Configuration,
+                "Configuration Error",
+                format!("{uri}: {e}"),
+            )
+        })?;
+        let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| {
+                DslError::standard(
+                    ErrorType::Configuration,
+                    "Configuration Error",
+                    format!("{method} is not an HTTP method"),
+                )
+            })?;
+        Ok(Request {
+            method,
+            url,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: None,
+            auth: None,
+            output: HttpOutput::Content,
+            redirect: false,
+        })
+    }
+}
+
+/// Credentials a request carries, rendered.
+#[derive(Debug)]
+pub(crate) enum Credentials {
+    Basic { username: String, password: String },
+    Bearer { token: String },
 }
 
 /// The body of a response, refused past [`MAX_RESPONSE_BYTES`].
@@ -315,7 +422,7 @@ async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, DslErr
 }
 
 /// A header or query value: a string as it is, anything else as its JSON.
-fn scalar(v: &Value) -> String {
+pub(crate) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),

@@ -9,6 +9,7 @@
 //! step's checkpoint. Tasks without effects (`set`, `switch`, ...) cost no write of their own:
 //! after a crash they run again, to the same result.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -91,6 +92,14 @@ impl From<DslError> for Stop {
     }
 }
 
+/// The values of an expression's arguments and variables, by name.
+pub(crate) type Args<'a> = Vec<(&'a str, Cow<'a, Value>)>;
+
+/// The arguments as the expressions take them.
+pub(crate) fn refs<'a>(args: &'a Args<'_>) -> Vec<(&'a str, &'a Value)> {
+    args.iter().map(|(k, v)| (*k, v.as_ref())).collect()
+}
+
 /// Variables in scope besides the arguments (`$item`, `$index`, `$error`, ...).
 type Scope = Arc<Vec<(String, Value)>>;
 
@@ -155,13 +164,18 @@ pub(crate) async fn run_document(
         }
         Err(Stop::End(output)) => {
             run.defer_pending();
-            run.workflow_output_as(output)
-                .map_err(|e| StepError::Failed(e.message()))
+            run.workflow_output_as(output).map_err(|e| StepError::Fault {
+                message: fault_message(&e),
+                details: Box::new(e.to_value()),
+            })
         }
         Err(Stop::Fault(e)) => {
             // The failed task's record shows where and why; the message says what.
             let _ = run.flush().await;
-            Err(StepError::Failed(fault_message(&e)))
+            Err(StepError::Fault {
+                message: fault_message(&e),
+                details: Box::new(e.to_value()),
+            })
         }
         Err(Stop::Engine(e)) => {
             if matches!(e, StepError::Suspend { .. }) {
@@ -172,10 +186,12 @@ pub(crate) async fn run_document(
     }
 }
 
-/// The execution's error message of a DSL error: its JSON, so that the whole error object
-/// (`type`, `status`, `title`, `detail`, `instance`) reaches the execution's state.
+/// The execution's error message of a DSL error (the whole error object is its details).
 pub fn fault_message(e: &DslError) -> String {
-    e.to_value().to_string()
+    match &e.instance {
+        Some(at) => format!("{} ({}) at {at}", e.message(), e.status),
+        None => format!("{} ({})", e.message(), e.status),
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -213,37 +229,35 @@ impl Run {
         output: &'a Value,
         task: Option<&'a Value>,
         scope: &'a [(String, Value)],
-    ) -> Vec<(&'a str, Value)> {
+    ) -> Args<'a> {
+        const NULL: &Value = &Value::Null;
         let context = lock(&self.context).clone();
-        let mut args: Vec<(&str, Value)> = vec![
-            ("context", context),
-            ("input", input.clone()),
-            ("output", output.clone()),
-            ("secrets", (*self.services.secrets).clone()),
-            ("task", task.cloned().unwrap_or(Value::Null)),
-            ("workflow", self.workflow.clone()),
-            ("runtime", (*self.services.runtime).clone()),
-            ("authorization", Value::Null),
+        let mut args: Args<'a> = vec![
+            ("context", Cow::Owned(context)),
+            ("input", Cow::Borrowed(input)),
+            ("output", Cow::Borrowed(output)),
+            ("secrets", Cow::Borrowed(&*self.services.secrets)),
+            ("task", Cow::Borrowed(task.unwrap_or(NULL))),
+            ("workflow", Cow::Borrowed(&self.workflow)),
+            ("runtime", Cow::Borrowed(&*self.services.runtime)),
+            ("authorization", Cow::Borrowed(NULL)),
         ];
-        args.extend(scope.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        args.extend(scope.iter().map(|(k, v)| (k.as_str(), Cow::Borrowed(v))));
         args
     }
 
-    fn eval(&self, e: &Expr, on: &Value, args: &[(&str, Value)]) -> Result<Value, DslError> {
-        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
-        e.eval(on, &refs)
+    fn eval(&self, e: &Expr, on: &Value, args: &Args<'_>) -> Result<Value, DslError> {
+        e.eval(on, &refs(args))
             .map_err(|err| DslError::expression(format!("{}: {err}", e.source())))
     }
 
-    fn eval_bool(&self, e: &Expr, on: &Value, args: &[(&str, Value)]) -> Result<bool, DslError> {
-        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
-        e.eval_bool(on, &refs)
+    fn eval_bool(&self, e: &Expr, on: &Value, args: &Args<'_>) -> Result<bool, DslError> {
+        e.eval_bool(on, &refs(args))
             .map_err(|err| DslError::expression(format!("{}: {err}", e.source())))
     }
 
-    fn render(&self, t: &Template, on: &Value, args: &[(&str, Value)]) -> Result<Value, DslError> {
-        let refs: Vec<(&str, &Value)> = args.iter().map(|(k, v)| (*k, v)).collect();
-        t.eval(on, &refs)
+    fn render(&self, t: &Template, on: &Value, args: &Args<'_>) -> Result<Value, DslError> {
+        t.eval(on, &refs(args))
             .map_err(|err| DslError::expression(err.to_string()))
     }
 
@@ -266,6 +280,12 @@ impl Run {
         } else {
             format!("{base}#{n}")
         })
+    }
+
+    /// The `Idempotency-Key` of a call: the same for every run of the step that sends it
+    /// again (a crash, a takeover), another for each run of the task (a retry, a loop).
+    fn idempotency_key(&self, key: &str) -> String {
+        format!("{}:{key}", self.ctx.execution_id)
     }
 
     fn step_id(&self, key: &str) -> String {
@@ -548,11 +568,18 @@ impl Run {
                 TaskKind::Emit(t) => Ok((self.emit(t, key, input, &args()).await?, then)),
                 TaskKind::Listen(l) => Ok((self.listen(l, input, &args()).await?, then)),
                 TaskKind::CallHttp(call) => {
-                    let idempotency = format!("{}:{key}", self.ctx.execution_id);
                     let out = self
                         .services
                         .outbound
-                        .http(call, input, &args(), &idempotency)
+                        .http(call, input, &args(), &self.idempotency_key(key))
+                        .await?;
+                    Ok((out, then))
+                }
+                TaskKind::CallOpenApi(call) => {
+                    let out = self
+                        .services
+                        .outbound
+                        .openapi(call, input, &args(), &self.idempotency_key(key))
                         .await?;
                     Ok((out, then))
                 }
@@ -699,7 +726,7 @@ impl Run {
         attempt: u32,
         start: &StepRecord,
         input: &Value,
-        args: &[(&str, Value)],
+        args: &Args<'_>,
     ) -> Result<Option<Duration>, DslError> {
         if let Some(cond) = &policy.when
             && !self.eval_bool(cond, input, args)?
@@ -740,7 +767,7 @@ impl Run {
         t: &Template,
         key: &str,
         input: &Value,
-        args: &[(&str, Value)],
+        args: &Args<'_>,
     ) -> Result<Value, Stop> {
         let Value::Object(mut event) = self.render(t, input, args)? else {
             return Err(DslError::runtime("an event is an object").into());
@@ -764,7 +791,7 @@ impl Run {
         &self,
         l: &Listen,
         input: &Value,
-        args: &[(&str, Value)],
+        args: &Args<'_>,
     ) -> Result<Value, Stop> {
         let mut got = Vec::new();
         let filters: Vec<_> = match l.strategy {
@@ -799,7 +826,7 @@ impl Run {
 fn needs_durable_start(kind: &TaskKind) -> bool {
     matches!(
         kind,
-        TaskKind::CallHttp(_) | TaskKind::Emit(_) | TaskKind::Wait(_) | TaskKind::Listen(_)
+        TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) | TaskKind::Emit(_) | TaskKind::Wait(_) | TaskKind::Listen(_)
     )
 }
 

@@ -699,6 +699,23 @@ impl From<&StepRecord> for StepState {
     }
 }
 
+/// The details a failed step left as its output (an object; reserved names left out).
+fn failure_details(r: &ExecutionRecord, step_id: Option<&str>) -> Option<Map<String, Value>> {
+    let step = r.progress.steps.get(step_id?)?;
+    if step.status != agentry_engine::record::StepStatus::Failed {
+        return None;
+    }
+    let Some(Value::Object(details)) = &step.output else {
+        return None;
+    };
+    let details: Map<String, Value> = details
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "message" | "stepId"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!details.is_empty()).then_some(details)
+}
+
 /// The process that holds a running execution, and the fencing epoch of its hold.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LeaseRecord {
@@ -756,6 +773,12 @@ pub struct StateError {
     /// The step that failed; `null` when the engine itself gave up.
     #[schema(required = true)]
     pub step_id: Option<String>,
+    /// What the failed step said of its failure, when it said more than a message: for a
+    /// definition (a Serverless Workflow document), the DSL's error object: `type`, `status`,
+    /// `title`, `detail`, `instance`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Map<String, Value>>,
 }
 
 /// A suspend requested from outside, waiting for the next step boundary.
@@ -921,6 +944,7 @@ impl From<&ExecutionRecord> for ExecutionStateView {
                 } => Some(StateError {
                     message: message.clone(),
                     step_id: step_id.clone(),
+                    details: failure_details(r, step_id.as_deref()),
                 }),
                 _ => None,
             },

@@ -606,8 +606,10 @@ impl Engine {
                 .get(&at.step.id)
                 .map_or(1, |r| r.budget_start());
             let (error, retry) = match (&result, at.step.retry) {
-                (Err(StepError::Failed(error)), Some(retry))
-                    if attempt - budget_start + 1 < retry.max_attempts()
+                (
+                    Err(StepError::Failed(error) | StepError::Fault { message: error, .. }),
+                    Some(retry),
+                ) if attempt - budget_start + 1 < retry.max_attempts()
                         && !self.inner.draining.is_cancelled() =>
                 {
                     (error.clone(), retry)
@@ -875,6 +877,12 @@ impl Engine {
                 }
             }
             StepError::Failed(message) => format!("Step {} failed: {message}", step.id),
+            StepError::Fault { message, details } => {
+                let message = format!("Step {} failed: {message}", step.id);
+                return self
+                    .fail_with(run.lease, rec, &step.id, message, Some(*details))
+                    .await;
+            }
             StepError::Cancelled if self.inner.draining.is_cancelled() => {
                 return Err(EngineError::HandedOver(run.id.clone()));
             }
@@ -893,6 +901,19 @@ impl Engine {
         t: Transition,
         mark: Option<(&str, StepStatus)>,
     ) -> Result<ExecutionRecord, EngineError> {
+        self.apply_marked(lease, known, id, t, mark, None).await
+    }
+
+    /// [`Engine::apply`], setting the marked step's output to `output` when given.
+    async fn apply_marked(
+        &self,
+        lease: Option<&Lease>,
+        known: Option<ExecutionRecord>,
+        id: &str,
+        t: Transition,
+        mark: Option<(&str, StepStatus)>,
+        output: Option<&Value>,
+    ) -> Result<ExecutionRecord, EngineError> {
         self.update_held(lease, known, id, |r, events| {
             let state = Self::transitioned(&r.state, t.clone(), events)?;
             let mut next = r.clone();
@@ -906,6 +927,9 @@ impl Engine {
                 step.status = status;
                 if status == StepStatus::Failed {
                     step.ended_at = Some(self.inner.clock.now());
+                }
+                if let Some(output) = output {
+                    step.output = Some(output.clone());
                 }
             }
             next.state = state;
@@ -942,6 +966,19 @@ impl Engine {
         step_id: &str,
         message: String,
     ) -> Result<ExecutionRecord, EngineError> {
+        self.fail_with(lease, rec, step_id, message, None).await
+    }
+
+    /// [`Engine::fail_now`], keeping `details` (what the step said of its failure) as the
+    /// failed step's output.
+    pub(super) async fn fail_with(
+        &self,
+        lease: Option<&Lease>,
+        rec: ExecutionRecord,
+        step_id: &str,
+        message: String,
+        details: Option<Value>,
+    ) -> Result<ExecutionRecord, EngineError> {
         let id = rec.id.clone();
         let at = self.inner.clock.now();
         tracing::warn!(execution_id = %id, error = %message, "execution failed");
@@ -951,7 +988,8 @@ impl Engine {
             at,
         };
         let mark = Some((step_id, StepStatus::Failed));
-        self.apply(lease, Some(rec), &id, fail, mark).await
+        self.apply_marked(lease, Some(rec), &id, fail, mark, details.as_ref())
+            .await
     }
 
     /// [`Engine::update`] on behalf of the holder of `lease` (when given): if the stored
