@@ -8,7 +8,48 @@ use agentry_engine::{ExecutionId, RunHandle, WorkflowId};
 use crate::App;
 use crate::caller::Caller;
 use crate::error::AppError;
-use crate::wire::operations::{self, EventPublished, EventRequest, PublishRequest};
+use crate::wire::operations::{
+    self, CloudEventPublished, EventPublished, EventRequest, PublishRequest,
+};
+use serde_json::Value;
+
+/// The longest `id` and `source` of a CloudEvent.
+const MAX_CLOUD_EVENT_ATTRIBUTE: usize = 256;
+
+/// The `id` and `type` of a CloudEvent in structured mode, or why it is not one.
+fn cloud_event_identity(event: &Value) -> Result<(String, String), AppError> {
+    let refuse = |why: &str| {
+        AppError::new(
+            crate::error::Code::InvalidEvent,
+            format!("Event validation failed: {why}"),
+        )
+    };
+    let attribute = |name: &str| -> Result<String, AppError> {
+        match event.get(name).and_then(Value::as_str) {
+            Some(v) if !v.is_empty() && v.chars().count() <= MAX_CLOUD_EVENT_ATTRIBUTE => {
+                Ok(v.to_owned())
+            }
+            _ => Err(refuse(&format!(
+                "a CloudEvent's `{name}` is a string of 1 to {MAX_CLOUD_EVENT_ATTRIBUTE} characters"
+            ))),
+        }
+    };
+    if !event.is_object() {
+        return Err(refuse("a CloudEvent in structured mode is a JSON object"));
+    }
+    if event.get("specversion").and_then(Value::as_str) != Some("1.0") {
+        return Err(refuse("`specversion` must be \"1.0\""));
+    }
+    let id = attribute("id")?;
+    attribute("source")?;
+    let type_ = attribute("type")?;
+    if !agentry_engine::id::is_valid_id(&type_) {
+        return Err(refuse(
+            "`type` names the event: letters, digits, `-`, `_` or `.`",
+        ));
+    }
+    Ok((id, type_))
+}
 
 impl App {
     /// Delivers the event `name` to one execution (strict mode: one the caller may act on): it
@@ -61,6 +102,33 @@ impl App {
             .await
             .map_err(|e| AppError::engine(e, "Failed to send the event"))?;
         Ok(EventPublished::of(&published, name, &body.key))
+    }
+
+    /// Sends a CloudEvent (structured mode: `specversion` 1.0, `id`, `source`, `type`, and
+    /// `data`) to the executions listening for its type: each workflow that declares the event
+    /// reads from it the keys its executions wait with (a definition's `listen` correlations),
+    /// and it is sent by each (like [`App::publish_event`]; its `id` deduplicates).
+    pub async fn publish_cloud_event(
+        &self,
+        caller: &Caller,
+        event: Value,
+    ) -> Result<CloudEventPublished, AppError> {
+        let (id, type_) = cloud_event_identity(&event)?;
+        let owner = self.policy.list_owner(caller)?;
+        let scope = caller.user_id();
+        let sent = self
+            .engine
+            .publish_unkeyed(&type_, event, &id, owner.as_ref(), scope.as_ref())
+            .await
+            .map_err(|e| AppError::engine(e, "Failed to send the event"))?;
+        Ok(CloudEventPublished {
+            sent: sent
+                .iter()
+                .map(|(key, p)| EventPublished::of(p, &type_, key))
+                .collect(),
+            id,
+            type_,
+        })
     }
 
     /// Runs a failed execution again from its failed step (same id, its log going on).

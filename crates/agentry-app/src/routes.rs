@@ -64,6 +64,7 @@ pub const DELIVER_EVENT: Route = Route::new(
     "/workflows/{id}/executions/{execution_id}/events/{name}",
 );
 pub const SEND_EVENT: Route = Route::new("POST", "/events/{name}");
+pub const SEND_CLOUD_EVENT: Route = Route::new("POST", "/events");
 pub const RETRY: Route = Route::new("POST", "/workflows/{id}/executions/{execution_id}/retry");
 pub const FORK: Route = Route::new("POST", "/workflows/{id}/executions/{execution_id}/fork");
 

@@ -27,4 +27,4 @@ pub mod workflow;
 pub use error::DslError;
 pub use model::Document;
 pub use problem::Problem;
-pub use run::Services;
+pub use run::{EventSink, Services};

@@ -241,10 +241,27 @@ pub enum ReadMode {
 pub struct EventFilter {
     /// The event's type (the name the event routes deliver it under).
     pub event_type: String,
-    /// The other attributes it must have (constants).
-    pub with: Map<String, Value>,
-    /// `correlate`: the key of `POST /events/{type}`, from the workflow's data.
-    pub key: Option<Expr>,
+    /// What its other attributes must be (`data`, `source`, ...).
+    pub with: Vec<(String, AttributeMatch)>,
+    /// `correlate`: how the event's key is read from it (`from`, on the event) and which key
+    /// this execution waits for (`expect`, on the task's input). None: any event of the type.
+    pub correlate: Option<Correlation>,
+}
+
+/// One correlation of an event filter.
+#[derive(Debug)]
+pub struct Correlation {
+    pub from: Expr,
+    pub expect: Expr,
+}
+
+/// How an event's attribute must be.
+#[derive(Debug)]
+pub enum AttributeMatch {
+    /// Equal to this.
+    Equals(Value),
+    /// This expression, run on the attribute, gives `true`.
+    Holds(Expr),
 }
 
 /// A `call: http`.
@@ -346,6 +363,64 @@ impl Document {
                 Err(reader.problems)
             }
         }
+    }
+}
+
+impl Document {
+    /// Calls `f` on every task, depth first in document order.
+    pub fn each_task(&self, f: &mut dyn FnMut(&Task)) {
+        fn walk(list: &TaskList, f: &mut dyn FnMut(&Task)) {
+            for task in &list.tasks {
+                f(task);
+                match &task.kind {
+                    TaskKind::Do(l) | TaskKind::Fork { branches: l, .. } => walk(l, f),
+                    TaskKind::For(l) => walk(&l.body, f),
+                    TaskKind::Try(t) => {
+                        walk(&t.body, f);
+                        if let Some(h) = &t.handler {
+                            walk(h, f);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        walk(&self.tasks, f);
+    }
+
+    /// The keys under which this workflow's `listen` tasks wait for `event` (a CloudEvent of
+    /// type `event_type`): each correlated filter's `from`, read from the event; [`ANY_KEY`]
+    /// for a filter without a correlation.
+    pub fn event_keys(&self, event_type: &str, event: &Value) -> Vec<String> {
+        let mut keys = Vec::new();
+        self.each_task(&mut |task| {
+            let TaskKind::Listen(l) = &task.kind else {
+                return;
+            };
+            for filter in l.filters.iter().filter(|f| f.event_type == event_type) {
+                match &filter.correlate {
+                    None => keys.push(ANY_KEY.to_owned()),
+                    Some(c) => {
+                        if let Ok(v) = c.from.eval(event, &[]) {
+                            keys.push(key_text(&v));
+                        }
+                    }
+                }
+            }
+        });
+        keys
+    }
+}
+
+/// The key a `listen` without a correlation waits with: any event of its type sent without a
+/// key reaches it (and one sent by `POST /events/{type}` with this key).
+pub const ANY_KEY: &str = "*";
+
+/// A correlation value as a key: a string as it is, anything else as its JSON.
+pub fn key_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -973,6 +1048,9 @@ impl Reader<'_> {
         if filters.is_empty() {
             self.unsupported(&tat, "`any: []` (any event at all)");
         }
+        if strategy == Consumption::Any && filters.len() > 1 {
+            self.unsupported(&pointer(&tat, "any"), "`any` of more than one event filter");
+        }
         let mut out = Vec::new();
         for (f, fat) in filters {
             let mut with = f.get("with").and_then(Value::as_object).cloned().unwrap_or_default();
@@ -984,17 +1062,24 @@ impl Reader<'_> {
                 self.problem(&pointer(&fat, "with/type"), "the event type must be a constant");
                 continue;
             }
-            let key = match f.get("correlate").and_then(Value::as_object) {
+            let correlate = match f.get("correlate").and_then(Value::as_object) {
                 None => None,
                 Some(c) if c.len() == 1 => {
                     let (name, corr) = c.iter().next().expect("one");
                     let cat = format!("{fat}/correlate/{name}");
-                    match corr.get("expect") {
+                    let from = corr
+                        .get("from")
+                        .and_then(|e| self.expr(e, &pointer(&cat, "from"), &[]));
+                    let expect = match corr.get("expect") {
                         Some(e) => self.expr(e, &pointer(&cat, "expect"), vars),
                         None => {
                             self.unsupported(&cat, "a correlation without `expect`");
                             None
                         }
+                    };
+                    match (from, expect) {
+                        (Some(from), Some(expect)) => Some(Correlation { from, expect }),
+                        _ => None,
                     }
                 }
                 Some(_) => {
@@ -1002,8 +1087,23 @@ impl Reader<'_> {
                     None
                 }
             };
+            let mut attributes = Vec::new();
+            for (name, want) in with {
+                let matcher = match want.as_str().and_then(expr::runtime_expression) {
+                    Some(_) => match self.expr(&want, &format!("{fat}/with/{name}"), vars) {
+                        Some(e) => AttributeMatch::Holds(e),
+                        None => continue,
+                    },
+                    None => AttributeMatch::Equals(want),
+                };
+                attributes.push((name, matcher));
+            }
             self.listened.push(event_type.clone());
-            out.push(EventFilter { event_type, with, key });
+            out.push(EventFilter {
+                event_type,
+                with: attributes,
+                correlate,
+            });
         }
         let read = match v.get("read").and_then(Value::as_str) {
             None | Some("data") => ReadMode::Data,

@@ -27,7 +27,7 @@ use agentry_engine::workflow::{StepContext, StepError, StepJournal};
 use crate::error::DslError;
 use crate::expr::{Expr, Template};
 use crate::model::{
-    Backoff, Consumption, Document, Flow, ForLoop, Listen, ReadMode, RetryPolicy, SwitchCase,
+    ANY_KEY, key_text, AttributeMatch, Backoff, Consumption, EventFilter, Document, Flow, ForLoop, Listen, ReadMode, RetryPolicy, SwitchCase,
     Task, TaskKind, TaskList, TryCatch,
 };
 use crate::outbound::Outbound;
@@ -40,10 +40,20 @@ pub const MAX_FOR_ITEMS: usize = 10_000;
 /// the execution with a durable timer.
 pub const IN_PROCESS_WAIT: Duration = Duration::from_secs(10);
 
+/// Where emitted events go: to the executions listening for them (and beyond).
+#[async_trait::async_trait]
+pub trait EventSink: Send + Sync {
+    /// Publishes a CloudEvent (its `id` deduplicates: the same event published again after a
+    /// crash is published once), on behalf of the execution's `owner`.
+    async fn publish(&self, event: &Value, owner: Option<&str>) -> Result<(), String>;
+}
+
 /// What a runtime needs from outside: outbound calls, secrets, emitted events' sink.
 #[derive(Clone)]
 pub struct Services {
     pub outbound: Arc<Outbound>,
+    /// Where `emit` publishes (none: an emitted event is only recorded).
+    pub events: Option<Arc<dyn EventSink>>,
     /// `$secrets`.
     pub secrets: Arc<Value>,
     /// The runtime descriptor (`$runtime`).
@@ -784,40 +794,78 @@ impl Run {
             .entry("source")
             .or_insert_with(|| json!(format!("agentry:{}", self.doc.name)));
         let event = Value::Object(event);
+        if let Some(sink) = &self.services.events {
+            sink.publish(&event, self.ctx.owner.as_deref())
+                .await
+                .map_err(|e| DslError::runtime(format!("publishing the event: {e}")))?;
+        }
         Ok(event)
     }
 
-    async fn listen(
-        &self,
-        l: &Listen,
-        input: &Value,
-        args: &Args<'_>,
-    ) -> Result<Value, Stop> {
+    async fn listen(&self, l: &Listen, input: &Value, args: &Args<'_>) -> Result<Value, Stop> {
         let mut got = Vec::new();
         let filters: Vec<_> = match l.strategy {
             Consumption::One | Consumption::Any => l.filters.iter().take(1).collect(),
             Consumption::All => l.filters.iter().collect(),
         };
         for filter in filters {
-            let key = match &filter.key {
-                Some(e) => Some(match self.eval(e, input, args)? {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                }),
-                None => None,
+            let key = match &filter.correlate {
+                Some(c) => key_text(&self.eval(&c.expect, input, args)?),
+                None => ANY_KEY.to_owned(),
             };
-            let data = self
-                .ctx
-                .wait_for_event(&filter.event_type, key.as_deref(), None)
-                .await
-                .map_err(Stop::Engine)?
-                .unwrap_or(Value::Null);
+            // An event that does not match the filter's attributes is taken and left aside;
+            // the wait goes on for the next one (each wait is recorded: a re-run takes the
+            // same events).
+            let envelope = loop {
+                let delivered = self
+                    .ctx
+                    .wait_for_event(&filter.event_type, Some(&key), None)
+                    .await
+                    .map_err(Stop::Engine)?
+                    .unwrap_or(Value::Null);
+                let envelope = envelope_of(&filter.event_type, delivered);
+                if self.matches(filter, &envelope, args)? {
+                    break envelope;
+                }
+            };
             got.push(match l.read {
-                ReadMode::Data => data.get("data").cloned().unwrap_or(data),
-                ReadMode::Envelope | ReadMode::Raw => data,
+                ReadMode::Data => envelope.get("data").cloned().unwrap_or(Value::Null),
+                ReadMode::Envelope | ReadMode::Raw => envelope,
             });
         }
         Ok(Value::Array(got))
+    }
+
+    /// Whether an event's attributes are as the filter says.
+    fn matches(
+        &self,
+        filter: &EventFilter,
+        envelope: &Value,
+        args: &Args<'_>,
+    ) -> Result<bool, DslError> {
+        for (name, want) in &filter.with {
+            let have = envelope.get(name).unwrap_or(&Value::Null);
+            let holds = match want {
+                AttributeMatch::Equals(v) => have == v,
+                AttributeMatch::Holds(e) => self.eval_bool(e, have, args)?,
+            };
+            if !holds {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The CloudEvent an event was: itself when delivered as one (`POST /events`, an `emit`),
+/// else an envelope of its type around its data (the event routes of the seed).
+pub fn envelope_of(event_type: &str, delivered: Value) -> Value {
+    let is_cloud_event = delivered.get("specversion").is_some_and(Value::is_string)
+        && delivered.get("type").and_then(Value::as_str) == Some(event_type);
+    if is_cloud_event {
+        delivered
+    } else {
+        json!({"type": event_type, "data": delivered})
     }
 }
 

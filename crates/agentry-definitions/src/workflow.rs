@@ -24,7 +24,12 @@ pub fn workflow(doc: Arc<Document>, services: Services) -> Result<Workflow, Defi
         builder = builder.input_schema(schema.clone());
     }
     for event in &doc.listened {
-        builder = builder.event(event.clone(), json!({}));
+        let keyed = doc.clone();
+        let event_type = event.clone();
+        builder = builder.event(event.clone(), json!({})).event_keys(
+            event.clone(),
+            Arc::new(move |data| keyed.event_keys(&event_type, data)),
+        );
     }
     builder
         .and_then(step(STEP_ID, move |ctx| {

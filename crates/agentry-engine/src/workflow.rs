@@ -44,6 +44,9 @@ pub type ConcurrencyFn = Arc<dyn Fn(&StepContext) -> usize + Send + Sync>;
 /// The condition of an `andWhen` step.
 pub type ConditionFn =
     Arc<dyn Fn(StepContext) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+/// Reads, from an event sent without a key (a CloudEvent), the keys under which executions of
+/// a workflow wait for it ([`WorkflowBuilder::event_keys`]).
+pub type EventKeysFn = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
 /// Builds the input of an `andAgent` or `andWorkflow` step from its context.
 pub type MapFn = Arc<dyn Fn(&StepContext) -> Value + Send + Sync>;
 
@@ -649,6 +652,7 @@ pub struct WorkflowBuilder {
     suspend_schema: Option<Value>,
     resume_schema: Option<Value>,
     events: Vec<(String, Value)>,
+    event_keys: Vec<(String, EventKeysFn)>,
     version: Option<String>,
     queue: Option<Queue>,
     internal: bool,
@@ -732,6 +736,14 @@ impl WorkflowBuilder {
     /// validated against it.
     pub fn event(mut self, name: impl Into<String>, schema: Value) -> Self {
         self.events.push((name.into(), schema));
+        self
+    }
+
+    /// How an event `name` (declared with [`WorkflowBuilder::event`]) sent without a key (a
+    /// CloudEvent: [`crate::Engine::publish_unkeyed`]) finds the executions waiting for it:
+    /// `keys` reads, from the event, the keys their steps wait with.
+    pub fn event_keys(mut self, name: impl Into<String>, keys: EventKeysFn) -> Self {
+        self.event_keys.push((name.into(), keys));
         self
     }
 
@@ -956,6 +968,7 @@ impl WorkflowBuilder {
         }
         Ok(Workflow {
             events,
+            event_keys: self.event_keys,
             version,
             queue: self.queue,
             internal: self.internal,
@@ -984,6 +997,8 @@ pub struct Workflow {
     step_suspend_schemas: Vec<Option<Schema>>,
     /// The events its steps may wait for, with the schema of their data.
     events: Vec<(String, Schema)>,
+    /// How an event sent without a key finds its waiting executions, by event.
+    event_keys: Vec<(String, EventKeysFn)>,
     /// Declared, or the digest of its step graph.
     version: String,
     /// The queue its executions go through, if any.
@@ -1014,6 +1029,7 @@ impl Workflow {
             suspend_schema: None,
             resume_schema: None,
             events: Vec::new(),
+            event_keys: Vec::new(),
             version: None,
             queue: None,
             internal: false,
@@ -1122,6 +1138,16 @@ impl Workflow {
             Some((_, schema)) => schema.validate(data),
             None => Err(format!("workflow {} declares no event {name}", self.id)),
         }
+    }
+
+    /// The keys under which its executions wait for the event `name` sent without a key, read
+    /// from the event ([`WorkflowBuilder::event_keys`]); none when it declares no such reading.
+    pub fn event_keys(&self, name: &str, event: &Value) -> Vec<String> {
+        self.event_keys
+            .iter()
+            .filter(|(n, _)| n == name)
+            .flat_map(|(_, keys)| keys(event))
+            .collect()
     }
 
     /// Index of a top-level step.

@@ -391,6 +391,11 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         )
         .with_json_body(),
         protected(
+            routes::SEND_CLOUD_EVENT,
+            &[InvalidEvent, TooManyEvents, Internal, DatabaseUnavailable],
+        )
+        .with_json_body(),
+        protected(
             routes::RETRY,
             &[
                 NotRetryable,
@@ -669,6 +674,8 @@ mod tests {
             "POST /agents/{id}/runs/{run_id}/cancel",
             // extensions.md (workflow operations): an event by key, retry and fork.
             "POST /events/{name}",
+            // extensions.md (definitions): a CloudEvent.
+            "POST /events",
             "POST /workflows/{id}/executions/{execution_id}/retry",
             "POST /workflows/{id}/executions/{execution_id}/fork",
             // Whom a token stands for: protected, so that a client can check its token.

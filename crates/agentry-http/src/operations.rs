@@ -9,6 +9,7 @@ use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::wire::ExecutionResult;
 use crate::wire::operations::{
+    CloudEventPublished,
     EventDelivery, EventPublished, EventRequest, ForkRequest, PublishRequest,
 };
 use crate::workflows::{answer_when_finished, ids};
@@ -82,6 +83,34 @@ pub async fn send_event(
     ))
 }
 
+/// POST /events (a CloudEvent)
+#[utoipa::path(
+    tag = "workflows",
+    operation_id = "sendCloudEvent",
+    summary = "Send a CloudEvent",
+    description = "A CloudEvent in structured mode (`content-type: application/cloudevents+json`; \
+        `specversion` 1.0, `id`, `source`, `type`, `data`): its `type` is the event's name. Each \
+        workflow that listens for that type reads from the event the keys its executions wait \
+        with (a definition's `listen` with `correlate`: the correlation's `from`; without one, \
+        `*`), and the event is sent by each key as `POST /events/{name}` sends it: to the \
+        executions waiting now, and kept for an hour for those that wait later. The same `id` \
+        again is sent once. In strict mode only the caller's own executions take it.",
+    request_body(content = Object, content_type = "application/cloudevents+json", description = "The CloudEvent."),
+    responses((status = 200, description = "Sent (or sent before).", body = Success<CloudEventPublished>)),
+)]
+#[post("/events")]
+pub async fn send_cloud_event(
+    app: web::Data<AppState>,
+    body: web::Json<serde_json::Value>,
+    caller: Requester,
+) -> Result<HttpResponse, ApiError> {
+    Ok(envelope::ok(
+        app.app
+            .publish_cloud_event(&caller.0, body.into_inner())
+            .await?,
+    ))
+}
+
 /// POST /workflows/{id}/executions/{executionId}/retry
 #[utoipa::path(
     tag = "workflows",
@@ -151,6 +180,7 @@ pub async fn fork(
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(deliver_event)
         .service(send_event)
+        .service(send_cloud_event)
         .service(retry)
         .service(fork);
 }

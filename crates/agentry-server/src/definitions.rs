@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use agentry_app::AppBuilder;
 use agentry_definitions::outbound::{Outbound, Policy};
-use agentry_definitions::{Problem, Services};
+use agentry_definitions::{EventSink, Problem, Services};
+use agentry_engine::{Engine, UserId};
 use anyhow::Context;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Every problem of a refused directory, one per line.
 pub fn report(problems: &[Problem]) -> String {
@@ -20,14 +21,42 @@ pub fn report(problems: &[Problem]) -> String {
         .join("\n")
 }
 
-/// What definitions' runs use: the outbound client under `policy`, the secrets, the runtime
-/// descriptor.
-pub fn services(policy: &Policy) -> anyhow::Result<Services> {
+/// Where definitions' `emit` tasks publish: the engine, as `POST /events` sends a CloudEvent.
+struct EngineEvents(Engine);
+
+#[async_trait::async_trait]
+impl EventSink for EngineEvents {
+    async fn publish(&self, event: &Value, owner: Option<&str>) -> Result<(), String> {
+        let attribute = |name: &str| {
+            event
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("the event has no `{name}`"))
+        };
+        let owner = owner.map(UserId::from);
+        self.0
+            .publish_unkeyed(
+                attribute("type")?,
+                event.clone(),
+                attribute("id")?,
+                owner.as_ref(),
+                owner.as_ref(),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// What definitions' runs use: the outbound client under `policy`, the engine for the events
+/// they emit, the secrets, the runtime descriptor.
+pub fn services(policy: &Policy, engine: Option<Engine>) -> anyhow::Result<Services> {
     let outbound = Outbound::new(policy.clone())
         .map_err(|e| anyhow::anyhow!(e))
         .context("building the outbound HTTP client")?;
     Ok(Services {
         outbound: Arc::new(outbound),
+        events: engine.map(|e| Arc::new(EngineEvents(e)) as Arc<dyn EventSink>),
         secrets: Arc::new(json!({})),
         runtime: Arc::new(json!({
             "name": "agentry",
@@ -38,7 +67,12 @@ pub fn services(policy: &Policy) -> anyhow::Result<Services> {
 }
 
 /// Reads the definitions of `dir` and adds their workflows to `builder`.
-pub fn register(builder: AppBuilder, dir: &Path, policy: &Policy) -> anyhow::Result<AppBuilder> {
+pub fn register(
+    builder: AppBuilder,
+    engine: &Engine,
+    dir: &Path,
+    policy: &Policy,
+) -> anyhow::Result<AppBuilder> {
     let docs = agentry_definitions::load::read_dir(dir).map_err(|problems| {
         anyhow::anyhow!(
             "the definitions in {} are refused:\n{}",
@@ -46,7 +80,7 @@ pub fn register(builder: AppBuilder, dir: &Path, policy: &Policy) -> anyhow::Res
             report(&problems)
         )
     })?;
-    let services = services(policy)?;
+    let services = services(policy, Some(engine.clone()))?;
     let mut builder = builder;
     for doc in docs {
         let name = doc.name.clone();

@@ -305,7 +305,7 @@ pub async fn start_with(
         }
     }
     if let Some(dir) = &settings.definitions {
-        builder = definitions::register(builder, dir, &settings.outbound)?;
+        builder = definitions::register(builder, &engine, dir, &settings.outbound)?;
     }
     let app = customize_app(builder).build()?;
     let mut host = Host::new().config(http).database(database.kind());

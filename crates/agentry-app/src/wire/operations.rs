@@ -117,6 +117,20 @@ impl EventPublished {
     }
 }
 
+/// What a CloudEvent sent to `POST /events` did: it was sent by each key its listeners wait
+/// with (read from it by each workflow that listens for its type).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudEventPublished {
+    /// The CloudEvent's `id`.
+    pub id: String,
+    /// The CloudEvent's `type`: the event's name.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// One sending per key (none when no workflow listens for the type).
+    pub sent: Vec<EventPublished>,
+}
+
 /// An event in an execution's mailbox, as its state shows it.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -362,6 +362,37 @@ impl Engine {
         })
     }
 
+    /// Sends the event `name` that carries no key (a CloudEvent) to the executions waiting for
+    /// it: each workflow that declares it reads from the event the keys its executions wait
+    /// with ([`crate::workflow::WorkflowBuilder::event_keys`]), and the event is sent by each
+    /// of those keys ([`Engine::publish_event`]), under an id of its own per key (derived
+    /// from `event_id`: the same event sent again is sent once). Answers one result per key.
+    pub async fn publish_unkeyed(
+        &self,
+        name: &str,
+        data: Value,
+        event_id: &str,
+        owner: Option<&UserId>,
+        scope: Option<&UserId>,
+    ) -> Result<Vec<(String, Published)>, EngineError> {
+        let mut keys: Vec<String> = self
+            .workflows()
+            .iter()
+            .flat_map(|wf| wf.event_keys(name, &data))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut sent = Vec::new();
+        for key in keys {
+            let id = format!("ce-{}", &crate::id::digest(&format!("{event_id}\0{key}"))[..24]);
+            let published = self
+                .publish_event(name, &key, data.clone(), Some(id), owner, scope)
+                .await?;
+            sent.push((key, published));
+        }
+        Ok(sent)
+    }
+
     /// Refuses `sent` when the events kept since `since` are at a cap of
     /// [`EventLimits`]: with its name and key, or in all. (Replicas sending at once may pass a
     /// cap by the events they send together: a cap bounds, it does not count exactly.)
