@@ -42,7 +42,10 @@ const KIT_SCENARIOS: usize = 21;
 
 /// The vendored feature files.
 fn features_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ctk/features")
+    match std::env::var_os("AGENTRY_CTK_FEATURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ctk/features"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
