@@ -102,6 +102,9 @@ impl From<DslError> for Stop {
     }
 }
 
+/// Journal entries and their events, waiting for the next write.
+type Pending = (Vec<(String, StepRecord)>, Vec<EventKind>);
+
 /// The values of an expression's arguments and variables, by name.
 pub(crate) type Args<'a> = Vec<(&'a str, Cow<'a, Value>)>;
 
@@ -127,7 +130,7 @@ pub(crate) struct Run {
     runs: Mutex<HashMap<String, u32>>,
     total_runs: std::sync::atomic::AtomicU32,
     /// Entries and events waiting for the next write.
-    pending: Mutex<(Vec<(String, StepRecord)>, Vec<EventKind>)>,
+    pending: Mutex<Pending>,
 }
 
 /// The `dateTimeDescriptor` of a time.
