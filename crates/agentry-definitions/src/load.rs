@@ -26,7 +26,16 @@ pub fn parse(name: &str, text: &str, json: bool) -> Result<Value, Problem> {
     } else {
         serde_norway::from_str(text).map_err(|e| e.to_string())
     };
-    parsed.map_err(|reason| Problem::new(name, "", format!("not a {} document: {reason}", if json { "JSON" } else { "YAML" })))
+    parsed.map_err(|reason| {
+        Problem::new(
+            name,
+            "",
+            format!(
+                "not a {} document: {reason}",
+                if json { "JSON" } else { "YAML" }
+            ),
+        )
+    })
 }
 
 /// Reads one document: the DSL's schema first, then agentry's rules (what it can run).
@@ -44,9 +53,14 @@ pub fn read_file(path: &Path, name: &str) -> Result<Document, Vec<Problem>> {
         .map_err(|e| vec![Problem::new(name, "", e.to_string())])?
         .len();
     if size > MAX_FILE_BYTES {
-        return Err(vec![Problem::new(name, "", format!("the file is larger than {MAX_FILE_BYTES} bytes"))]);
+        return Err(vec![Problem::new(
+            name,
+            "",
+            format!("the file is larger than {MAX_FILE_BYTES} bytes"),
+        )]);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| vec![Problem::new(name, "", e.to_string())])?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![Problem::new(name, "", e.to_string())])?;
     let json = path.extension().is_some_and(|e| e == "json");
     let source = parse(name, &text, json).map_err(|p| vec![p])?;
     read(name, source)
@@ -60,12 +74,22 @@ fn files(dir: &Path) -> Result<Vec<PathBuf>, Vec<Problem>> {
     while let Some((d, depth)) = stack.pop() {
         let entries = match std::fs::read_dir(&d) {
             Ok(e) => e,
-            Err(e) if d == root && e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(vec![Problem::new(d.display().to_string(), "", e.to_string())]),
+            Err(e) if d == root && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Vec::new());
+            }
+            Err(e) => {
+                return Err(vec![Problem::new(
+                    d.display().to_string(),
+                    "",
+                    e.to_string(),
+                )]);
+            }
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             if kind.is_dir() && depth < MAX_DIR_DEPTH {
                 stack.push((path, depth + 1));
             } else if (kind.is_file() || kind.is_symlink())
@@ -78,7 +102,11 @@ fn files(dir: &Path) -> Result<Vec<PathBuf>, Vec<Problem>> {
             }
         }
         if found.len() > MAX_FILES {
-            return Err(vec![Problem::new(root.display().to_string(), "", format!("more than {MAX_FILES} definition files"))]);
+            return Err(vec![Problem::new(
+                root.display().to_string(),
+                "",
+                format!("more than {MAX_FILES} definition files"),
+            )]);
         }
     }
     found.sort();
@@ -93,7 +121,11 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Arc<Document>>, Vec<Problem>> {
     let mut docs = Vec::new();
     let mut seen: HashMap<String, String> = HashMap::new();
     for path in files(dir)? {
-        let name = path.strip_prefix(dir).unwrap_or(&path).display().to_string();
+        let name = path
+            .strip_prefix(dir)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
         match read_file(&path, &name) {
             Ok(doc) => {
                 if let Some(first) = seen.insert(doc.name.clone(), name.clone()) {
@@ -108,5 +140,9 @@ pub fn read_dir(dir: &Path) -> Result<Vec<Arc<Document>>, Vec<Problem>> {
             Err(p) => problems.extend(p),
         }
     }
-    if problems.is_empty() { Ok(docs) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(docs)
+    } else {
+        Err(problems)
+    }
 }

@@ -588,7 +588,9 @@ impl Reader<'_> {
             self.problem(at, "must be an object");
             return (None, None);
         };
-        let schema = m.get("schema").and_then(|s| self.schema(s, &pointer(at, "schema")));
+        let schema = m
+            .get("schema")
+            .and_then(|s| self.schema(s, &pointer(at, "schema")));
         let from = m
             .get("from")
             .and_then(|f| self.transform(f, &pointer(at, "from"), &[]));
@@ -610,7 +612,10 @@ impl Reader<'_> {
         if let Some(format) = m.get("format").and_then(Value::as_str)
             && !format.starts_with("json")
         {
-            self.problem(&pointer(at, "format"), format!("schema format {format} is not supported (json is)"));
+            self.problem(
+                &pointer(at, "format"),
+                format!("schema format {format} is not supported (json is)"),
+            );
             return None;
         }
         match m.get("document") {
@@ -622,15 +627,12 @@ impl Reader<'_> {
         }
     }
 
-    fn task_list(
-        &mut self,
-        v: &Value,
-        at: &str,
-        depth: usize,
-        vars: &[&str],
-    ) -> Option<TaskList> {
+    fn task_list(&mut self, v: &Value, at: &str, depth: usize, vars: &[&str]) -> Option<TaskList> {
         if depth > MAX_DEPTH {
-            self.problem(at, format!("tasks are nested deeper than {MAX_DEPTH} levels"));
+            self.problem(
+                at,
+                format!("tasks are nested deeper than {MAX_DEPTH} levels"),
+            );
             return None;
         }
         let Some(items) = v.as_array() else {
@@ -641,16 +643,25 @@ impl Reader<'_> {
         for (i, item) in items.iter().enumerate() {
             let item_at = format!("{at}/{i}");
             let Some(entry) = item.as_object().filter(|m| m.len() == 1) else {
-                self.problem(&item_at, "each item of a task list is a map of one task name to its task");
+                self.problem(
+                    &item_at,
+                    "each item of a task list is a map of one task name to its task",
+                );
                 continue;
             };
             let (name, body) = entry.iter().next().expect("one entry");
             if list.index.insert(name.clone(), i).is_some() {
-                self.problem(&item_at, format!("a task named {name} is defined twice in this list"));
+                self.problem(
+                    &item_at,
+                    format!("a task named {name} is defined twice in this list"),
+                );
             }
             self.tasks += 1;
             if self.tasks > MAX_TASKS {
-                self.problem(&item_at, format!("a document holds at most {MAX_TASKS} tasks"));
+                self.problem(
+                    &item_at,
+                    format!("a document holds at most {MAX_TASKS} tasks"),
+                );
                 return None;
             }
             if let Some(task) = self.task(name, body, &pointer(&item_at, name), depth, vars) {
@@ -687,7 +698,10 @@ impl Reader<'_> {
                 name => Flow::Goto(name.to_owned()),
             },
             Some(_) => {
-                self.problem(at, "must be a flow directive (`continue`, `exit`, `end` or a task name)");
+                self.problem(
+                    at,
+                    "must be a flow directive (`continue`, `exit`, `end` or a task name)",
+                );
                 Flow::Continue
             }
         }
@@ -705,7 +719,9 @@ impl Reader<'_> {
             self.problem(at, "a task is an object");
             return None;
         };
-        let when = m.get("if").and_then(|v| self.expr(v, &pointer(at, "if"), vars));
+        let when = m
+            .get("if")
+            .and_then(|v| self.expr(v, &pointer(at, "if"), vars));
         let (input_schema, input_from) = match m.get("input") {
             Some(v) => self.input(v, &pointer(at, "input")),
             None => (None, None),
@@ -753,7 +769,9 @@ impl Reader<'_> {
             return self.call(call, m.get("with"), at, vars);
         }
         if let Some(set) = m.get("set") {
-            return self.template(set, &pointer(at, "set"), vars).map(TaskKind::Set);
+            return self
+                .template(set, &pointer(at, "set"), vars)
+                .map(TaskKind::Set);
         }
         if let Some(f) = m.get("for") {
             return self.for_loop(f, m, at, depth, vars);
@@ -768,7 +786,10 @@ impl Reader<'_> {
         }
         if let Some(fork) = m.get("fork") {
             let fat = pointer(at, "fork");
-            let compete = fork.get("compete").and_then(Value::as_bool).unwrap_or(false);
+            let compete = fork
+                .get("compete")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             let branches = fork.get("branches")?;
             return self
                 .task_list(branches, &pointer(&fat, "branches"), depth + 1, vars)
@@ -784,7 +805,9 @@ impl Reader<'_> {
             return self.raise(raise, &pointer(at, "raise"), vars);
         }
         if let Some(wait) = m.get("wait") {
-            return self.duration(wait, &pointer(at, "wait")).map(TaskKind::Wait);
+            return self
+                .duration(wait, &pointer(at, "wait"))
+                .map(TaskKind::Wait);
         }
         if let Some(emit) = m.get("emit") {
             let eat = pointer(at, "emit");
@@ -793,7 +816,10 @@ impl Reader<'_> {
                 return None;
             };
             if with.get("type").and_then(Value::as_str).is_none() {
-                self.problem(&pointer(&eat, "event/with"), "the event's `type` is required");
+                self.problem(
+                    &pointer(&eat, "event/with"),
+                    "the event's `type` is required",
+                );
             }
             return self
                 .template(with, &pointer(&eat, "event/with"), vars)
@@ -805,7 +831,11 @@ impl Reader<'_> {
         if let Some(run) = m.get("run") {
             let what = run
                 .as_object()
-                .and_then(|r| r.keys().find(|k| ["container", "script", "shell", "workflow"].contains(&k.as_str())))
+                .and_then(|r| {
+                    r.keys().find(|k| {
+                        ["container", "script", "shell", "workflow"].contains(&k.as_str())
+                    })
+                })
                 .map_or("this `run`", String::as_str);
             self.unsupported(&pointer(at, "run"), &format!("`run: {what}`"));
             return None;
@@ -832,12 +862,18 @@ impl Reader<'_> {
         let mut cases = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let cat = format!("{at}/{i}");
-            let Some((name, case)) = item.as_object().filter(|m| m.len() == 1).and_then(|m| m.iter().next()) else {
+            let Some((name, case)) = item
+                .as_object()
+                .filter(|m| m.len() == 1)
+                .and_then(|m| m.iter().next())
+            else {
                 self.problem(&cat, "each case is a map of one case name to its case");
                 continue;
             };
             let cat = pointer(&cat, name);
-            let when = case.get("when").and_then(|w| self.expr(w, &pointer(&cat, "when"), vars));
+            let when = case
+                .get("when")
+                .and_then(|w| self.expr(w, &pointer(&cat, "when"), vars));
             let then = self.flow(case.get("then"), &pointer(&cat, "then"));
             cases.push(SwitchCase {
                 name: name.clone(),
@@ -857,8 +893,16 @@ impl Reader<'_> {
         vars: &[&str],
     ) -> Option<TaskKind> {
         let fat = pointer(at, "for");
-        let each = f.get("each").and_then(Value::as_str).unwrap_or("item").to_owned();
-        let index = f.get("at").and_then(Value::as_str).unwrap_or("index").to_owned();
+        let each = f
+            .get("each")
+            .and_then(Value::as_str)
+            .unwrap_or("item")
+            .to_owned();
+        let index = f
+            .get("at")
+            .and_then(Value::as_str)
+            .unwrap_or("index")
+            .to_owned();
         for (key, var) in [("each", &each), ("at", &index)] {
             if !is_variable(var) {
                 self.problem(&pointer(&fat, key), format!("{var} is not a variable name"));
@@ -867,7 +911,9 @@ impl Reader<'_> {
         let mut inner: Vec<&str> = vars.to_vec();
         inner.push(&each);
         inner.push(&index);
-        let items = f.get("in").and_then(|v| self.expr(v, &pointer(&fat, "in"), vars));
+        let items = f
+            .get("in")
+            .and_then(|v| self.expr(v, &pointer(&fat, "in"), vars));
         if f.get("in").is_none() {
             self.problem(&fat, "`in` is required");
         }
@@ -902,9 +948,16 @@ impl Reader<'_> {
             self.problem(at, "a `try` needs a `catch` object");
             return None;
         };
-        let as_ = catch.get("as").and_then(Value::as_str).unwrap_or("error").to_owned();
+        let as_ = catch
+            .get("as")
+            .and_then(Value::as_str)
+            .unwrap_or("error")
+            .to_owned();
         if !is_variable(&as_) {
-            self.problem(&pointer(&cat, "as"), format!("{as_} is not a variable name"));
+            self.problem(
+                &pointer(&cat, "as"),
+                format!("{as_} is not a variable name"),
+            );
         }
         let mut inner: Vec<&str> = vars.to_vec();
         inner.push(&as_);
@@ -914,7 +967,9 @@ impl Reader<'_> {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        let when = catch.get("when").and_then(|w| self.expr(w, &pointer(&cat, "when"), &inner));
+        let when = catch
+            .get("when")
+            .and_then(|w| self.expr(w, &pointer(&cat, "when"), &inner));
         let except_when = catch
             .get("exceptWhen")
             .and_then(|w| self.expr(w, &pointer(&cat, "exceptWhen"), &inner));
@@ -923,14 +978,22 @@ impl Reader<'_> {
             Some(Value::String(name)) => match self.retries.get(name).cloned() {
                 Some(policy) => self.retry(&policy, &format!("/use/retries/{name}"), &inner),
                 None => {
-                    self.problem(&pointer(&cat, "retry"), format!("no retry policy named {name} in `use.retries`"));
+                    self.problem(
+                        &pointer(&cat, "retry"),
+                        format!("no retry policy named {name} in `use.retries`"),
+                    );
                     None
                 }
             },
             Some(policy) => self.retry(policy, &pointer(&cat, "retry"), &inner),
         };
         let handler = match catch.get("do") {
-            Some(d) => Some(Arc::new(self.task_list(d, &pointer(&cat, "do"), depth + 1, &inner)?)),
+            Some(d) => Some(Arc::new(self.task_list(
+                d,
+                &pointer(&cat, "do"),
+                depth + 1,
+                &inner,
+            )?)),
             None => None,
         };
         Some(TaskKind::Try(Box::new(TryCatch {
@@ -963,24 +1026,37 @@ impl Reader<'_> {
             .and_then(|l| l.pointer("/attempt/count"))
             .and_then(Value::as_u64)
             .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
-        let max_duration = match limit.and_then(|l| l.get("duration").or_else(|| l.pointer("/attempt/duration"))) {
+        let max_duration = match limit
+            .and_then(|l| l.get("duration").or_else(|| l.pointer("/attempt/duration")))
+        {
             Some(d) => Some(self.duration(d, &pointer(at, "limit/duration"))?),
             None => None,
         };
         let jitter = match m.get("jitter") {
             Some(j) => {
-                let from = self.duration(j.get("from").unwrap_or(&Value::Null), &pointer(at, "jitter/from"))?;
-                let to = self.duration(j.get("to").unwrap_or(&Value::Null), &pointer(at, "jitter/to"))?;
+                let from = self.duration(
+                    j.get("from").unwrap_or(&Value::Null),
+                    &pointer(at, "jitter/from"),
+                )?;
+                let to = self.duration(
+                    j.get("to").unwrap_or(&Value::Null),
+                    &pointer(at, "jitter/to"),
+                )?;
                 Some((from, to.max(from)))
             }
             None => None,
         };
-        let when = m.get("when").and_then(|w| self.expr(w, &pointer(at, "when"), vars));
+        let when = m
+            .get("when")
+            .and_then(|w| self.expr(w, &pointer(at, "when"), vars));
         let except_when = m
             .get("exceptWhen")
             .and_then(|w| self.expr(w, &pointer(at, "exceptWhen"), vars));
         if max_attempts.is_none() && max_duration.is_none() {
-            self.problem(at, "a retry policy needs a limit (`limit.attempt.count` or `limit.duration`)");
+            self.problem(
+                at,
+                "a retry policy needs a limit (`limit.attempt.count` or `limit.duration`)",
+            );
         }
         Some(RetryPolicy {
             when,
@@ -998,19 +1074,28 @@ impl Reader<'_> {
             Some(Value::String(name)) => match self.errors.get(name).cloned() {
                 Some(e) => e,
                 None => {
-                    self.problem(&pointer(at, "error"), format!("no error named {name} in `use.errors`"));
+                    self.problem(
+                        &pointer(at, "error"),
+                        format!("no error named {name} in `use.errors`"),
+                    );
                     return None;
                 }
             },
             Some(e @ Value::Object(_)) => e.clone(),
             _ => {
-                self.problem(at, "`raise.error` is required (an error, or the name of one in `use.errors`)");
+                self.problem(
+                    at,
+                    "`raise.error` is required (an error, or the name of one in `use.errors`)",
+                );
                 return None;
             }
         };
         for key in ["type", "status"] {
             if error.get(key).is_none() {
-                self.problem(&pointer(at, "error"), format!("the error's `{key}` is required"));
+                self.problem(
+                    &pointer(at, "error"),
+                    format!("the error's `{key}` is required"),
+                );
             }
         }
         self.template(&error, &pointer(at, "error"), vars)
@@ -1038,11 +1123,26 @@ impl Reader<'_> {
         let (strategy, filters) = if let Some(one) = to.get("one") {
             (Consumption::One, vec![(one, pointer(&tat, "one"))])
         } else if let Some(Value::Array(all)) = to.get("all") {
-            (Consumption::All, all.iter().enumerate().map(|(i, f)| (f, format!("{tat}/all/{i}"))).collect())
+            (
+                Consumption::All,
+                all.iter()
+                    .enumerate()
+                    .map(|(i, f)| (f, format!("{tat}/all/{i}")))
+                    .collect(),
+            )
         } else if let Some(Value::Array(any)) = to.get("any") {
-            (Consumption::Any, any.iter().enumerate().map(|(i, f)| (f, format!("{tat}/any/{i}"))).collect())
+            (
+                Consumption::Any,
+                any.iter()
+                    .enumerate()
+                    .map(|(i, f)| (f, format!("{tat}/any/{i}")))
+                    .collect(),
+            )
         } else {
-            self.problem(&tat, "one of `one`, `all` (a list) or `any` (a list) is required");
+            self.problem(
+                &tat,
+                "one of `one`, `all` (a list) or `any` (a list) is required",
+            );
             return None;
         };
         if filters.is_empty() {
@@ -1053,13 +1153,20 @@ impl Reader<'_> {
         }
         let mut out = Vec::new();
         for (f, fat) in filters {
-            let mut with = f.get("with").and_then(Value::as_object).cloned().unwrap_or_default();
+            let mut with = f
+                .get("with")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
             let Some(Value::String(event_type)) = with.remove("type") else {
                 self.problem(&fat, "the event filter needs `with.type`");
                 continue;
             };
             if crate::expr::runtime_expression(&event_type).is_some() {
-                self.problem(&pointer(&fat, "with/type"), "the event type must be a constant");
+                self.problem(
+                    &pointer(&fat, "with/type"),
+                    "the event type must be a constant",
+                );
                 continue;
             }
             let correlate = match f.get("correlate").and_then(Value::as_object) {
@@ -1140,7 +1247,10 @@ impl Reader<'_> {
                 return None;
             }
             other => {
-                self.problem(&pointer(at, "call"), format!("unknown function {other} (no catalog of custom functions yet)"));
+                self.problem(
+                    &pointer(at, "call"),
+                    format!("unknown function {other} (no catalog of custom functions yet)"),
+                );
                 return None;
             }
         }
@@ -1177,11 +1287,20 @@ impl Reader<'_> {
             Some(a) => Some(self.authentication(a, &pointer(&eat, "authentication"), vars)?),
             None => None,
         };
-        let headers = with.get("headers").and_then(|h| self.template(h, &pointer(&wat, "headers"), vars));
-        let query = with.get("query").and_then(|q| self.template(q, &pointer(&wat, "query"), vars));
-        let body = with.get("body").and_then(|b| self.template(b, &pointer(&wat, "body"), vars));
+        let headers = with
+            .get("headers")
+            .and_then(|h| self.template(h, &pointer(&wat, "headers"), vars));
+        let query = with
+            .get("query")
+            .and_then(|q| self.template(q, &pointer(&wat, "query"), vars));
+        let body = with
+            .get("body")
+            .and_then(|b| self.template(b, &pointer(&wat, "body"), vars));
         let output = self.http_output(with, &wat)?;
-        let redirect = with.get("redirect").and_then(Value::as_bool).unwrap_or(false);
+        let redirect = with
+            .get("redirect")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         Some(TaskKind::CallHttp(Box::new(HttpCall {
             method,
             endpoint,
@@ -1206,12 +1325,18 @@ impl Reader<'_> {
                 e["uri"].as_str().unwrap_or_default().to_owned()
             }
             _ => {
-                self.problem(&pointer(&wat, "document"), "`document.endpoint` (the document's URI) is required");
+                self.problem(
+                    &pointer(&wat, "document"),
+                    "`document.endpoint` (the document's URI) is required",
+                );
                 return None;
             }
         };
         if expr::runtime_expression(&document).is_some() {
-            self.unsupported(&pointer(&wat, "document"), "a document URI from an expression");
+            self.unsupported(
+                &pointer(&wat, "document"),
+                "a document URI from an expression",
+            );
             return None;
         }
         let operation_id = self.string(with, &wat, "operationId")?;
@@ -1219,7 +1344,10 @@ impl Reader<'_> {
             .get("parameters")
             .and_then(|p| self.template(p, &pointer(&wat, "parameters"), vars));
         let output = self.http_output(with, &wat)?;
-        let redirect = with.get("redirect").and_then(Value::as_bool).unwrap_or(false);
+        let redirect = with
+            .get("redirect")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let auth = match with.get("authentication") {
             Some(a) => Some(self.authentication(a, &pointer(&wat, "authentication"), vars)?),
             None => None,
@@ -1251,19 +1379,34 @@ impl Reader<'_> {
             Some(name) => match self.authentications.get(name).cloned() {
                 Some(a) => (a, format!("/use/authentications/{name}")),
                 None => {
-                    self.problem(&pointer(at, "use"), format!("no authentication named {name} in `use.authentications`"));
+                    self.problem(
+                        &pointer(at, "use"),
+                        format!("no authentication named {name} in `use.authentications`"),
+                    );
                     return None;
                 }
             },
             None => (v.clone(), at.to_owned()),
         };
         if let Some(basic) = v.get("basic") {
-            let username = self.template(basic.get("username").unwrap_or(&Value::Null), &format!("{at}/basic/username"), vars)?;
-            let password = self.template(basic.get("password").unwrap_or(&Value::Null), &format!("{at}/basic/password"), vars)?;
+            let username = self.template(
+                basic.get("username").unwrap_or(&Value::Null),
+                &format!("{at}/basic/username"),
+                vars,
+            )?;
+            let password = self.template(
+                basic.get("password").unwrap_or(&Value::Null),
+                &format!("{at}/basic/password"),
+                vars,
+            )?;
             return Some(Authentication::Basic { username, password });
         }
         if let Some(bearer) = v.get("bearer") {
-            let token = self.template(bearer.get("token").unwrap_or(&Value::Null), &format!("{at}/bearer/token"), vars)?;
+            let token = self.template(
+                bearer.get("token").unwrap_or(&Value::Null),
+                &format!("{at}/bearer/token"),
+                vars,
+            )?;
             return Some(Authentication::Bearer { token });
         }
         self.unsupported(&at, "this authentication scheme (basic and bearer are)");

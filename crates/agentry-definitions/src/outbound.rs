@@ -40,7 +40,11 @@ impl Policy {
     /// The policy of `AGENTRY_OUTBOUND_ALLOW`'s value: comma-separated hosts (`api.example.com`)
     /// and CIDR blocks (`10.0.0.0/8`, `127.0.0.1/32`); empty: the default.
     pub fn parse(spec: &str) -> Result<Policy, String> {
-        let items: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let items: Vec<&str> = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
         if items.is_empty() {
             return Ok(Policy::default());
         }
@@ -51,7 +55,10 @@ impl Policy {
                     Ok(Allowed::Net(net))
                 } else if let Ok(ip) = item.parse::<IpAddr>() {
                     Ok(Allowed::Net(IpNet::from(ip)))
-                } else if item.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-') {
+                } else if item
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                {
                     Ok(Allowed::Host(item.to_ascii_lowercase()))
                 } else {
                     Err(format!("{item} is neither a host name nor a CIDR block"))
@@ -89,7 +96,10 @@ fn is_metadata_or_link_local(ip: IpAddr) -> bool {
                 return is_metadata_or_link_local(IpAddr::V4(v4));
             }
             (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6 == "fd00:ec2::254".parse::<std::net::Ipv6Addr>().expect("an address")
+                || v6
+                    == "fd00:ec2::254"
+                        .parse::<std::net::Ipv6Addr>()
+                        .expect("an address")
         }
     }
 }
@@ -133,7 +143,9 @@ pub struct Outbound {
 
 impl std::fmt::Debug for Outbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbound").field("policy", &self.policy).finish()
+        f.debug_struct("Outbound")
+            .field("policy", &self.policy)
+            .finish()
     }
 }
 
@@ -374,8 +386,8 @@ impl Request {
                 format!("{uri}: {e}"),
             )
         })?;
-        let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| {
+        let method =
+            reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes()).map_err(|_| {
                 DslError::standard(
                     ErrorType::Configuration,
                     "Configuration Error",
@@ -433,7 +445,11 @@ fn base64_encode(bytes: &[u8]) -> String {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -453,7 +469,13 @@ mod tests {
     #[test]
     fn the_default_policy_refuses_metadata_and_link_local() {
         let p = Policy::default();
-        for ip in ["169.254.169.254", "169.254.1.1", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254"] {
+        for ip in [
+            "169.254.169.254",
+            "169.254.1.1",
+            "fe80::1",
+            "fd00:ec2::254",
+            "::ffff:169.254.169.254",
+        ] {
             assert!(!p.allows("h", ip.parse().unwrap()), "{ip}");
         }
         for ip in ["127.0.0.1", "10.1.2.3", "8.8.8.8", "::1"] {
@@ -468,7 +490,11 @@ mod tests {
         assert!(!p.allows("x", "11.2.3.4".parse().unwrap()));
         assert!(!p.allows("api.example.com", "169.254.169.254".parse().unwrap()));
         assert!(p.allows("API.example.com", "93.184.216.34".parse().unwrap()));
-        assert!(Policy::parse("169.254.169.254").unwrap().allows("m", "169.254.169.254".parse().unwrap()));
+        assert!(
+            Policy::parse("169.254.169.254")
+                .unwrap()
+                .allows("m", "169.254.169.254".parse().unwrap())
+        );
         assert!(Policy::parse("not a host!").is_err());
     }
 

@@ -14,7 +14,11 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(file: impl Into<String>, pointer: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn new(
+        file: impl Into<String>,
+        pointer: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
         Self {
             file: file.into(),
             pointer: pointer.into(),
@@ -25,7 +29,11 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        let pointer = if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        };
         write!(f, "{}: {}: {}", self.file, pointer, self.reason)
     }
 }

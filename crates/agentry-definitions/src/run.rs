@@ -27,8 +27,8 @@ use agentry_engine::workflow::{StepContext, StepError, StepJournal};
 use crate::error::DslError;
 use crate::expr::{Expr, Template};
 use crate::model::{
-    ANY_KEY, key_text, AttributeMatch, Backoff, Consumption, EventFilter, Document, Flow, ForLoop, Listen, ReadMode, RetryPolicy, SwitchCase,
-    Task, TaskKind, TaskList, TryCatch,
+    ANY_KEY, AttributeMatch, Backoff, Consumption, Document, EventFilter, Flow, ForLoop, Listen,
+    ReadMode, RetryPolicy, SwitchCase, Task, TaskKind, TaskList, TryCatch, key_text,
 };
 use crate::outbound::Outbound;
 
@@ -177,10 +177,11 @@ pub(crate) async fn run_document(
         }
         Err(Stop::End(output)) => {
             run.defer_pending();
-            run.workflow_output_as(output).map_err(|e| StepError::Fault {
-                message: fault_message(&e),
-                details: Box::new(e.to_value()),
-            })
+            run.workflow_output_as(output)
+                .map_err(|e| StepError::Fault {
+                    message: fault_message(&e),
+                    details: Box::new(e.to_value()),
+                })
         }
         Err(Stop::Fault(e)) => {
             // The failed task's record shows where and why; the message says what.
@@ -221,7 +222,9 @@ impl Run {
             }
             None => raw_input,
         };
-        let output = self.run_list(&self.doc.tasks, input, Scope::default()).await?;
+        let output = self
+            .run_list(&self.doc.tasks, input, Scope::default())
+            .await?;
         Ok(self.workflow_output_as(output)?)
     }
 
@@ -229,7 +232,8 @@ impl Run {
         match &self.doc.output_as {
             Some(t) => {
                 let args = self.args(&Value::Null, &Value::Null, None, &[]);
-                self.render(t, &output, &args).map_err(|e| e.at("/output/as"))
+                self.render(t, &output, &args)
+                    .map_err(|e| e.at("/output/as"))
             }
             None => Ok(output),
         }
@@ -375,10 +379,15 @@ impl Run {
         }
         let key = self.next_key(&task.reference).map_err(at)?;
         let recorded = self.journal.entry(&key).await;
-        if let Some(rec) = recorded.as_ref().filter(|r| r.status != StepStatus::Running) {
+        if let Some(rec) = recorded
+            .as_ref()
+            .filter(|r| r.status != StepStatus::Running)
+        {
             return self.replay(task, rec, scope);
         }
-        let started_at = recorded.as_ref().map_or_else(|| self.ctx.now(), |r| r.started_at);
+        let started_at = recorded
+            .as_ref()
+            .map_or_else(|| self.ctx.now(), |r| r.started_at);
         let descriptor = json!({
             "name": task.name,
             "reference": task.reference,
@@ -437,19 +446,20 @@ impl Run {
             }
             Err(other) => return Err(other),
         };
-        let output = self.finish(task, &input, raw_output, &descriptor, scope).map_err(at)?;
+        let output = self
+            .finish(task, &input, raw_output, &descriptor, scope)
+            .map_err(at)?;
         let done = start.finished(output.clone(), true, self.ctx.now());
-        self.record(&key, done, self.event("task-complete", &key, task, None, Some(&output), None));
+        self.record(
+            &key,
+            done,
+            self.event("task-complete", &key, task, None, Some(&output), None),
+        );
         Ok((output, flow))
     }
 
     /// A task recorded as ended: its output (or its error) again, its export applied again.
-    fn replay(
-        &self,
-        task: &Task,
-        rec: &StepRecord,
-        scope: &Scope,
-    ) -> Result<(Value, Flow), Stop> {
+    fn replay(&self, task: &Task, rec: &StepRecord, scope: &Scope) -> Result<(Value, Flow), Stop> {
         let output = rec.output.clone().unwrap_or(Value::Null);
         if rec.status == StepStatus::Failed {
             return Err(Stop::Fault(DslError::from_value(&output)));
@@ -560,7 +570,10 @@ impl Run {
             let args = || self.args(input, &Value::Null, Some(descriptor), scope);
             match &task.kind {
                 TaskKind::Set(t) => Ok((self.render(t, input, &args())?, then)),
-                TaskKind::Do(list) => Ok((self.run_list(list, input.clone(), scope.clone()).await?, then)),
+                TaskKind::Do(list) => Ok((
+                    self.run_list(list, input.clone(), scope.clone()).await?,
+                    then,
+                )),
                 TaskKind::Switch(cases) => {
                     let flow = self.choose(cases, input, scope)?.unwrap_or(then);
                     Ok((input.clone(), flow))
@@ -575,7 +588,8 @@ impl Run {
                     Err(Stop::Fault(DslError::from_value(&fields)))
                 }
                 TaskKind::Wait(d) => {
-                    self.sleep_until(start.started_at + chrono_duration(*d), "Waiting").await?;
+                    self.sleep_until(start.started_at + chrono_duration(*d), "Waiting")
+                        .await?;
                     Ok((input.clone(), then))
                 }
                 TaskKind::Emit(t) => Ok((self.emit(t, key, input, &args()).await?, then)),
@@ -668,7 +682,10 @@ impl Run {
         });
         if !compete {
             let outputs = futures::future::join_all(runs).await;
-            return outputs.into_iter().collect::<Result<Vec<_>, _>>().map(Value::Array);
+            return outputs
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array);
         }
         // A race: the first branch to end well wins; the others are dropped (cancelled).
         let mut racing: FuturesUnordered<_> = runs.collect();
@@ -721,7 +738,8 @@ impl Run {
                 // The failure's time is recorded (the failed task's end): the same deadline
                 // on every run of the step.
                 let failed_at = self.ctx.now();
-                self.sleep_until(failed_at + chrono_duration(delay), "Retrying").await?;
+                self.sleep_until(failed_at + chrono_duration(delay), "Retrying")
+                    .await?;
                 attempt += 1;
                 continue;
             }
@@ -763,11 +781,14 @@ impl Run {
         if let Some((from, to)) = policy.jitter {
             // Derived from the execution and the attempt: the same on every run of the step.
             let seed = agentry_engine::id::digest(&format!("{}:{attempt}", self.ctx.execution_id));
-            let unit = u64::from_str_radix(&seed[..8], 16).unwrap_or(0) as f64 / f64::from(u32::MAX);
+            let unit =
+                u64::from_str_radix(&seed[..8], 16).unwrap_or(0) as f64 / f64::from(u32::MAX);
             delay += from + (to - from).mul_f64(unit);
         }
         if let Some(max) = policy.max_duration {
-            let spent = (self.ctx.now() - start.started_at).to_std().unwrap_or_default();
+            let spent = (self.ctx.now() - start.started_at)
+                .to_std()
+                .unwrap_or_default();
             if spent + delay > max {
                 return Ok(None);
             }
@@ -877,7 +898,11 @@ pub fn envelope_of(event_type: &str, delivered: Value) -> Value {
 fn needs_durable_start(kind: &TaskKind) -> bool {
     matches!(
         kind,
-        TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) | TaskKind::Emit(_) | TaskKind::Wait(_) | TaskKind::Listen(_)
+        TaskKind::CallHttp(_)
+            | TaskKind::CallOpenApi(_)
+            | TaskKind::Emit(_)
+            | TaskKind::Wait(_)
+            | TaskKind::Listen(_)
     )
 }
 

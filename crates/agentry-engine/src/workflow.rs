@@ -68,7 +68,10 @@ pub enum StepError {
     /// The step failed with a description of the failure (a definition's DSL error object):
     /// kept as the failed step's output, and shown with the execution's error. Retried like
     /// [`StepError::Failed`].
-    Fault { message: String, details: Box<Value> },
+    Fault {
+        message: String,
+        details: Box<Value>,
+    },
     /// The step noticed its cancellation signal (a lost race) and gave up.
     Cancelled,
 }

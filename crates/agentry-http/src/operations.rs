@@ -9,8 +9,7 @@ use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::wire::ExecutionResult;
 use crate::wire::operations::{
-    CloudEventPublished,
-    EventDelivery, EventPublished, EventRequest, ForkRequest, PublishRequest,
+    CloudEventPublished, EventDelivery, EventPublished, EventRequest, ForkRequest, PublishRequest,
 };
 use crate::workflows::{answer_when_finished, ids};
 

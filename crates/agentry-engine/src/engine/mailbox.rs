@@ -384,7 +384,10 @@ impl Engine {
         keys.dedup();
         let mut sent = Vec::new();
         for key in keys {
-            let id = format!("ce-{}", &crate::id::digest(&format!("{event_id}\0{key}"))[..24]);
+            let id = format!(
+                "ce-{}",
+                &crate::id::digest(&format!("{event_id}\0{key}"))[..24]
+            );
             let published = self
                 .publish_event(name, &key, data.clone(), Some(id), owner, scope)
                 .await?;

@@ -610,7 +610,7 @@ impl Engine {
                     Err(StepError::Failed(error) | StepError::Fault { message: error, .. }),
                     Some(retry),
                 ) if attempt - budget_start + 1 < retry.max_attempts()
-                        && !self.inner.draining.is_cancelled() =>
+                    && !self.inner.draining.is_cancelled() =>
                 {
                     (error.clone(), retry)
                 }
