@@ -299,10 +299,11 @@ impl Run {
         })
     }
 
-    /// The `Idempotency-Key` of a call: the same for every run of the step that sends it
-    /// again (a crash, a takeover), another for each run of the task (a retry, a loop).
+    /// The `Idempotency-Key` of a call: `<executionId>:<the task's step id>`, the same for
+    /// every run of the step that sends it again (a crash, a takeover), another for each run of
+    /// the task (a retry, a loop).
     fn idempotency_key(&self, key: &str) -> String {
-        format!("{}:{key}", self.ctx.execution_id)
+        format!("{}:{}", self.ctx.execution_id, self.step_id(key))
     }
 
     fn step_id(&self, key: &str) -> String {

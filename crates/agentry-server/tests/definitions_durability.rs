@@ -428,14 +428,14 @@ fn assert_effects_once(
     }
 }
 
-/// Each key names its entry of the execution's journal (`<id>:<entry>`, the entry stored as
-/// `workflow/<entry>`), completed; a key sent twice (cut by the crash) is the entry's second
+/// Each key names its task's step in the execution's state (`<id>:<step id>`, the step id
+/// `workflow/<entry>`), completed; a key sent twice (cut by the crash) is the step's second
 /// attempt.
 fn assert_keys_are_entries(done: &Value, seen: &BTreeMap<String, Seen>, id: &str) {
     for (key, s) in seen {
         let entry = key
             .strip_prefix(&format!("{id}:"))
-            .map(|e| format!("workflow/{e}"))
+            .map(str::to_owned)
             .unwrap_or_else(|| panic!("{key} is not a key of {id}"));
         let rec = &done["steps"][&entry];
         assert_eq!(rec["status"], "completed", "{entry}: {done:#}");
