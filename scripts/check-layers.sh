@@ -9,6 +9,8 @@
 #   (agentry-http, agentry-mcp, agentry-a2a) never reach the store and are peers, none depends on
 #   another; agentry-server, the composition root, depends on agentry-app and mounts them;
 #   agentry-metrics, agentry-otel and agentry-logs have no web framework and no database;
+#   agentry-definitions (Serverless Workflow documents on the engine, with their outbound HTTP
+#   client) depends on agentry-engine only, and only the composition root depends on it;
 # - the front ends only ask the application: no file of a front end calls `.engine()` or
 #   `.agents()` (agentry-app keeps them to itself besides);
 # - every protocol's mapping of the error table is an exhaustive match on its codes: no `_` arm,
@@ -49,12 +51,13 @@ layering_rules() {
   forbid agentry-engine "$no_io|agentry-.*"
   forbid agentry-agents "$no_io|agentry-(schedules|store|app|auth|http|mcp|a2a|console|openai|metrics|otel|logs|server)"
   forbid agentry-schedules "$no_io|agentry-(agents|store|app|auth|http|mcp|a2a|console|openai|metrics|otel|logs|server)"
+  forbid agentry-definitions 'actix.*|sqlx.*|rmcp|agentry-(agents|schedules|store|app|auth|http|mcp|a2a|console|openai|metrics|otel|logs|server)'
   forbid agentry-store 'actix.*|reqwest|hyper.*|async-openai|rmcp|agentry-(app|auth|http|mcp|a2a|console|openai|server)'
   forbid agentry-auth 'actix.*|sqlx.*|agentry-.*'
-  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|a2a|console|server)'
-  forbid agentry-http 'sqlx.*|agentry-(store|mcp|a2a|console|server)'
-  forbid agentry-mcp 'actix.*|sqlx.*|agentry-(store|http|a2a|console|server)'
-  forbid agentry-a2a 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|console|server)'
+  forbid agentry-app 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|a2a|console|server|definitions)'
+  forbid agentry-http 'sqlx.*|agentry-(store|mcp|a2a|console|server|definitions)'
+  forbid agentry-mcp 'actix.*|sqlx.*|agentry-(store|http|a2a|console|server|definitions)'
+  forbid agentry-a2a 'actix.*|sqlx.*|rmcp|agentry-(store|http|mcp|console|server|definitions)'
   forbid agentry-console 'actix.*|sqlx.*|agentry-.*'
   forbid agentry-metrics 'actix.*|sqlx.*'
   forbid agentry-otel 'actix.*|sqlx.*'

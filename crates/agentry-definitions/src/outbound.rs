@@ -337,7 +337,10 @@ impl Outbound {
         if refused {
             let mut e = DslError::communication(
                 Some(status.as_u16()),
-                format!("{method} {url} answered {status}"),
+                format!(
+                    "{method} {url} answered {status}: {}",
+                    clip(&String::from_utf8_lossy(&bytes), MAX_DETAIL_BODY)
+                ),
             );
             e.title = Some(
                 status
@@ -431,6 +434,17 @@ async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, DslErr
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// How much of an error answer's body its error's `detail` quotes.
+const MAX_DETAIL_BODY: usize = 300;
+
+/// The first `most` characters of `text`, marked when cut.
+fn clip(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// A header or query value: a string as it is, anything else as its JSON.

@@ -421,7 +421,10 @@ impl Run {
             }
         }
         let body = self.run_kind(task, &key, &input, &descriptor, &start, scope);
-        let raw_output = match task.timeout {
+        // A `listen` keeps its time-out across suspensions (its wait's deadline); any other task
+        // is timed in this process.
+        let in_process_limit = task.timeout.filter(|_| !matches!(task.kind, TaskKind::Listen(_)));
+        let raw_output = match in_process_limit {
             Some(limit) => match tokio::time::timeout(limit, body).await {
                 Ok(r) => r,
                 Err(_) => Err(Stop::Fault(DslError::timeout(format!(
@@ -594,7 +597,10 @@ impl Run {
                     Ok((input.clone(), then))
                 }
                 TaskKind::Emit(t) => Ok((self.emit(t, key, input, &args()).await?, then)),
-                TaskKind::Listen(l) => Ok((self.listen(l, input, &args()).await?, then)),
+                TaskKind::Listen(l) => {
+                    let deadline = task.timeout.map(|t| start.started_at + chrono_duration(t));
+                    Ok((self.listen(l, input, &args(), deadline).await?, then))
+                }
                 TaskKind::CallHttp(call) => {
                     let out = self
                         .services
@@ -827,7 +833,15 @@ impl Run {
         Ok(event)
     }
 
-    async fn listen(&self, l: &Listen, input: &Value, args: &Args<'_>) -> Result<Value, Stop> {
+    /// Waits for the events `l` asks for; past `deadline` (the task's time-out, from its
+    /// start), the DSL's `timeout` error.
+    async fn listen(
+        &self,
+        l: &Listen,
+        input: &Value,
+        args: &Args<'_>,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<Value, Stop> {
         let mut got = Vec::new();
         let filters: Vec<_> = match l.strategy {
             Consumption::One | Consumption::Any => l.filters.iter().take(1).collect(),
@@ -844,10 +858,15 @@ impl Run {
             let envelope = loop {
                 let delivered = self
                     .ctx
-                    .wait_for_event(&filter.event_type, Some(&key), None)
+                    .wait_for_event(&filter.event_type, Some(&key), deadline)
                     .await
                     .map_err(Stop::Engine)?
-                    .unwrap_or(Value::Null);
+                    .ok_or_else(|| {
+                        DslError::timeout(format!(
+                            "no event {} came before the task's time-out",
+                            filter.event_type
+                        ))
+                    })?;
                 let envelope = envelope_of(&filter.event_type, delivered);
                 if self.matches(filter, &envelope, args)? {
                     break envelope;
