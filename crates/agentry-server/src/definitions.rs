@@ -84,6 +84,12 @@ pub fn register(
     let mut builder = builder;
     for doc in docs {
         let name = doc.name.clone();
+        if engine.workflow(&name.as_str().into()).is_some() {
+            anyhow::bail!(
+                "the definition {name} names a workflow that is already registered (an example or \
+                 a host's): rename it (document.name), or start with --no-examples"
+            );
+        }
         let workflow = agentry_definitions::workflow::workflow(doc, services.clone())
             .with_context(|| format!("registering the definition {name}"))?;
         tracing::info!(workflow = %name, version = workflow.version(), "registered a definition");
