@@ -423,7 +423,9 @@ impl Run {
         let body = self.run_kind(task, &key, &input, &descriptor, &start, scope);
         // A `listen` keeps its time-out across suspensions (its wait's deadline); any other task
         // is timed in this process.
-        let in_process_limit = task.timeout.filter(|_| !matches!(task.kind, TaskKind::Listen(_)));
+        let in_process_limit = task
+            .timeout
+            .filter(|_| !matches!(task.kind, TaskKind::Listen(_)));
         let raw_output = match in_process_limit {
             Some(limit) => match tokio::time::timeout(limit, body).await {
                 Ok(r) => r,
