@@ -10,6 +10,7 @@
 //! - `workflow.rs`: a document as one of the engine's workflows, of one step.
 //! - `run.rs`: that step: the tasks, each recorded in the step's journal.
 //! - `outbound.rs`: `call: http` under the outbound policy.
+//! - `protocols.rs`: `call: a2a` and `call: mcp`, the agent protocols.
 //! - `openapi.rs`: `call: openapi`: an operation of an OpenAPI document, sent as `call: http`.
 //! - `error.rs`: the DSL's errors (RFC 7807 problem details).
 
@@ -18,6 +19,7 @@ pub mod expr;
 pub mod load;
 pub mod model;
 mod openapi;
+mod protocols;
 pub mod outbound;
 pub mod problem;
 pub mod run;

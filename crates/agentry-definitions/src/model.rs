@@ -119,6 +119,8 @@ pub enum TaskKind {
     Listen(Box<Listen>),
     CallHttp(Box<HttpCall>),
     CallOpenApi(Box<OpenApiCall>),
+    /// `call: a2a` or `call: mcp`.
+    CallProtocol(Box<ProtocolCall>),
 }
 
 impl TaskKind {
@@ -135,7 +137,9 @@ impl TaskKind {
             TaskKind::Wait(_) => "wait",
             TaskKind::Emit(_) => "emit",
             TaskKind::Listen(_) => "listen",
-            TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) => "call",
+            TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) | TaskKind::CallProtocol(_) => {
+                "call"
+            }
         }
     }
 }
@@ -291,6 +295,24 @@ pub struct OpenApiCall {
     pub output: HttpOutput,
     pub redirect: bool,
     pub auth: Option<Authentication>,
+}
+
+/// A call of an agent protocol: `call: a2a` or `call: mcp` (read and run by
+/// `crate::protocols`).
+#[derive(Debug)]
+pub struct ProtocolCall {
+    pub protocol: Protocol,
+    /// `with`, as written but for `parameters` (checked at load by `crate::protocols::check`).
+    pub with: Map<String, Value>,
+    /// `with.parameters`, rendered when the task runs.
+    pub parameters: Option<Template>,
+}
+
+/// The agent protocols a definition calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    A2a,
+    Mcp,
 }
 
 /// Where a call goes.
@@ -1242,7 +1264,9 @@ impl Reader<'_> {
         match function {
             "http" => {}
             "openapi" => return self.openapi(with, at, vars),
-            "grpc" | "asyncapi" | "a2a" | "mcp" => {
+            "a2a" => return self.protocol_call(Protocol::A2a, with, at, vars),
+            "mcp" => return self.protocol_call(Protocol::Mcp, with, at, vars),
+            "grpc" | "asyncapi" => {
                 self.unsupported(&pointer(at, "call"), &format!("`call: {function}`"));
                 return None;
             }
@@ -1310,6 +1334,37 @@ impl Reader<'_> {
             output,
             redirect,
             auth,
+        })))
+    }
+
+    fn protocol_call(
+        &mut self,
+        protocol: Protocol,
+        with: Option<&Value>,
+        at: &str,
+        vars: &[&str],
+    ) -> Option<TaskKind> {
+        let wat = pointer(at, "with");
+        let Some(with) = with.and_then(Value::as_object) else {
+            self.problem(at, "`with` is required");
+            return None;
+        };
+        let mut with = with.clone();
+        let parameters = match with.remove("parameters") {
+            Some(p) => Some(self.template(&p, &pointer(&wat, "parameters"), vars)?),
+            None => None,
+        };
+        let problems = crate::protocols::check(protocol, &with);
+        if !problems.is_empty() {
+            for (inner, reason) in problems {
+                self.problem(&format!("{wat}{inner}"), reason);
+            }
+            return None;
+        }
+        Some(TaskKind::CallProtocol(Box::new(ProtocolCall {
+            protocol,
+            with,
+            parameters,
         })))
     }
 

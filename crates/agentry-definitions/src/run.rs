@@ -611,6 +611,14 @@ impl Run {
                         .await?;
                     Ok((out, then))
                 }
+                TaskKind::CallProtocol(call) => {
+                    let out = self
+                        .services
+                        .outbound
+                        .protocol(call, input, &args(), &self.idempotency_key(key))
+                        .await?;
+                    Ok((out, then))
+                }
                 TaskKind::CallOpenApi(call) => {
                     let out = self
                         .services
