@@ -5,7 +5,9 @@
 #   - Node.js, the `ai` and `@a2a-js/sdk` npm packages in tests/node (tests/chat_ai_sdk.rs,
 #     tests/a2a.rs), and there too the official MCP conformance suite
 #     (`@modelcontextprotocol/conformance`, tests/mcp_conformance.rs) with the Node.js 22 it
-#     needs (npm's `node` package: its own binary, in tests/node/node_modules/.bin/node)
+#     needs (npm's `node` package: its own binary, in tests/node/node_modules/.bin/node), and
+#     the Serverless Workflow SDK (`@serverlessworkflow/sdk`: the DSL's official validator,
+#     crates/agentry-definitions/tests/shape_against_sdk.rs)
 #   - schemathesis in a virtualenv at .venv-tools/ (scripts/schemathesis.sh)
 #   - Debian's `prometheus` (crates/agentry-server/tests/prometheus.rs: promtool, a real scrape)
 #   - Playwright for Python and pytest in the same virtualenv (tests/console.rs drives Debian's
@@ -47,7 +49,7 @@ else
   apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   node --version
 fi
-NODE_PACKAGES="ai @a2a-js/sdk @modelcontextprotocol/conformance node"
+NODE_PACKAGES="ai @a2a-js/sdk @modelcontextprotocol/conformance node @serverlessworkflow/sdk"
 present=1
 for package in $NODE_PACKAGES; do
   [ -f "tests/node/node_modules/$package/package.json" ] || present=0
