@@ -1,0 +1,1237 @@
+//! Events and call failures of Serverless Workflow definitions, black-box, with the real binary
+//! (`agentry serve --definitions DIR` on a fresh SQLite file):
+//!
+//! - `listen` satisfied by an event delivered to one execution
+//!   (`POST /workflows/{id}/executions/{executionId}/events/{type}`), by key
+//!   (`POST /events/{type}`), and by a CloudEvent in structured mode (`POST /events`), whose
+//!   `id` deduplicates and which is kept for an execution that waits for it later;
+//! - `emit` in one workflow reaching another execution's `listen`;
+//! - a filter's data predicate, `read: envelope`;
+//! - the refusals of `POST /events`, and strict mode's ownership of CloudEvents;
+//! - `call: http` failures as the DSL's standard error types (`communication`, `timeout`,
+//!   `authorization`), and a `try`/`catch` with `retry` that gets through.
+//!
+//! Every test has its own server, and its own time limit ([`TEST_LIMIT`]).
+
+mod common;
+
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use common::Killed;
+use common::replica::{SECRET, token};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// The longest any test of this file may take.
+const TEST_LIMIT: Duration = Duration::from_secs(20);
+/// The longest the binary may take to print its address.
+const START_LIMIT: Duration = Duration::from_secs(10);
+/// The longest one wait for an execution's state may take.
+const PATIENCE: Duration = Duration::from_secs(10);
+/// How long a test watches for something that must NOT happen (an event that must not wake an
+/// execution): longer than a delivery takes on this machine.
+const QUIET: Duration = Duration::from_millis(400);
+
+/// The DSL's standard error types (`dsl-reference.md`, "Standard error types").
+const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors/";
+
+/// Settings a developer's environment may carry that would change the server under test.
+const ENV_CLEARED: [&str; 21] = [
+    "DATABASE_URL",
+    "AGENTRY_BIND",
+    "AGENTRY_NO_EXAMPLES",
+    "AGENTRY_DEFINITIONS",
+    "AGENTRY_OUTBOUND_ALLOW",
+    "AGENTRY_JWT_SECRET",
+    "AGENTRY_JWT_PUBLIC_KEY_FILE",
+    "AGENTRY_PUBLIC_ROUTES",
+    "AGENTRY_PROTECTED_ROUTES",
+    "AGENTRY_AUTH_STRICT",
+    "AGENTRY_ALLOWED_HOSTS",
+    "AGENTRY_TRUSTED_PROXIES",
+    "AGENTRY_PUBLIC_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+// ---------------------------------------------------------------------------------------------
+// The server.
+// ---------------------------------------------------------------------------------------------
+
+/// An `agentry serve` process on a fresh SQLite file, serving the definitions it was given;
+/// killed, and its folder removed, when the test ends.
+struct Server {
+    process: Killed,
+    addr: String,
+    dir: PathBuf,
+}
+
+impl Server {
+    /// Starts a server with `workflows` (file name, document) as its definitions, without
+    /// authentication, with `env` on top of a clean environment.
+    fn start(workflows: &[(&str, String)], env: &[(&str, &str)]) -> Server {
+        let dir = std::env::temp_dir().join(format!("agentry-events-{}", uuid::Uuid::new_v4()));
+        let defs = dir.join("definitions");
+        std::fs::create_dir_all(defs.join("workflows")).expect("the definitions folder");
+        for (name, yaml) in workflows {
+            std::fs::write(defs.join("workflows").join(format!("{name}.yaml")), yaml)
+                .expect("a definition");
+        }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
+        for var in ENV_CLEARED {
+            cmd.env_remove(var);
+        }
+        cmd.args(["serve", "--bind", "127.0.0.1:0", "--database-url"])
+            .arg(format!("sqlite://{}", dir.join("agentry.db").display()))
+            .arg("--definitions")
+            .arg(&defs)
+            .env("AGENTRY_NO_EXAMPLES", "1")
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("stderr.log")).expect("the log file"));
+        let mut child = cmd.spawn().expect("starting agentry");
+        let stdout = child.stdout.take().expect("stdout");
+        let process = Killed(child);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut stdout = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = stdout.read_line(&mut line);
+            let addr = line
+                .trim()
+                .strip_prefix("agentry listening on http://")
+                .map(str::to_owned);
+            let _ = tx.send(addr);
+            // Keeps reading, so the server never blocks on a full pipe.
+            line.clear();
+            while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
+                line.clear();
+            }
+        });
+        let log = || std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
+        let addr = match rx.recv_timeout(START_LIMIT) {
+            Ok(Some(addr)) => addr,
+            _ => panic!("agentry did not start within {START_LIMIT:?}:\n{}", log()),
+        };
+        Server { process, addr, dir }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// What the server logged so far (for failure messages).
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // The process first, then its folder (its database and log).
+        let _ = self.process.0.kill();
+        let _ = self.process.0.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs a test's body within [`TEST_LIMIT`].
+async fn within(body: impl Future<Output = ()>) {
+    tokio::time::timeout(TEST_LIMIT, body)
+        .await
+        .unwrap_or_else(|_| panic!("the test took longer than {TEST_LIMIT:?}"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP.
+// ---------------------------------------------------------------------------------------------
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .no_proxy()
+        .build()
+        .expect("a client")
+}
+
+/// A response's status and JSON body (`Null` when it has none).
+async fn answer(resp: reqwest::RequestBuilder) -> (u16, Value) {
+    let resp = resp.send().await.expect("a response");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// POSTs the JSON `body` to `path` (with `token` when given).
+async fn post(s: &Server, path: &str, body: &Value, token: Option<&str>) -> (u16, Value) {
+    let mut req = client().post(s.url(path)).json(body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    answer(req).await
+}
+
+/// POSTs `body` as a CloudEvent in structured mode to `POST /events`.
+async fn send_cloud_event(s: &Server, body: &str, token: Option<&str>) -> (u16, Value) {
+    let mut req = client()
+        .post(s.url("/events"))
+        .header("content-type", "application/cloudevents+json")
+        .body(body.to_owned());
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    answer(req).await
+}
+
+/// Sends the CloudEvent `event`, which must be accepted: its answer's `data`.
+async fn cloud_event(s: &Server, event: &Value, token: Option<&str>) -> Value {
+    let (status, body) = send_cloud_event(s, &event.to_string(), token).await;
+    assert_eq!(status, 200, "{body}\n{}", s.log());
+    assert_eq!(body["success"], true, "{body}");
+    body["data"].clone()
+}
+
+/// A CloudEvent of `type_` with `id` and `data`.
+fn cloud(id: &str, type_: &str, data: Value) -> Value {
+    json!({
+        "specversion": "1.0",
+        "id": id,
+        "source": "https://shop.example/tests",
+        "type": type_,
+        "datacontenttype": "application/json",
+        "data": data,
+    })
+}
+
+/// Starts `workflow` as execution `id` with `input` and waits for its first stop (execute
+/// answers when the run completes, fails or suspends): the answer's `data`.
+async fn execute(s: &Server, workflow: &str, id: &str, input: Value, token: Option<&str>) -> Value {
+    let body = json!({"input": input, "options": {"executionId": id}});
+    let (status, answer) = post(s, &format!("/workflows/{workflow}/execute"), &body, token).await;
+    assert_eq!(status, 200, "{answer}\n{}", s.log());
+    answer["data"].clone()
+}
+
+/// The state of an execution (`Null` while it does not exist).
+async fn state(s: &Server, workflow: &str, id: &str, token: Option<&str>) -> Value {
+    let mut req = client().get(s.url(&format!("/workflows/{workflow}/executions/{id}/state")));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let (status, body) = answer(req).await;
+    match status {
+        404 => Value::Null,
+        200 => body["data"].clone(),
+        other => panic!("state of {id}: {other} {body}"),
+    }
+}
+
+/// Polls an execution's state until `done` holds; fails after [`PATIENCE`] naming `what`.
+async fn wait_for(
+    s: &Server,
+    workflow: &str,
+    id: &str,
+    token: Option<&str>,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let st = state(s, workflow, id, token).await;
+        if done(&st) {
+            return st;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{what}: never happened; last state {st:#}\n{}",
+            s.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits for the execution's end, which must be `completed`: its state.
+async fn completed(s: &Server, workflow: &str, id: &str, token: Option<&str>) -> Value {
+    let st = ended(s, workflow, id, token).await;
+    assert_eq!(st["status"], "completed", "{st:#}\n{}", s.log());
+    st
+}
+
+/// Waits for the execution's end, whatever it is: its state.
+async fn ended(s: &Server, workflow: &str, id: &str, token: Option<&str>) -> Value {
+    wait_for(s, workflow, id, token, "the execution's end", |st| {
+        matches!(
+            st["status"].as_str(),
+            Some("completed" | "error" | "cancelled")
+        )
+    })
+    .await
+}
+
+/// Waits until the execution is suspended waiting for `event` with `key`: its state.
+async fn waiting_for(
+    s: &Server,
+    workflow: &str,
+    id: &str,
+    token: Option<&str>,
+    event: &str,
+    key: &str,
+) -> Value {
+    wait_for(s, workflow, id, token, "the wait for the event", |st| {
+        st["status"] == "suspended"
+            && st["suspension"]["event"] == json!({"name": event, "key": key})
+    })
+    .await
+}
+
+/// Watches the execution for [`QUIET`]: it must stay suspended, with `taken` events taken.
+async fn stays_suspended(s: &Server, workflow: &str, id: &str, token: Option<&str>, taken: usize) {
+    tokio::time::sleep(QUIET).await;
+    let st = state(s, workflow, id, token).await;
+    assert_eq!(st["status"], "suspended", "{st:#}");
+    assert_eq!(mailbox(&st).len(), taken, "{st:#}");
+}
+
+/// The events an execution's state shows in its mailbox.
+fn mailbox(st: &Value) -> Vec<Value> {
+    st["mailbox"].as_array().cloned().unwrap_or_default()
+}
+
+/// The executions an answer of `POST /events/{type}` (or one sending of a CloudEvent) woke.
+fn woken(sent: &Value) -> Vec<String> {
+    sent["woken"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|e| e["executionId"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A fresh id with a readable prefix.
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The definitions.
+// ---------------------------------------------------------------------------------------------
+
+/// A document's header.
+fn header(name: &str) -> String {
+    format!("document:\n  dsl: '1.0.0'\n  namespace: events\n  name: {name}\n  version: '1.0.0'\n")
+}
+
+const APPROVAL: &str = "com.example.approval";
+const PAYMENT: &str = "com.example.payment";
+const SHIPPED: &str = "com.example.shipped";
+const READING: &str = "com.example.reading";
+const NOTE: &str = "com.example.note";
+
+/// Waits for an approval (no correlation); its output is the events' data.
+fn await_approval() -> (&'static str, String) {
+    let yaml = header("await-approval")
+        + &format!(
+            r#"do:
+  - awaitApproval:
+      listen:
+        to:
+          one:
+            with:
+              type: {APPROVAL}
+"#
+        );
+    ("await-approval", yaml)
+}
+
+/// A `listen` for a payment of the order `.orderId` (its own task, correlated).
+fn payment_listen(task: &str, indent: &str) -> String {
+    let body = format!(
+        r#"- {task}:
+    listen:
+      to:
+        one:
+          with:
+            type: {PAYMENT}
+          correlate:
+            orderId:
+              from: '${{ .data.orderId }}'
+              expect: '${{ .orderId }}'
+"#
+    );
+    body.lines()
+        .map(|l| format!("{indent}{l}\n"))
+        .collect::<String>()
+}
+
+/// Waits for the payment of its order (`.orderId`).
+fn order_paid() -> (&'static str, String) {
+    let yaml = header("order-paid") + "do:\n" + &payment_listen("awaitPayment", "  ");
+    ("order-paid", yaml)
+}
+
+/// Waits 2 s, then for the payment of its order.
+fn late_payment() -> (&'static str, String) {
+    let yaml = header("late-payment")
+        + "do:\n  - pause:\n      wait:\n        seconds: 2\n"
+        + &payment_listen("awaitPayment", "  ");
+    ("late-payment", yaml)
+}
+
+/// Waits 2 s, then for two payments of its order: `{orderId, first, second}`.
+fn two_payments() -> (&'static str, String) {
+    let first = payment_listen("first", "  ")
+        + "      output:\n        as: '${ {orderId: $input.orderId, first: .[0]} }'\n";
+    let second = payment_listen("second", "  ")
+        + "      output:\n        as: '${ $input + {second: .[0]} }'\n";
+    let yaml = header("two-payments")
+        + "do:\n  - pause:\n      wait:\n        seconds: 2\n"
+        + &first
+        + &second;
+    ("two-payments", yaml)
+}
+
+/// Emits `com.example.shipped` for its order: its output is the CloudEvent.
+fn warehouse() -> (&'static str, String) {
+    let yaml = header("warehouse")
+        + &format!(
+            r#"do:
+  - ship:
+      emit:
+        event:
+          with:
+            type: {SHIPPED}
+            source: https://warehouse.example
+            data:
+              orderId: '${{ .orderId }}'
+              carrier: ups
+"#
+        );
+    ("warehouse", yaml)
+}
+
+/// Waits for the shipment of its order (`.orderId`), correlated on the data's `orderId`.
+fn delivery_tracker() -> (&'static str, String) {
+    let yaml = header("delivery-tracker")
+        + &format!(
+            r#"do:
+  - awaitShipment:
+      listen:
+        to:
+          one:
+            with:
+              type: {SHIPPED}
+            correlate:
+              orderId:
+                from: '${{ .data.orderId }}'
+                expect: '${{ .orderId }}'
+      output:
+        as: '${{ {{orderId: $input.orderId, carrier: .[0].carrier}} }}'
+"#
+        );
+    ("delivery-tracker", yaml)
+}
+
+/// Waits for a reading whose data's amount is over 10.
+fn sensor() -> (&'static str, String) {
+    let yaml = header("sensor")
+        + &format!(
+            r#"do:
+  - awaitHighReading:
+      listen:
+        to:
+          one:
+            with:
+              type: {READING}
+              data: '${{ .amount > 10 }}'
+"#
+        );
+    ("sensor", yaml)
+}
+
+/// Waits for a note and reads its envelope.
+fn envelope_reader() -> (&'static str, String) {
+    let yaml = header("envelope-reader")
+        + &format!(
+            r#"do:
+  - awaitNote:
+      listen:
+        to:
+          one:
+            with:
+              type: {NOTE}
+        read: envelope
+"#
+        );
+    ("envelope-reader", yaml)
+}
+
+/// Every event workflow: each test's server serves them all (a CloudEvent is sent by the keys
+/// of every workflow that listens for its type).
+fn event_workflows() -> Vec<(&'static str, String)> {
+    vec![
+        await_approval(),
+        order_paid(),
+        late_payment(),
+        two_payments(),
+        warehouse(),
+        delivery_tracker(),
+        sensor(),
+        envelope_reader(),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. listen, satisfied per execution.
+// ---------------------------------------------------------------------------------------------
+
+/// A `listen` suspends its execution, which shows the awaited event; an event delivered to the
+/// execution resumes it, and it completes with the event's data as its output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_is_satisfied_by_an_event_delivered_to_its_execution() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+        let id = new_id("approval");
+        let started = execute(&s, "await-approval", &id, json!({"expense": 1500}), None).await;
+        assert_eq!(started["status"], "suspended", "{started:#}");
+
+        let st = state(&s, "await-approval", &id, None).await;
+        assert_eq!(st["status"], "suspended", "{st:#}");
+        assert_eq!(
+            st["suspension"]["event"],
+            json!({"name": APPROVAL, "key": "*"}),
+            "{st:#}"
+        );
+        assert!(mailbox(&st).is_empty(), "{st:#}");
+
+        let data = json!({"approved": true, "by": "manager-7"});
+        let (status, delivered) = post(
+            &s,
+            &format!("/workflows/await-approval/executions/{id}/events/{APPROVAL}"),
+            &json!({"data": data}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{delivered}\n{}", s.log());
+        assert_eq!(delivered["data"]["delivery"], "resumed", "{delivered}");
+        assert_eq!(delivered["data"]["duplicate"], false, "{delivered}");
+
+        let done = completed(&s, "await-approval", &id, None).await;
+        assert_eq!(done["result"], json!([data]), "{done:#}");
+        let taken = mailbox(&done);
+        assert_eq!(taken.len(), 1, "{done:#}");
+        assert_eq!(taken[0]["status"], "taken", "{done:#}");
+        assert_eq!(taken[0]["data"], data, "{done:#}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. listen with correlate, satisfied by key.
+// ---------------------------------------------------------------------------------------------
+
+/// A correlated `listen` waits with the key its `expect` gives (the order id): an event sent by
+/// another key does not reach it; one sent by its key completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correlated_listen_is_satisfied_by_its_key_only() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+        let id = new_id("paid");
+        let order = new_id("o");
+        let started = execute(&s, "order-paid", &id, json!({"orderId": order}), None).await;
+        assert_eq!(started["status"], "suspended", "{started:#}");
+        waiting_for(&s, "order-paid", &id, None, PAYMENT, &order).await;
+
+        let other = new_id("o");
+        let (status, sent) = post(
+            &s,
+            &format!("/events/{PAYMENT}"),
+            &json!({"key": other, "data": {"orderId": other, "amount": 1}}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{sent}\n{}", s.log());
+        assert!(woken(&sent["data"]).is_empty(), "{sent}");
+        stays_suspended(&s, "order-paid", &id, None, 0).await;
+
+        let data = json!({"orderId": order, "amount": 42});
+        let (status, sent) = post(
+            &s,
+            &format!("/events/{PAYMENT}"),
+            &json!({"key": order, "data": data}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{sent}\n{}", s.log());
+        assert_eq!(woken(&sent["data"]), vec![id.clone()], "{sent}");
+
+        let done = completed(&s, "order-paid", &id, None).await;
+        assert_eq!(done["result"], json!([data]), "{done:#}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. listen with correlate, satisfied by a CloudEvent.
+// ---------------------------------------------------------------------------------------------
+
+/// Starts `workflow` (whose first task is the 2 s `pause`) for `order` in the background, and
+/// waits until its `pause` runs: the execute call, which answers at its first stop.
+async fn start_paused(
+    s: &Arc<Server>,
+    workflow: &'static str,
+    id: &str,
+    order: &str,
+) -> tokio::task::JoinHandle<Value> {
+    let running = {
+        let s = s.clone();
+        let (id, order) = (id.to_owned(), order.to_owned());
+        tokio::spawn(
+            async move { execute(&s, workflow, &id, json!({"orderId": order}), None).await },
+        )
+    };
+    wait_for(s, workflow, id, None, "the pause's start", |st| {
+        st["steps"]["workflow/do/0/pause"]["status"] == "running"
+    })
+    .await;
+    running
+}
+
+/// A CloudEvent whose data carries the order id reaches the waiting execution of that order
+/// (the key is read from the event by the correlation's `from`); another order's does not. The
+/// same CloudEvent again (same `id`) is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correlated_listen_is_satisfied_by_a_cloud_event_sent_once() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+        let id = new_id("paid");
+        let order = new_id("o");
+        execute(&s, "order-paid", &id, json!({"orderId": order}), None).await;
+        waiting_for(&s, "order-paid", &id, None, PAYMENT, &order).await;
+
+        let other = new_id("o");
+        let foreign = cloud(
+            &new_id("ce"),
+            PAYMENT,
+            json!({"orderId": other, "amount": 9}),
+        );
+        let answer = cloud_event(&s, &foreign, None).await;
+        assert_eq!(answer["sent"][0]["key"], json!(other), "{answer}");
+        assert!(woken(&answer["sent"][0]).is_empty(), "{answer}");
+        stays_suspended(&s, "order-paid", &id, None, 0).await;
+
+        let event = cloud(
+            &new_id("ce"),
+            PAYMENT,
+            json!({"orderId": order, "amount": 1}),
+        );
+        let answer = cloud_event(&s, &event, None).await;
+        assert_eq!(answer["id"], event["id"], "{answer}");
+        assert_eq!(answer["type"], PAYMENT, "{answer}");
+        let sent = answer["sent"].as_array().cloned().unwrap_or_default();
+        assert_eq!(sent.len(), 1, "one key (the order id): {answer}");
+        assert_eq!(sent[0]["key"], json!(order), "{answer}");
+        assert_eq!(sent[0]["duplicate"], false, "{answer}");
+        assert_eq!(woken(&sent[0]), vec![id.clone()], "{answer}");
+        let done = completed(&s, "order-paid", &id, None).await;
+        assert_eq!(done["result"], json!([event["data"]]), "{done:#}");
+
+        let again = cloud_event(&s, &event, None).await;
+        assert_eq!(again["sent"][0]["duplicate"], true, "{again}");
+        assert_eq!(again["sent"][0]["eventId"], sent[0]["eventId"], "{again}");
+        let after = state(&s, "order-paid", &id, None).await;
+        assert_eq!(mailbox(&after).len(), 1, "{after:#}");
+    })
+    .await;
+}
+
+/// A CloudEvent sent while the execution of its order is still in its `wait` (before its
+/// `listen`) is kept, and taken when the `listen` comes: the execution completes with it by
+/// itself. Another order's CloudEvent, sent at the same time, is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_event_sent_before_the_listen_is_kept_for_it() {
+    within(async {
+        let s = Arc::new(Server::start(&event_workflows(), &[]));
+        let id = new_id("late");
+        let order = new_id("o");
+        let running = start_paused(&s, "late-payment", &id, &order).await;
+
+        let other = new_id("o");
+        let foreign = cloud(
+            &new_id("ce"),
+            PAYMENT,
+            json!({"orderId": other, "amount": 9}),
+        );
+        cloud_event(&s, &foreign, None).await;
+        let event = cloud(
+            &new_id("ce"),
+            PAYMENT,
+            json!({"orderId": order, "amount": 1}),
+        );
+        let answer = cloud_event(&s, &event, None).await;
+        assert_eq!(answer["sent"][0]["key"], json!(order), "{answer}");
+        assert!(
+            woken(&answer["sent"][0]).is_empty(),
+            "nobody listened yet: {answer}"
+        );
+
+        let started = running.await.expect("the execute call");
+        assert_eq!(started["status"], "completed", "{started:#}\n{}", s.log());
+        let done = completed(&s, "late-payment", &id, None).await;
+        assert_eq!(done["result"], json!([event["data"]]), "{done:#}");
+        assert_eq!(mailbox(&done).len(), 1, "{done:#}");
+    })
+    .await;
+}
+
+/// Two `listen`s of one execution, for the same order: the first takes the CloudEvent kept for
+/// it; the same CloudEvent again is not delivered again, so the second waits on, until a new
+/// payment of the order completes it with that payment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "agentry bug: after a resume, a `listen` that follows a replayed `listen` gets the \
+    earlier listen's event (the engine numbers a step's waits `event-<n>` per run, and a \
+    replayed task does not wait again, so the second listen reads `event-0`): `second` is \
+    amount 1, not 2"]
+async fn a_second_listen_after_a_resume_takes_the_next_event() {
+    within(async {
+        let s = Arc::new(Server::start(&event_workflows(), &[]));
+        let id = new_id("two");
+        let order = new_id("o");
+        let running = start_paused(&s, "two-payments", &id, &order).await;
+
+        // Sent while the execution waits in `pause`: nobody listens yet; it is kept.
+        let first = cloud(
+            &new_id("ce"),
+            PAYMENT,
+            json!({"orderId": order, "amount": 1}),
+        );
+        let answer = cloud_event(&s, &first, None).await;
+        assert!(
+            woken(&answer["sent"][0]).is_empty(),
+            "nobody listened yet: {answer}"
+        );
+
+        // The first `listen` took it; the second waits.
+        let st = waiting_for(&s, "two-payments", &id, None, PAYMENT, &order).await;
+        assert_eq!(
+            st["steps"]["workflow/do/1/first"]["status"], "completed",
+            "{st:#}"
+        );
+        let started = running.await.expect("the execute call");
+        assert_eq!(started["status"], "suspended", "{started:#}");
+
+        // The same CloudEvent again: sent once.
+        let again = cloud_event(&s, &first, None).await;
+        assert_eq!(again["sent"][0]["duplicate"], true, "{again}");
+        stays_suspended(&s, "two-payments", &id, None, 1).await;
+
+        // A new payment of its order completes it.
+        let second = cloud(
+            &new_id("ce"),
+            PAYMENT,
+            json!({"orderId": order, "amount": 2}),
+        );
+        let answer = cloud_event(&s, &second, None).await;
+        assert_eq!(woken(&answer["sent"][0]), vec![id.clone()], "{answer}");
+
+        let done = completed(&s, "two-payments", &id, None).await;
+        assert_eq!(
+            done["result"],
+            json!({
+                "orderId": order,
+                "first": {"orderId": order, "amount": 1},
+                "second": {"orderId": order, "amount": 2},
+            }),
+            "{done:#}"
+        );
+        assert_eq!(mailbox(&done).len(), 2, "{done:#}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. emit reaching another execution's listen.
+// ---------------------------------------------------------------------------------------------
+
+/// An `emit` of one workflow publishes its CloudEvent to the executions listening for its type:
+/// the tracker of the same order completes with the shipment; the emitting execution's output
+/// is the CloudEvent. The tracker of another order is not reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emitted_event_reaches_another_executions_listen() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+        let order = new_id("o");
+        let tracker = new_id("track");
+        let started = execute(
+            &s,
+            "delivery-tracker",
+            &tracker,
+            json!({"orderId": order}),
+            None,
+        )
+        .await;
+        assert_eq!(started["status"], "suspended", "{started:#}");
+        let bystander = new_id("track");
+        let other = new_id("o");
+        execute(
+            &s,
+            "delivery-tracker",
+            &bystander,
+            json!({"orderId": other}),
+            None,
+        )
+        .await;
+        waiting_for(&s, "delivery-tracker", &tracker, None, SHIPPED, &order).await;
+        waiting_for(&s, "delivery-tracker", &bystander, None, SHIPPED, &other).await;
+
+        let shipper = new_id("ship");
+        let shipped = execute(&s, "warehouse", &shipper, json!({"orderId": order}), None).await;
+        assert_eq!(shipped["status"], "completed", "{shipped:#}\n{}", s.log());
+        let event = &shipped["result"];
+        assert_eq!(event["specversion"], "1.0", "{event:#}");
+        assert_eq!(event["type"], SHIPPED, "{event:#}");
+        assert_eq!(event["source"], "https://warehouse.example", "{event:#}");
+        assert_eq!(
+            event["data"],
+            json!({"orderId": order, "carrier": "ups"}),
+            "{event:#}"
+        );
+        assert!(
+            event["id"].as_str().is_some_and(|i| !i.is_empty()),
+            "{event:#}"
+        );
+
+        let done = completed(&s, "delivery-tracker", &tracker, None).await;
+        assert_eq!(
+            done["result"],
+            json!({"orderId": order, "carrier": "ups"}),
+            "{done:#}"
+        );
+        stays_suspended(&s, "delivery-tracker", &bystander, None, 0).await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. a filter's data predicate.
+// ---------------------------------------------------------------------------------------------
+
+/// A filter `data: ${ .amount > 10 }`: an event whose data does not hold it is taken and
+/// ignored (the execution waits on); one that holds it completes the execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_predicate_ignores_the_events_it_refuses() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+        let id = new_id("sensor");
+        execute(&s, "sensor", &id, json!({}), None).await;
+        waiting_for(&s, "sensor", &id, None, READING, "*").await;
+        let deliver = |amount: u32| {
+            let s = &s;
+            let id = &id;
+            async move {
+                let (status, body) = post(
+                    s,
+                    &format!("/workflows/sensor/executions/{id}/events/{READING}"),
+                    &json!({"data": {"amount": amount}}),
+                    None,
+                )
+                .await;
+                assert_eq!(status, 200, "{body}\n{}", s.log());
+            }
+        };
+
+        deliver(5).await;
+        let st = wait_for(&s, "sensor", &id, None, "the low reading taken", |st| {
+            st["status"] == "suspended"
+                && mailbox(st).first().is_some_and(|e| e["status"] == "taken")
+        })
+        .await;
+        assert_eq!(
+            st["suspension"]["event"],
+            json!({"name": READING, "key": "*"}),
+            "{st:#}"
+        );
+        stays_suspended(&s, "sensor", &id, None, 1).await;
+
+        deliver(50).await;
+        let done = completed(&s, "sensor", &id, None).await;
+        assert_eq!(done["result"], json!([{"amount": 50}]), "{done:#}");
+        let taken = mailbox(&done);
+        assert_eq!(taken.len(), 2, "{done:#}");
+        assert!(taken.iter().all(|e| e["status"] == "taken"), "{done:#}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. read: envelope.
+// ---------------------------------------------------------------------------------------------
+
+/// `read: envelope`: the output is the CloudEvent itself (every attribute as sent); an event
+/// delivered to the execution without one is in an envelope of its type around its data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_envelope_gives_the_cloud_event() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+
+        // Delivered to the execution first: a CloudEvent sent later is kept for every
+        // execution that waits for the type later.
+        let plain = new_id("plain");
+        execute(&s, "envelope-reader", &plain, json!({}), None).await;
+        waiting_for(&s, "envelope-reader", &plain, None, NOTE, "*").await;
+        let (status, body) = post(
+            &s,
+            &format!("/workflows/envelope-reader/executions/{plain}/events/{NOTE}"),
+            &json!({"data": {"text": "plain"}}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let done = completed(&s, "envelope-reader", &plain, None).await;
+        let envelope = &done["result"][0];
+        assert_eq!(envelope["type"], NOTE, "{done:#}");
+        assert_eq!(envelope["data"], json!({"text": "plain"}), "{done:#}");
+
+        let id = new_id("note");
+        execute(&s, "envelope-reader", &id, json!({}), None).await;
+        waiting_for(&s, "envelope-reader", &id, None, NOTE, "*").await;
+        let mut event = cloud(&new_id("ce"), NOTE, json!({"text": "hello"}));
+        event["subject"] = json!("greetings");
+        event["time"] = json!("2026-01-02T03:04:05Z");
+        let answer = cloud_event(&s, &event, None).await;
+        assert_eq!(answer["sent"][0]["key"], "*", "{answer}");
+        assert_eq!(woken(&answer["sent"][0]), vec![id.clone()], "{answer}");
+
+        let done = completed(&s, "envelope-reader", &id, None).await;
+        assert_eq!(done["result"], json!([event]), "{done:#}");
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. refusals and strict mode.
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /events` refuses what is not a CloudEvent 1.0 in structured mode: 400 `invalid_event`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_events_refuses_what_is_not_a_cloud_event() {
+    within(async {
+        let s = Server::start(&event_workflows(), &[]);
+        let good = cloud("ce-1", PAYMENT, json!({"orderId": "o-1"}));
+        let without = |attribute: &str| {
+            let mut e = good.clone();
+            e.as_object_mut().map(|m| m.remove(attribute));
+            e.to_string()
+        };
+        let mut old_version = good.clone();
+        old_version["specversion"] = json!("0.3");
+        let mut numeric_version = good.clone();
+        numeric_version["specversion"] = json!(1.0);
+        let cases = [
+            ("an array", "[1, 2, 3]".to_owned()),
+            ("a string", "\"an event\"".to_owned()),
+            ("a number", "42".to_owned()),
+            ("specversion 0.3", old_version.to_string()),
+            ("specversion as a number", numeric_version.to_string()),
+            ("no specversion", without("specversion")),
+            ("no id", without("id")),
+            ("no source", without("source")),
+            ("no type", without("type")),
+        ];
+        for (what, body) in cases {
+            let (status, answer) = send_cloud_event(&s, &body, None).await;
+            assert_eq!(status, 400, "{what}: {answer}");
+            assert_eq!(answer["success"], false, "{what}: {answer}");
+            assert_eq!(answer["code"], "invalid_event", "{what}: {answer}");
+        }
+        // The well-formed one is accepted (nobody listens with its key yet).
+        let answer = cloud_event(&s, &good, None).await;
+        assert_eq!(answer["id"], "ce-1", "{answer}");
+    })
+    .await;
+}
+
+/// Strict mode: a user's CloudEvent reaches only that user's executions, neither when the
+/// execution waits already nor when it waits later (an event kept for its key); the owner's
+/// own CloudEvent completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_strict_mode_a_cloud_event_reaches_only_its_senders_executions() {
+    within(async {
+        let s = Server::start(
+            &event_workflows(),
+            &[("AGENTRY_JWT_SECRET", SECRET), ("AGENTRY_AUTH_STRICT", "1")],
+        );
+        let (alice, bob) = (token("alice", &[]), token("bob", &[]));
+        let order = new_id("o");
+        let event = |who: &str| {
+            cloud(
+                &new_id("ce"),
+                PAYMENT,
+                json!({"orderId": order, "payer": who}),
+            )
+        };
+
+        // Without a token, refused.
+        let (status, _) = send_cloud_event(&s, &event("nobody").to_string(), None).await;
+        assert_eq!(status, 401);
+
+        // Bob's payment before Alice's execution waits: kept, but not for her.
+        let answer = cloud_event(&s, &event("bob"), Some(&bob)).await;
+        assert!(woken(&answer["sent"][0]).is_empty(), "{answer}");
+        let id = new_id("strict");
+        let started = execute(
+            &s,
+            "order-paid",
+            &id,
+            json!({"orderId": order}),
+            Some(&alice),
+        )
+        .await;
+        assert_eq!(started["status"], "suspended", "{started:#}");
+        waiting_for(&s, "order-paid", &id, Some(&alice), PAYMENT, &order).await;
+        stays_suspended(&s, "order-paid", &id, Some(&alice), 0).await;
+
+        // Bob's payment while she waits: not delivered to her.
+        let answer = cloud_event(&s, &event("bob"), Some(&bob)).await;
+        assert!(woken(&answer["sent"][0]).is_empty(), "{answer}");
+        stays_suspended(&s, "order-paid", &id, Some(&alice), 0).await;
+
+        // Hers completes it, with her event.
+        let answer = cloud_event(&s, &event("alice"), Some(&alice)).await;
+        assert_eq!(woken(&answer["sent"][0]), vec![id.clone()], "{answer}");
+        let done = completed(&s, "order-paid", &id, Some(&alice)).await;
+        assert_eq!(
+            done["result"],
+            json!([{"orderId": order, "payer": "alice"}]),
+            "{done:#}"
+        );
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. call: http failures as the DSL's standard errors.
+// ---------------------------------------------------------------------------------------------
+
+/// One `call: http` GET of `endpoint` as a workflow's only task (`callService`), with
+/// `extra` task lines (such as a timeout).
+fn one_call(name: &str, endpoint: &str, extra: &str) -> String {
+    header(name)
+        + &format!(
+            r#"do:
+  - callService:
+      call: http
+      with:
+        method: get
+        endpoint: {endpoint}
+{extra}"#
+        )
+}
+
+/// Runs `workflow` to its end, which must be an error (execute answers 500 `execution_failed`):
+/// the state's `error`.
+async fn failure(s: &Server, workflow: &str) -> Value {
+    let id = new_id(workflow);
+    let body = json!({"input": {}, "options": {"executionId": id}});
+    let (status, answer) = post(s, &format!("/workflows/{workflow}/execute"), &body, None).await;
+    assert_eq!(status, 500, "{answer}\n{}", s.log());
+    assert_eq!(answer["code"], "execution_failed", "{answer}");
+    let st = ended(s, workflow, &id, None).await;
+    assert_eq!(st["status"], "error", "{st:#}\n{}", s.log());
+    st["error"].clone()
+}
+
+/// The error is of the DSL's standard `kind` with `status`, raised by the task `callService`,
+/// with every field of its problem details and the execution's message and step.
+fn assert_dsl_error(error: &Value, kind: &str, status: u64) {
+    assert_eq!(error["type"], format!("{ERRORS}{kind}"), "{error:#}");
+    assert_eq!(error["status"], status, "{error:#}");
+    assert_eq!(error["instance"], "/do/0/callService", "{error:#}");
+    for field in ["title", "detail", "message"] {
+        assert!(
+            error[field].as_str().is_some_and(|t| !t.is_empty()),
+            "{field}: {error:#}"
+        );
+    }
+    assert_eq!(error["stepId"], "workflow", "{error:#}");
+}
+
+/// A stand-in service that answers `path` with `status` (after `delay`).
+async fn stand_in(route: &str, status: u16, delay: Duration) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(route))
+        .respond_with(
+            ResponseTemplate::new(status)
+                .set_body_json(json!({"from": route}))
+                .set_delay(delay),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A 503 answer is a `communication` error with status 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_answer_is_a_communication_error() {
+    within(async {
+        let service = stand_in("/unavailable", 503, Duration::ZERO).await;
+        let endpoint = format!("{}/unavailable", service.uri());
+        let s = Server::start(
+            &[("unavailable", one_call("unavailable", &endpoint, ""))],
+            &[],
+        );
+        let error = failure(&s, "unavailable").await;
+        assert_dsl_error(&error, "communication", 503);
+        assert_eq!(
+            service.received_requests().await.unwrap_or_default().len(),
+            1
+        );
+    })
+    .await;
+}
+
+/// A service nobody listens for is a `communication` error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_service_is_a_communication_error() {
+    within(async {
+        let port = common::free_port();
+        let endpoint = format!("http://127.0.0.1:{port}/nothing");
+        let s = Server::start(
+            &[("unreachable", one_call("unreachable", &endpoint, ""))],
+            &[],
+        );
+        let error = failure(&s, "unreachable").await;
+        // No answer, so no status of its own: the type's default.
+        assert_dsl_error(&error, "communication", 500);
+    })
+    .await;
+}
+
+/// A task's `timeout` passed while its call waits for a slow service is a `timeout` error (408),
+/// long before the service would have answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_timeout_is_a_timeout_error() {
+    within(async {
+        let service = stand_in("/slow", 200, Duration::from_secs(8)).await;
+        let endpoint = format!("{}/slow", service.uri());
+        let timeout = "      timeout:\n        after:\n          milliseconds: 300\n";
+        let s = Server::start(&[("slow", one_call("slow", &endpoint, timeout))], &[]);
+        let started = Instant::now();
+        let error = failure(&s, "slow").await;
+        assert_dsl_error(&error, "timeout", 408);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "failed after {:?}",
+            started.elapsed()
+        );
+    })
+    .await;
+}
+
+/// `AGENTRY_OUTBOUND_ALLOW=10.0.0.0/8` refuses 127.0.0.1: an `authorization` error (403), and
+/// the service gets no request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_the_outbound_policy_refuses_is_an_authorization_error() {
+    within(async {
+        let service = stand_in("/refused", 200, Duration::ZERO).await;
+        let endpoint = format!("{}/refused", service.uri());
+        let s = Server::start(
+            &[("refused", one_call("refused", &endpoint, ""))],
+            &[("AGENTRY_OUTBOUND_ALLOW", "10.0.0.0/8")],
+        );
+        let error = failure(&s, "refused").await;
+        assert_dsl_error(&error, "authorization", 403);
+        let got = service.received_requests().await.unwrap_or_default();
+        assert!(got.is_empty(), "the service got {} requests", got.len());
+    })
+    .await;
+}
+
+/// A `try` whose `catch` takes the 503s (`errors.with.status: 503`) and retries them (a
+/// constant 100 ms, at most 3 attempts), against a service that fails twice then answers: the
+/// execution completes with the answer; the service got 3 requests, each with its own
+/// `Idempotency-Key` (one per attempt), all of this execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caught_503_is_retried_until_the_service_answers() {
+    within(async {
+        let service = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/flaky"))
+            .respond_with(ResponseTemplate::new(503))
+            .up_to_n_times(2)
+            .with_priority(1)
+            .mount(&service)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/flaky"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+            .with_priority(2)
+            .mount(&service)
+            .await;
+        let yaml = header("flaky")
+            + &format!(
+                r#"do:
+  - guarded:
+      try:
+        - callService:
+            call: http
+            with:
+              method: get
+              endpoint: {}/flaky
+      catch:
+        errors:
+          with:
+            status: 503
+        retry:
+          delay:
+            milliseconds: 100
+          backoff:
+            constant: {{}}
+          limit:
+            attempt:
+              count: 3
+"#,
+                service.uri()
+            );
+        let s = Server::start(&[("flaky", yaml)], &[]);
+        let id = new_id("flaky");
+        execute(&s, "flaky", &id, json!({}), None).await;
+        let done = completed(&s, "flaky", &id, None).await;
+        assert_eq!(done["result"], json!({"ok": true}), "{done:#}");
+
+        let requests = service.received_requests().await.unwrap_or_default();
+        assert_eq!(requests.len(), 3, "{requests:#?}");
+        let keys: Vec<String> = requests
+            .iter()
+            .map(|r| {
+                r.headers
+                    .get("idempotency-key")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        let distinct: std::collections::BTreeSet<&String> = keys.iter().collect();
+        assert_eq!(distinct.len(), 3, "{keys:?}");
+        assert!(
+            keys.iter().all(|k| k.starts_with(&format!("{id}:"))),
+            "{keys:?}"
+        );
+    })
+    .await;
+}
