@@ -12,6 +12,7 @@
 //! - `outbound.rs`: `call: http` under the outbound policy.
 //! - `protocols.rs`: `call: a2a` and `call: mcp`, the agent protocols.
 //! - `openapi.rs`: `call: openapi`: an operation of an OpenAPI document, sent as `call: http`.
+//! - `secrets.rs`: `$secrets` (the environment, a secrets file) and their redaction.
 //! - `error.rs`: the DSL's errors (RFC 7807 problem details).
 
 pub mod error;
@@ -19,11 +20,12 @@ pub mod expr;
 pub mod load;
 pub mod model;
 mod openapi;
-mod protocols;
 pub mod outbound;
 pub mod problem;
+mod protocols;
 pub mod run;
 pub mod schema;
+pub mod secrets;
 pub mod workflow;
 
 pub use error::DslError;

@@ -51,6 +51,8 @@ pub struct Document {
     pub tasks: Arc<TaskList>,
     /// The event types its `listen` tasks wait for.
     pub listened: Vec<String>,
+    /// The secrets it reads (`use.secrets`): only these are in `$secrets`.
+    pub secrets: Vec<String>,
     /// The definition as written (for `$workflow.definition` and the console).
     pub source: Value,
 }
@@ -86,6 +88,10 @@ pub struct Task {
     pub then: Flow,
     /// The task as written (for `$task.definition`).
     pub definition: Value,
+    /// Whether it, or a task inside it, waits for events (a `listen`): a re-run of the step
+    /// walks it again even when it is recorded as ended, so that its waits take their
+    /// recorded events in the same order.
+    pub waits: bool,
 }
 
 /// Where the flow goes after a task.
@@ -137,9 +143,21 @@ impl TaskKind {
             TaskKind::Wait(_) => "wait",
             TaskKind::Emit(_) => "emit",
             TaskKind::Listen(_) => "listen",
-            TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) | TaskKind::CallProtocol(_) => {
-                "call"
-            }
+            TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) | TaskKind::CallProtocol(_) => "call",
+        }
+    }
+}
+
+impl TaskKind {
+    /// Whether a task of this kind waits for events, itself or in a task inside it.
+    fn waits(&self) -> bool {
+        let any = |l: &TaskList| l.tasks.iter().any(|t| t.waits);
+        match self {
+            TaskKind::Listen(_) => true,
+            TaskKind::Do(l) | TaskKind::Fork { branches: l, .. } => any(l),
+            TaskKind::For(f) => any(&f.body),
+            TaskKind::Try(t) => any(&t.body) || t.handler.as_deref().is_some_and(any),
+            _ => false,
         }
     }
 }
@@ -472,7 +490,23 @@ impl Reader<'_> {
         let namespace = self.string(meta, "/document", "namespace")?;
         let name = self.string(meta, "/document", "name")?;
         let version = self.string(meta, "/document", "version")?;
+        let mut secrets = Vec::new();
         if let Some(uses) = root.get("use").and_then(Value::as_object) {
+            match uses.get("secrets") {
+                None => {}
+                Some(Value::Array(names)) => {
+                    for (i, name) in names.iter().enumerate() {
+                        match name.as_str() {
+                            Some(n) if crate::secrets::is_name(n) => secrets.push(n.to_owned()),
+                            _ => self.problem(
+                                &format!("/use/secrets/{i}"),
+                                "a secret's name is 1 to 64 letters, digits, `_`, `-` or `.`",
+                            ),
+                        }
+                    }
+                }
+                Some(_) => self.problem("/use/secrets", "must be a list of secret names"),
+            }
             for (key, slot) in [
                 ("errors", &mut self.errors),
                 ("retries", &mut self.retries),
@@ -523,6 +557,7 @@ impl Reader<'_> {
             output_as,
             tasks: Arc::new(tasks),
             listened: Vec::new(),
+            secrets,
             source: Value::Null,
         })
     }
@@ -765,7 +800,9 @@ impl Reader<'_> {
         });
         let then = self.flow(m.get("then"), &pointer(at, "then"));
         let kind = self.kind(m, at, depth, vars)?;
+        let waits = kind.waits();
         Some(Task {
+            waits,
             name: name.to_owned(),
             reference: at.to_owned(),
             kind,

@@ -31,6 +31,7 @@ use crate::model::{
     ReadMode, RetryPolicy, SwitchCase, Task, TaskKind, TaskList, TryCatch, key_text,
 };
 use crate::outbound::Outbound;
+use crate::secrets::Redacted;
 
 /// The most task runs of one execution (a flow directive can loop).
 pub const MAX_TASK_RUNS: u32 = 100_000;
@@ -54,8 +55,8 @@ pub struct Services {
     pub outbound: Arc<Outbound>,
     /// Where `emit` publishes (none: an emitted event is only recorded).
     pub events: Option<Arc<dyn EventSink>>,
-    /// `$secrets`.
-    pub secrets: Arc<Value>,
+    /// The secrets documents may declare (`$secrets`).
+    pub secrets: Arc<crate::secrets::Secrets>,
     /// The runtime descriptor (`$runtime`).
     pub runtime: Arc<Value>,
 }
@@ -126,6 +127,8 @@ pub(crate) struct Run {
     context: Mutex<Value>,
     /// `$workflow`.
     workflow: Value,
+    /// `$secrets`, and what hides them in whatever the run records.
+    secrets: Redacted,
     /// Runs of each task reference so far (the n-th run's entry is `<reference>#<n>`).
     runs: Mutex<HashMap<String, u32>>,
     total_runs: std::sync::atomic::AtomicU32,
@@ -158,37 +161,46 @@ pub(crate) async fn run_document(
         "input": raw_input,
         "startedAt": date_time(ctx.started_at),
     });
+    let secrets = match services.secrets.for_document(&doc.secrets) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(StepError::Fault {
+                message: fault_message(&e),
+                details: Box::new(e.to_value()),
+            });
+        }
+    };
     let run = Run {
         ctx,
         journal,
         doc: doc.clone(),
         services,
+        secrets,
         context: Mutex::new(Value::Object(Map::new())),
         workflow,
         runs: Mutex::default(),
         total_runs: Default::default(),
         pending: Mutex::default(),
     };
-    let outcome = run.workflow_output(raw_input).await;
+    let outcome = match run.workflow_output(raw_input).await {
+        Err(Stop::End(output)) => run.workflow_output_as(output).map_err(Stop::Fault),
+        other => other,
+    };
     match outcome {
-        Ok(output) => {
+        // An end was made the workflow's output above.
+        Ok(mut output) | Err(Stop::End(mut output)) => {
             run.defer_pending();
+            run.secrets.value(&mut output);
             Ok(output)
-        }
-        Err(Stop::End(output)) => {
-            run.defer_pending();
-            run.workflow_output_as(output)
-                .map_err(|e| StepError::Fault {
-                    message: fault_message(&e),
-                    details: Box::new(e.to_value()),
-                })
         }
         Err(Stop::Fault(e)) => {
             // The failed task's record shows where and why; the message says what.
             let _ = run.flush().await;
+            let mut details = e.to_value();
+            run.secrets.value(&mut details);
             Err(StepError::Fault {
-                message: fault_message(&e),
-                details: Box::new(e.to_value()),
+                message: run.secrets.text(&fault_message(&e)),
+                details: Box::new(details),
             })
         }
         Err(Stop::Engine(e)) => {
@@ -253,7 +265,7 @@ impl Run {
             ("context", Cow::Owned(context)),
             ("input", Cow::Borrowed(input)),
             ("output", Cow::Borrowed(output)),
-            ("secrets", Cow::Borrowed(&*self.services.secrets)),
+            ("secrets", Cow::Borrowed(&self.secrets.values)),
             ("task", Cow::Borrowed(task.unwrap_or(NULL))),
             ("workflow", Cow::Borrowed(&self.workflow)),
             ("runtime", Cow::Borrowed(&*self.services.runtime)),
@@ -310,11 +322,22 @@ impl Run {
         format!("{}/{key}", self.journal.step_id())
     }
 
-    /// Keeps an entry and its event for the next write.
-    fn record(&self, key: &str, rec: StepRecord, event: TaskEvent<'_>) {
+    /// Keeps an entry and its event for the next write, secrets hidden.
+    fn record(&self, key: &str, mut rec: StepRecord, event: TaskEvent<'_>) {
+        let event = if self.secrets.is_empty() {
+            LayerEvent::stored(&event)
+        } else {
+            let mut fields = serde_json::to_value(&event).unwrap_or(Value::Null);
+            self.secrets.value(&mut fields);
+            self.secrets.value(&mut rec.input);
+            if let Some(output) = rec.output.as_mut() {
+                self.secrets.value(output);
+            }
+            LayerEvent::stored(&fields)
+        };
         let mut pending = lock(&self.pending);
         pending.0.push((key.to_owned(), rec));
-        pending.1.push(EventKind::Layer(LayerEvent::stored(&event)));
+        pending.1.push(EventKind::Layer(event));
     }
 
     /// Writes what waits, in one fenced write.
@@ -380,12 +403,6 @@ impl Run {
         }
         let key = self.next_key(&task.reference).map_err(at)?;
         let recorded = self.journal.entry(&key).await;
-        if let Some(rec) = recorded
-            .as_ref()
-            .filter(|r| r.status != StepStatus::Running)
-        {
-            return self.replay(task, rec, scope);
-        }
         let started_at = recorded
             .as_ref()
             .map_or_else(|| self.ctx.now(), |r| r.started_at);
@@ -396,6 +413,20 @@ impl Run {
             "input": raw_input,
             "startedAt": date_time(started_at),
         });
+        if let Some(rec) = recorded
+            .as_ref()
+            .filter(|r| r.status != StepStatus::Running)
+        {
+            if task.waits {
+                // Its waits take their recorded events again, in order, so that the waits
+                // after it take theirs (the engine numbers a step's waits in each run).
+                let again = self.run_kind(task, &key, &rec.input, &descriptor, rec, scope);
+                if let Err(Stop::Engine(e)) = again.await {
+                    return Err(Stop::Engine(e));
+                }
+            }
+            return self.replay(task, rec, scope);
+        }
         let input = match &task.input_from {
             Some(from) => {
                 let args = self.args(&raw_input, &Value::Null, Some(&descriptor), scope);

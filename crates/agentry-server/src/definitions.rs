@@ -6,7 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agentry_app::AppBuilder;
-use agentry_definitions::outbound::{Outbound, Policy};
+use agentry_definitions::outbound::Outbound;
+use agentry_definitions::secrets::Secrets;
+
+use crate::Settings;
 use agentry_definitions::{EventSink, Problem, Services};
 use agentry_engine::{Engine, UserId};
 use anyhow::Context;
@@ -48,16 +51,20 @@ impl EventSink for EngineEvents {
     }
 }
 
-/// What definitions' runs use: the outbound client under `policy`, the engine for the events
-/// they emit, the secrets, the runtime descriptor.
-pub fn services(policy: &Policy, engine: Option<Engine>) -> anyhow::Result<Services> {
-    let outbound = Outbound::new(policy.clone())
+/// What definitions' runs use: the outbound client under the settings' policy, the engine
+/// for the events they emit, the secrets, the runtime descriptor.
+pub fn services(settings: &Settings, engine: Option<Engine>) -> anyhow::Result<Services> {
+    let secrets = match &settings.secrets_file {
+        Some(path) => Secrets::from_file(path).map_err(|e| anyhow::anyhow!(e))?,
+        None => Secrets::default(),
+    };
+    let outbound = Outbound::new(settings.outbound.clone())
         .map_err(|e| anyhow::anyhow!(e))
         .context("building the outbound HTTP client")?;
     Ok(Services {
         outbound: Arc::new(outbound),
         events: engine.map(|e| Arc::new(EngineEvents(e)) as Arc<dyn EventSink>),
-        secrets: Arc::new(json!({})),
+        secrets: Arc::new(secrets),
         runtime: Arc::new(json!({
             "name": "agentry",
             "version": env!("CARGO_PKG_VERSION"),
@@ -71,7 +78,7 @@ pub fn register(
     builder: AppBuilder,
     engine: &Engine,
     dir: &Path,
-    policy: &Policy,
+    settings: &Settings,
 ) -> anyhow::Result<AppBuilder> {
     let docs = agentry_definitions::load::read_dir(dir).map_err(|problems| {
         anyhow::anyhow!(
@@ -80,7 +87,7 @@ pub fn register(
             report(&problems)
         )
     })?;
-    let services = services(policy, Some(engine.clone()))?;
+    let services = services(settings, Some(engine.clone()))?;
     let mut builder = builder;
     for doc in docs {
         let name = doc.name.clone();

@@ -67,6 +67,12 @@ pub struct Settings {
     pub definitions: Option<std::path::PathBuf>,
     /// Which addresses definitions' calls may reach (`AGENTRY_OUTBOUND_ALLOW`).
     pub outbound: agentry_definitions::outbound::Policy,
+    /// A file of secrets for definitions' `$secrets`, besides `AGENTRY_SECRET_<NAME>`
+    /// (`AGENTRY_SECRETS_FILE`).
+    pub secrets_file: Option<std::path::PathBuf>,
+    /// Whether the definitions are trusted to run processes (an MCP server over stdio;
+    /// `AGENTRY_DEFINITIONS_TRUSTED`).
+    pub definitions_trusted: bool,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -163,6 +169,8 @@ impl Default for Settings {
             event_limits: agentry_engine::engine::EventLimits::default(),
             definitions: None,
             outbound: agentry_definitions::outbound::Policy::default(),
+            secrets_file: None,
+            definitions_trusted: false,
         }
     }
 }
@@ -305,7 +313,7 @@ pub async fn start_with(
         }
     }
     if let Some(dir) = &settings.definitions {
-        builder = definitions::register(builder, &engine, dir, &settings.outbound)?;
+        builder = definitions::register(builder, &engine, dir, settings)?;
     }
     let app = customize_app(builder).build()?;
     let mut host = Host::new().config(http).database(database.kind());

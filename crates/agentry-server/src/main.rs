@@ -269,6 +269,14 @@ struct ServeArgs {
     /// api.example.com,10.0.0.0/8 [default: every address but link-local and cloud metadata ones]
     #[arg(long, env = "AGENTRY_OUTBOUND_ALLOW", value_parser = agentry_definitions::outbound::Policy::parse)]
     outbound_allow: Option<agentry_definitions::outbound::Policy>,
+    /// A JSON or YAML file of secrets (name: value) for definitions' `$secrets`, besides the
+    /// environment's `AGENTRY_SECRET_<NAME>` [default: none]
+    #[arg(long, env = "AGENTRY_SECRETS_FILE")]
+    secrets_file: Option<std::path::PathBuf>,
+    /// Trust the definitions to run processes (`call: mcp` over stdio): only for a folder whose
+    /// writers may run code on this host [default: off]
+    #[arg(long, env = "AGENTRY_DEFINITIONS_TRUSTED", value_parser = clap::builder::BoolishValueParser::new())]
+    definitions_trusted: bool,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -466,6 +474,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         definitions: args.definitions,
         outbound: args.outbound_allow.unwrap_or_default(),
+        secrets_file: args.secrets_file,
+        definitions_trusted: args.definitions_trusted,
     };
     let running = start(&settings).await?;
     tracing::info!(

@@ -702,10 +702,6 @@ async fn a_cloud_event_sent_before_the_listen_is_kept_for_it() {
 /// it; the same CloudEvent again is not delivered again, so the second waits on, until a new
 /// payment of the order completes it with that payment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "agentry bug: after a resume, a `listen` that follows a replayed `listen` gets the \
-    earlier listen's event (the engine numbers a step's waits `event-<n>` per run, and a \
-    replayed task does not wait again, so the second listen reads `event-0`): `second` is \
-    amount 1, not 2"]
 async fn a_second_listen_after_a_resume_takes_the_next_event() {
     within(async {
         let s = Arc::new(Server::start(&event_workflows(), &[]));
