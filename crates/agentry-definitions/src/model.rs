@@ -53,6 +53,8 @@ pub struct Document {
     pub listened: Vec<String>,
     /// The secrets it reads (`use.secrets`): only these are in `$secrets`.
     pub secrets: Vec<String>,
+    /// When it starts by itself (`schedule.cron`, or `schedule.every` as a cron expression).
+    pub schedule: Option<String>,
     /// The definition as written (for `$workflow.definition` and the console).
     pub source: Value,
 }
@@ -525,7 +527,8 @@ impl Reader<'_> {
                 }
             }
         }
-        for key in ["schedule", "timeout", "evaluate", "extensions"] {
+        let schedule = root.get("schedule").and_then(|v| self.schedule(v));
+        for key in ["timeout", "evaluate", "extensions"] {
             if root.contains_key(key) {
                 self.unsupported(&pointer("", key), &format!("`{key}`"));
             }
@@ -558,8 +561,38 @@ impl Reader<'_> {
             tasks: Arc::new(tasks),
             listened: Vec::new(),
             secrets,
+            schedule,
             source: Value::Null,
         })
+    }
+
+    /// `schedule`: a cron expression (`cron`, or `every` when a cron expression can say it).
+    fn schedule(&mut self, v: &Value) -> Option<String> {
+        let m = v.as_object()?;
+        for key in ["after", "on"] {
+            if m.contains_key(key) {
+                self.unsupported(&pointer("/schedule", key), &format!("`schedule.{key}`"));
+            }
+        }
+        if let Some(cron) = m.get("cron") {
+            let Some(cron) = cron.as_str().filter(|c| matches!(c.split_whitespace().count(), 5 | 6)) else {
+                self.problem("/schedule/cron", "a cron expression of 5 fields (or 6, seconds first)");
+                return None;
+            };
+            return Some(cron.to_owned());
+        }
+        let every = m.get("every")?;
+        let d = self.duration(every, "/schedule/every")?;
+        match every_as_cron(d) {
+            Some(cron) => Some(cron),
+            None => {
+                self.problem(
+                    "/schedule/every",
+                    "agentry schedules `every` when a cron expression can say it: a whole number of seconds dividing a minute, of minutes dividing an hour, of hours dividing a day, or one day",
+                );
+                None
+            }
+        }
     }
 
     fn unsupported(&mut self, at: &str, what: &str) {
@@ -1520,6 +1553,26 @@ fn is_variable(s: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A period as a cron expression, when one can say it (seconds first when it has seconds).
+pub fn every_as_cron(d: Duration) -> Option<String> {
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 || secs == 0 {
+        return None;
+    }
+    let divides = |n: u64, of: u64| n > 0 && of % n == 0;
+    if secs < 60 && divides(secs, 60) {
+        return Some(format!("*/{secs} * * * * *"));
+    }
+    let (mins, hours) = (secs / 60, secs / 3600);
+    if secs % 60 == 0 && mins < 60 && divides(mins, 60) {
+        return Some(format!("*/{mins} * * * *"));
+    }
+    if secs % 3600 == 0 && hours < 24 && divides(hours, 24) {
+        return Some(format!("0 */{hours} * * *"));
+    }
+    (secs == 86_400).then(|| "0 0 * * *".to_owned())
 }
 
 /// The longest duration a definition may state (a year).

@@ -12,6 +12,7 @@ use agentry_definitions::secrets::Secrets;
 use crate::Settings;
 use agentry_definitions::{EventSink, Problem, Services};
 use agentry_engine::{Engine, UserId};
+use agentry_schedules::ScheduleSpec;
 use anyhow::Context;
 use serde_json::{Value, json};
 
@@ -97,10 +98,20 @@ pub fn register(
                  a host's): rename it (document.name), or start with --no-examples"
             );
         }
+        let schedule = doc.schedule.clone();
         let workflow = agentry_definitions::workflow::workflow(doc, services.clone())
             .with_context(|| format!("registering the definition {name}"))?;
         tracing::info!(workflow = %name, version = workflow.version(), "registered a definition");
         builder = builder.workflow(workflow);
+        if let Some(cron) = &schedule {
+            // One schedule per definition, declared on every replica: the scheduler fires each
+            // tick once across them.
+            builder = builder.schedule(ScheduleSpec::new(
+                format!("definition-{name}"),
+                name.as_str(),
+                cron,
+            ));
+        }
     }
     Ok(builder)
 }
