@@ -129,6 +129,21 @@ pub enum TaskKind {
     CallOpenApi(Box<OpenApiCall>),
     /// `call: a2a` or `call: mcp`.
     CallProtocol(Box<ProtocolCall>),
+    /// `run: workflow`: a child execution of a registered workflow.
+    RunWorkflow(Box<RunWorkflow>),
+}
+
+/// A `run: workflow`.
+#[derive(Debug)]
+pub struct RunWorkflow {
+    /// `workflow.name`: the workflow's id.
+    pub name: String,
+    /// `workflow.namespace` and `workflow.version`, as written (the newest version registered
+    /// under the name runs: docs/DEFINITIONS.md).
+    pub namespace: String,
+    pub version: String,
+    /// `workflow.input` (default: the task's input).
+    pub input: Option<Template>,
 }
 
 impl TaskKind {
@@ -146,6 +161,7 @@ impl TaskKind {
             TaskKind::Emit(_) => "emit",
             TaskKind::Listen(_) => "listen",
             TaskKind::CallHttp(_) | TaskKind::CallOpenApi(_) | TaskKind::CallProtocol(_) => "call",
+            TaskKind::RunWorkflow(_) => "run",
         }
     }
 }
@@ -575,8 +591,14 @@ impl Reader<'_> {
             }
         }
         if let Some(cron) = m.get("cron") {
-            let Some(cron) = cron.as_str().filter(|c| matches!(c.split_whitespace().count(), 5 | 6)) else {
-                self.problem("/schedule/cron", "a cron expression of 5 fields (or 6, seconds first)");
+            let Some(cron) = cron
+                .as_str()
+                .filter(|c| matches!(c.split_whitespace().count(), 5 | 6))
+            else {
+                self.problem(
+                    "/schedule/cron",
+                    "a cron expression of 5 fields (or 6, seconds first)",
+                );
                 return None;
             };
             return Some(cron.to_owned());
@@ -921,19 +943,50 @@ impl Reader<'_> {
             return self.listen(listen, m, &pointer(at, "listen"), vars);
         }
         if let Some(run) = m.get("run") {
-            let what = run
-                .as_object()
-                .and_then(|r| {
-                    r.keys().find(|k| {
-                        ["container", "script", "shell", "workflow"].contains(&k.as_str())
-                    })
-                })
-                .map_or("this `run`", String::as_str);
-            self.unsupported(&pointer(at, "run"), &format!("`run: {what}`"));
-            return None;
+            return self.run(run, &pointer(at, "run"), vars);
         }
         self.problem(at, "unknown task: none of call, do, emit, for, fork, listen, raise, run, set, switch, try, wait");
         None
+    }
+
+    fn run(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<TaskKind> {
+        let Some(m) = v.as_object() else {
+            self.problem(at, "`run` is an object");
+            return None;
+        };
+        if let Some(what) = ["container", "script", "shell"]
+            .iter()
+            .find(|k| m.contains_key(**k))
+        {
+            self.unsupported(&pointer(at, what), &format!("`run: {what}`"));
+            return None;
+        }
+        if m.get("await").and_then(Value::as_bool) == Some(false) {
+            self.unsupported(&pointer(at, "await"), "`run` without awaiting its end");
+            return None;
+        }
+        let Some(w) = m.get("workflow").and_then(Value::as_object) else {
+            self.problem(at, "`run.workflow` is required");
+            return None;
+        };
+        let wat = pointer(at, "workflow");
+        let name = self.string(w, &wat, "name")?;
+        let namespace = self.string(w, &wat, "namespace")?;
+        let version = w
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or("latest")
+            .to_owned();
+        let input = match w.get("input") {
+            Some(i) => Some(self.template(i, &pointer(&wat, "input"), vars)?),
+            None => None,
+        };
+        Some(TaskKind::RunWorkflow(Box::new(RunWorkflow {
+            name,
+            namespace,
+            version,
+            input,
+        })))
     }
 
     fn duration(&mut self, v: &Value, at: &str) -> Option<Duration> {

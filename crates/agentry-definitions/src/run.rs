@@ -650,6 +650,23 @@ impl Run {
                         .await?;
                     Ok((out, then))
                 }
+                TaskKind::RunWorkflow(w) => {
+                    let child_input = match &w.input {
+                        Some(t) => self.render(t, input, &args())?,
+                        None => input.clone(),
+                    };
+                    let out = self
+                        .journal
+                        .run_workflow(&self.ctx, &w.name, child_input, &self.step_id(key))
+                        .await
+                        .map_err(|e| match e {
+                            StepError::Failed(message) | StepError::Fault { message, .. } => {
+                                Stop::Fault(DslError::runtime(message))
+                            }
+                            other => Stop::Engine(other),
+                        })?;
+                    Ok((out, then))
+                }
                 TaskKind::CallOpenApi(call) => {
                     let out = self
                         .services

@@ -179,6 +179,18 @@ pub trait StepJournal: Send + Sync + std::fmt::Debug {
     /// piece of text as a model streams it).
     fn announce(&self, kind: EventKind);
 
+    /// Runs the workflow `workflow_id` on `input` as a child execution whose id is derived
+    /// from this execution and `key` (the same on every run of the step: a re-run joins the
+    /// child it started): its result; a child that suspends suspends this step, and resuming
+    /// this step resumes the child; a failed child is [`StepError::Failed`].
+    async fn run_workflow(
+        &self,
+        ctx: &StepContext,
+        workflow_id: &str,
+        input: Value,
+        key: &str,
+    ) -> Result<Value, StepError>;
+
     /// [`StepContext::wait_for_event`], which calls it.
     async fn wait_for_event(
         &self,

@@ -201,6 +201,28 @@ impl StepJournal for Journal {
             .emit_for(&self.execution_id, &self.workflow_id, kind);
     }
 
+    async fn run_workflow(
+        &self,
+        ctx: &StepContext,
+        workflow_id: &str,
+        input: Value,
+        key: &str,
+    ) -> Result<Value, StepError> {
+        // An id's characters only: `p1:workflow.do.0.child` for the key `workflow/do/0/child`.
+        let key: String = key
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.:@".contains(c) {
+                    c
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        let id = super::run::bounded_child_id(format!("{}:{key}", ctx.execution_id));
+        self.engine.run_child_as(workflow_id, input, ctx, id).await
+    }
+
     async fn wait_for_event(
         &self,
         ctx: &StepContext,

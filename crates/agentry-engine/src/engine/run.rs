@@ -1567,12 +1567,30 @@ impl Engine {
         input_map: Option<&crate::workflow::MapFn>,
         ctx: &StepContext,
     ) -> Result<Value, StepError> {
+        let input = input_map
+            .map(|m| m(ctx))
+            .unwrap_or_else(|| ctx.input.clone());
+        let id = child_execution_id(&ctx.execution_id, &ctx.step_id, ctx.attempt);
+        self.run_child_as(workflow_id, input, ctx, id).await
+    }
+
+    /// [`Engine::run_child`] with its input and its execution id given (a step that starts
+    /// several, [`crate::workflow::StepJournal::run_workflow`]).
+    pub(crate) async fn run_child_as(
+        &self,
+        workflow_id: &str,
+        input: Value,
+        ctx: &StepContext,
+        id: String,
+    ) -> Result<Value, StepError> {
         let workflow_id = &WorkflowId::from(workflow_id);
+        // The child this step suspended for, when it is that one: a resume goes to it.
         let child_id = ctx
             .suspend_data
             .as_ref()
             .and_then(|d| d.get("childExecutionId"))
             .and_then(Value::as_str)
+            .filter(|suspended_for| *suspended_for == id)
             .map(ExecutionId::from);
         let mut pause = DB_RETRY_FIRST;
         let outcome = loop {
@@ -1594,9 +1612,7 @@ impl Engine {
                     }
                 }
                 _ => {
-                    let input = input_map
-                        .map(|m| m(ctx))
-                        .unwrap_or_else(|| ctx.input.clone());
+                    let input = input.clone();
                     let mut context = (*ctx.context).clone();
                     context.insert("parentExecutionId".into(), json!(ctx.execution_id));
                     context.insert("parentStepId".into(), json!(ctx.step_id));
@@ -1606,11 +1622,7 @@ impl Engine {
                         ExecuteOptions {
                             // One child per attempt of the step, under an id of its own: a
                             // start tried again (the database failed) rejoins it.
-                            execution_id: Some(ExecutionId::from(child_execution_id(
-                                &ctx.execution_id,
-                                &ctx.step_id,
-                                ctx.attempt,
-                            ))),
+                            execution_id: Some(ExecutionId::from(id.clone())),
                             user_id: ctx.user_id().map(UserId::from),
                             context,
                             // A sub-workflow belongs to whoever owns its parent.
@@ -1667,7 +1679,11 @@ impl Engine {
 /// The id of the sub-workflow that `attempt` of the step `step_id` of `parent` starts:
 /// `<parent>:<step>:<attempt>`, or a digest of it when that is over the id's length limit.
 fn child_execution_id(parent: &str, step_id: &str, attempt: u32) -> String {
-    let id = format!("{parent}:{step_id}:{attempt}");
+    bounded_child_id(format!("{parent}:{step_id}:{attempt}"))
+}
+
+/// A child's execution id: `id`, or a digest of it when it is over the id's length limit.
+pub(crate) fn bounded_child_id(id: String) -> String {
     if id.len() <= crate::id::MAX_ID_LEN {
         return id;
     }
