@@ -19,7 +19,8 @@ pub fn workflow(doc: Arc<Document>, services: Services) -> Result<Workflow, Defi
     let name = doc.title.clone().unwrap_or_else(|| doc.name.clone());
     let mut builder = Workflow::new(doc.name.clone(), name)
         .purpose(doc.summary.clone().unwrap_or_default())
-        .version(doc.version.clone());
+        .version(doc.version.clone())
+        .source(doc.source.clone());
     if let Some(schema) = &doc.input_schema {
         builder = builder.input_schema(schema.clone());
     }

@@ -668,6 +668,7 @@ pub struct WorkflowBuilder {
     resume_schema: Option<Value>,
     events: Vec<(String, Value)>,
     event_keys: Vec<(String, EventKeysFn)>,
+    source: Option<Value>,
     version: Option<String>,
     queue: Option<Queue>,
     internal: bool,
@@ -743,6 +744,13 @@ impl WorkflowBuilder {
     /// schedules. Its id is `<namespace>:<name>` ([`crate::id::internal_workflow_id`]).
     pub fn internal(mut self) -> Self {
         self.internal = true;
+        self
+    }
+
+    /// The document it was read from, when it is written as data (a definition): shown with
+    /// it, never run.
+    pub fn source(mut self, document: Value) -> Self {
+        self.source = Some(document);
         self
     }
 
@@ -984,6 +992,7 @@ impl WorkflowBuilder {
         Ok(Workflow {
             events,
             event_keys: self.event_keys,
+            source: self.source,
             version,
             queue: self.queue,
             internal: self.internal,
@@ -1014,6 +1023,8 @@ pub struct Workflow {
     events: Vec<(String, Schema)>,
     /// How an event sent without a key finds its waiting executions, by event.
     event_keys: Vec<(String, EventKeysFn)>,
+    /// The document it was read from ([`WorkflowBuilder::source`]).
+    source: Option<Value>,
     /// Declared, or the digest of its step graph.
     version: String,
     /// The queue its executions go through, if any.
@@ -1045,6 +1056,7 @@ impl Workflow {
             resume_schema: None,
             events: Vec::new(),
             event_keys: Vec::new(),
+            source: None,
             version: None,
             queue: None,
             internal: false,
@@ -1163,6 +1175,11 @@ impl Workflow {
             .filter(|(n, _)| n == name)
             .flat_map(|(_, keys)| keys(event))
             .collect()
+    }
+
+    /// The document it was read from, when it is a definition.
+    pub fn source(&self) -> Option<&Value> {
+        self.source.as_ref()
     }
 
     /// Index of a top-level step.

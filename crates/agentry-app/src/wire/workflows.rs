@@ -165,6 +165,11 @@ pub struct WorkflowDetail {
     pub version: String,
     /// Each version this server has, or that executions still run or wait on, with how many.
     pub versions: Vec<VersionView>,
+    /// The Serverless Workflow document a definition was read from (docs/DEFINITIONS.md);
+    /// absent for a compiled workflow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, nullable = false)]
+    pub definition: Option<Value>,
 }
 
 /// A version of a workflow and its executions in flight.
@@ -223,6 +228,7 @@ impl WorkflowDetail {
                 .collect(),
             version: w.version().to_owned(),
             versions,
+            definition: w.source().cloned(),
         }
     }
 }

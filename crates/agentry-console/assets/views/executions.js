@@ -46,6 +46,8 @@ export async function render({ main, query: params, signal, title }) {
   const heading = h("h1", {}, "Executions");
   // A workflow's versions and their executions in flight (a deploy draining an older one).
   const versions = h("p", { class: "small muted", "data-testid": "workflow-versions" });
+  // A definition's document (a Serverless Workflow written as data), as it was read.
+  const definition = h("details", { hidden: true, "data-testid": "workflow-definition" });
   if (filter.workflow) {
     api(`/workflows/${seg(filter.workflow)}`, { signal })
       .then((w) => {
@@ -54,6 +56,14 @@ export async function render({ main, query: params, signal, title }) {
           return `${v.version ?? "before versions"}: ${v.inFlight} in flight${notes.length ? ` (${notes.join(", ")})` : ""}`;
         });
         versions.textContent = parts.length ? `Versions — ${parts.join(" · ")}` : "";
+        if (w.definition) {
+          replace(
+            definition,
+            h("summary", {}, "Definition (Serverless Workflow document)"),
+            h("pre", { class: "small" }, JSON.stringify(w.definition, null, 2)),
+          );
+          definition.hidden = false;
+        }
       })
       .catch(() => {});
   }
@@ -63,6 +73,7 @@ export async function render({ main, query: params, signal, title }) {
     h("div", { class: "page-head" }, heading),
     filters,
     versions,
+    definition,
     error,
     h(
       "div",
