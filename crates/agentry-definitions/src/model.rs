@@ -1614,15 +1614,15 @@ pub fn every_as_cron(d: Duration) -> Option<String> {
     if d.subsec_nanos() != 0 || secs == 0 {
         return None;
     }
-    let divides = |n: u64, of: u64| n > 0 && of % n == 0;
+    let divides = |n: u64, of: u64| n > 0 && of.is_multiple_of(n);
     if secs < 60 && divides(secs, 60) {
         return Some(format!("*/{secs} * * * * *"));
     }
     let (mins, hours) = (secs / 60, secs / 3600);
-    if secs % 60 == 0 && mins < 60 && divides(mins, 60) {
+    if secs.is_multiple_of(60) && mins < 60 && divides(mins, 60) {
         return Some(format!("*/{mins} * * * *"));
     }
-    if secs % 3600 == 0 && hours < 24 && divides(hours, 24) {
+    if secs.is_multiple_of(3600) && hours < 24 && divides(hours, 24) {
         return Some(format!("0 */{hours} * * *"));
     }
     (secs == 86_400).then(|| "0 0 * * *".to_owned())

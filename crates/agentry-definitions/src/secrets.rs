@@ -159,10 +159,8 @@ impl Redacted {
             return;
         }
         match value {
-            Value::String(s) => {
-                if self.hidden.iter().any(|h| s.contains(h.as_str())) {
-                    *s = self.text(s);
-                }
+            Value::String(s) if self.hidden.iter().any(|h| s.contains(h.as_str())) => {
+                *s = self.text(s);
             }
             Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
             Value::Object(map) => {

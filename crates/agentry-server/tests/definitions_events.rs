@@ -15,174 +15,21 @@
 
 mod common;
 
-use std::future::Future;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::Killed;
+use common::definitions::*;
 use common::replica::{SECRET, token};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// The longest any test of this file may take.
-const TEST_LIMIT: Duration = Duration::from_secs(20);
-/// The longest the binary may take to print its address.
-const START_LIMIT: Duration = Duration::from_secs(10);
-/// The longest one wait for an execution's state may take.
-const PATIENCE: Duration = Duration::from_secs(10);
 /// How long a test watches for something that must NOT happen (an event that must not wake an
 /// execution): longer than a delivery takes on this machine.
 const QUIET: Duration = Duration::from_millis(400);
 
 /// The DSL's standard error types (`dsl-reference.md`, "Standard error types").
 const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors/";
-
-/// Settings a developer's environment may carry that would change the server under test.
-const ENV_CLEARED: [&str; 21] = [
-    "DATABASE_URL",
-    "AGENTRY_BIND",
-    "AGENTRY_NO_EXAMPLES",
-    "AGENTRY_DEFINITIONS",
-    "AGENTRY_OUTBOUND_ALLOW",
-    "AGENTRY_JWT_SECRET",
-    "AGENTRY_JWT_PUBLIC_KEY_FILE",
-    "AGENTRY_PUBLIC_ROUTES",
-    "AGENTRY_PROTECTED_ROUTES",
-    "AGENTRY_AUTH_STRICT",
-    "AGENTRY_ALLOWED_HOSTS",
-    "AGENTRY_TRUSTED_PROXIES",
-    "AGENTRY_PUBLIC_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
-// ---------------------------------------------------------------------------------------------
-// The server.
-// ---------------------------------------------------------------------------------------------
-
-/// An `agentry serve` process on a fresh SQLite file, serving the definitions it was given;
-/// killed, and its folder removed, when the test ends.
-struct Server {
-    process: Killed,
-    addr: String,
-    dir: PathBuf,
-}
-
-impl Server {
-    /// Starts a server with `workflows` (file name, document) as its definitions, without
-    /// authentication, with `env` on top of a clean environment.
-    fn start(workflows: &[(&str, String)], env: &[(&str, &str)]) -> Server {
-        let dir = std::env::temp_dir().join(format!("agentry-events-{}", uuid::Uuid::new_v4()));
-        let defs = dir.join("definitions");
-        std::fs::create_dir_all(defs.join("workflows")).expect("the definitions folder");
-        for (name, yaml) in workflows {
-            std::fs::write(defs.join("workflows").join(format!("{name}.yaml")), yaml)
-                .expect("a definition");
-        }
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
-        for var in ENV_CLEARED {
-            cmd.env_remove(var);
-        }
-        cmd.args(["serve", "--bind", "127.0.0.1:0", "--database-url"])
-            .arg(format!("sqlite://{}", dir.join("agentry.db").display()))
-            .arg("--definitions")
-            .arg(&defs)
-            .env("AGENTRY_NO_EXAMPLES", "1")
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("stderr.log")).expect("the log file"));
-        let mut child = cmd.spawn().expect("starting agentry");
-        let stdout = child.stdout.take().expect("stdout");
-        let process = Killed(child);
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = stdout.read_line(&mut line);
-            let addr = line
-                .trim()
-                .strip_prefix("agentry listening on http://")
-                .map(str::to_owned);
-            let _ = tx.send(addr);
-            // Keeps reading, so the server never blocks on a full pipe.
-            line.clear();
-            while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
-                line.clear();
-            }
-        });
-        let log = || std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
-        let addr = match rx.recv_timeout(START_LIMIT) {
-            Ok(Some(addr)) => addr,
-            _ => panic!("agentry did not start within {START_LIMIT:?}:\n{}", log()),
-        };
-        Server { process, addr, dir }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// What the server logged so far (for failure messages).
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // The process first, then its folder (its database and log).
-        let _ = self.process.0.kill();
-        let _ = self.process.0.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Runs a test's body within [`TEST_LIMIT`].
-async fn within(body: impl Future<Output = ()>) {
-    tokio::time::timeout(TEST_LIMIT, body)
-        .await
-        .unwrap_or_else(|_| panic!("the test took longer than {TEST_LIMIT:?}"));
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP.
-// ---------------------------------------------------------------------------------------------
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .no_proxy()
-        .build()
-        .expect("a client")
-}
-
-/// A response's status and JSON body (`Null` when it has none).
-async fn answer(resp: reqwest::RequestBuilder) -> (u16, Value) {
-    let resp = resp.send().await.expect("a response");
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-/// POSTs the JSON `body` to `path` (with `token` when given).
-async fn post(s: &Server, path: &str, body: &Value, token: Option<&str>) -> (u16, Value) {
-    let mut req = client().post(s.url(path)).json(body);
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    answer(req).await
-}
 
 /// POSTs `body` as a CloudEvent in structured mode to `POST /events`.
 async fn send_cloud_event(s: &Server, body: &str, token: Option<&str>) -> (u16, Value) {
@@ -214,71 +61,6 @@ fn cloud(id: &str, type_: &str, data: Value) -> Value {
         "datacontenttype": "application/json",
         "data": data,
     })
-}
-
-/// Starts `workflow` as execution `id` with `input` and waits for its first stop (execute
-/// answers when the run completes, fails or suspends): the answer's `data`.
-async fn execute(s: &Server, workflow: &str, id: &str, input: Value, token: Option<&str>) -> Value {
-    let body = json!({"input": input, "options": {"executionId": id}});
-    let (status, answer) = post(s, &format!("/workflows/{workflow}/execute"), &body, token).await;
-    assert_eq!(status, 200, "{answer}\n{}", s.log());
-    answer["data"].clone()
-}
-
-/// The state of an execution (`Null` while it does not exist).
-async fn state(s: &Server, workflow: &str, id: &str, token: Option<&str>) -> Value {
-    let mut req = client().get(s.url(&format!("/workflows/{workflow}/executions/{id}/state")));
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let (status, body) = answer(req).await;
-    match status {
-        404 => Value::Null,
-        200 => body["data"].clone(),
-        other => panic!("state of {id}: {other} {body}"),
-    }
-}
-
-/// Polls an execution's state until `done` holds; fails after [`PATIENCE`] naming `what`.
-async fn wait_for(
-    s: &Server,
-    workflow: &str,
-    id: &str,
-    token: Option<&str>,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        let st = state(s, workflow, id, token).await;
-        if done(&st) {
-            return st;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{what}: never happened; last state {st:#}\n{}",
-            s.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits for the execution's end, which must be `completed`: its state.
-async fn completed(s: &Server, workflow: &str, id: &str, token: Option<&str>) -> Value {
-    let st = ended(s, workflow, id, token).await;
-    assert_eq!(st["status"], "completed", "{st:#}\n{}", s.log());
-    st
-}
-
-/// Waits for the execution's end, whatever it is: its state.
-async fn ended(s: &Server, workflow: &str, id: &str, token: Option<&str>) -> Value {
-    wait_for(s, workflow, id, token, "the execution's end", |st| {
-        matches!(
-            st["status"].as_str(),
-            Some("completed" | "error" | "cancelled")
-        )
-    })
-    .await
 }
 
 /// Waits until the execution is suspended waiting for `event` with `key`: its state.

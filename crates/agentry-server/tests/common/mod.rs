@@ -1,10 +1,11 @@
 //! What the binary's tests share: a child process killed when the test ends, a free port, a raw
 //! HTTP/1.1 request, the addresses a started `agentry` prints, a PostgreSQL server of a test's
 //! own (`private_pg`), a small mounted file system (`small_fs`) and a server process of a
-//! durability test (`replica`).
+//! durability test (`replica`), a server of definitions (`definitions`).
 // Each test file uses some of these.
 #![allow(dead_code)]
 
+pub mod definitions;
 pub mod private_pg;
 pub mod replica;
 pub mod small_fs;
