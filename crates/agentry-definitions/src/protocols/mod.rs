@@ -412,8 +412,9 @@ impl Outbound {
         if content_type.starts_with("text/event-stream") {
             let mut sse = Sse::default();
             while let Some(chunk) = response.chunk().await.map_err(reading)? {
-                for data in sse.push(&chunk)? {
-                    let message = json_message(&data)?;
+                // An event without data (a stream's priming event) carries no message.
+                for data in sse.push(&chunk)?.iter().filter(|d| !d.trim().is_empty()) {
+                    let message = json_message(data)?;
                     let stop = done(&message);
                     messages.push(message);
                     if stop {
@@ -421,8 +422,8 @@ impl Outbound {
                     }
                 }
             }
-            for data in sse.finish()? {
-                messages.push(json_message(&data)?);
+            for data in sse.finish()?.iter().filter(|d| !d.trim().is_empty()) {
+                messages.push(json_message(data)?);
             }
         } else {
             let body = read_body(response).await?;

@@ -60,9 +60,10 @@ fn json_reply(body: Value) -> Reply {
     }
 }
 
-/// A stream of server-sent events, one a message (with a comment and a multi-line event).
+/// A stream of server-sent events, one a message, each over two lines.
 fn sse_reply(messages: &[Value]) -> Reply {
-    let mut body = String::from(": a comment\n\n");
+    // A comment, and a priming event without data (as rmcp sends).
+    let mut body = String::from(": a comment\n\nid: 0\ndata: \n\n");
     for m in messages {
         body.push_str("event: message\n");
         // The data spread over two lines: JSON allows the line break between tokens.
