@@ -139,6 +139,8 @@ pub struct Outbound {
     policy: Policy,
     /// The OpenAPI documents read so far, by URI (`call: openapi`).
     pub(crate) documents: crate::openapi::Documents,
+    /// What `call: a2a` and `call: mcp` keep: agent cards, whether commands may run.
+    pub(crate) protocols: crate::protocols::State,
 }
 
 impl std::fmt::Debug for Outbound {
@@ -176,6 +178,7 @@ impl Outbound {
             client,
             policy,
             documents: Default::default(),
+            protocols: Default::default(),
         })
     }
 
@@ -268,51 +271,8 @@ impl Outbound {
         request: Request,
         idempotency_key: &str,
     ) -> Result<Value, DslError> {
-        let Request {
-            method,
-            mut url,
-            query,
-            headers: extra_headers,
-            body,
-            auth,
-            output,
-            redirect,
-        } = request;
-        if !query.is_empty() {
-            let mut pairs = url.query_pairs_mut();
-            for (k, v) in &query {
-                pairs.append_pair(k, v);
-            }
-        }
-        self.check_url(&url)?;
-        let mut builder = self
-            .client
-            .request(method.clone(), url.clone())
-            .header("idempotency-key", idempotency_key);
-        let mut sent_headers = Map::new();
-        for (k, v) in extra_headers {
-            builder = builder.header(k.as_str(), v.as_str());
-            sent_headers.insert(k, json!(v));
-        }
-        builder = match auth {
-            Some(Credentials::Basic { username, password }) => {
-                builder.basic_auth(username, Some(password))
-            }
-            Some(Credentials::Bearer { token }) => builder.bearer_auth(token),
-            None => builder,
-        };
-        builder = match body {
-            Some(Value::String(s)) => builder.body(s),
-            Some(other) => builder.json(&other),
-            None => builder,
-        };
-        let response = builder.send().await.map_err(|e| {
-            if e.is_timeout() {
-                DslError::timeout(format!("{method} {url}: {e}"))
-            } else {
-                DslError::communication(None, format!("{method} {url}: {e}"))
-            }
-        })?;
+        let (method, output, redirect) = (request.method.clone(), request.output, request.redirect);
+        let (response, url, sent_headers) = self.open(request, idempotency_key).await?;
         let status = response.status();
         let headers: Map<String, Value> = response
             .headers()
@@ -361,6 +321,66 @@ impl Outbound {
             }),
         })
     }
+
+    /// Sends one request under the policy and gives its response as it comes, whatever its
+    /// status (the body unread), with the URL sent to and the headers added: the DSL's error
+    /// when it cannot be sent (`timeout`, `communication`, `authorization` for a refused
+    /// address, `configuration` for a bad URL).
+    pub(crate) async fn open(
+        &self,
+        request: Request,
+        idempotency_key: &str,
+    ) -> Result<(reqwest::Response, reqwest::Url, Map<String, Value>), DslError> {
+        let Request {
+            method,
+            mut url,
+            query,
+            headers: extra_headers,
+            body,
+            auth,
+            timeout,
+            ..
+        } = request;
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in &query {
+                pairs.append_pair(k, v);
+            }
+        }
+        self.check_url(&url)?;
+        let mut builder = self
+            .client
+            .request(method.clone(), url.clone())
+            .header("idempotency-key", idempotency_key);
+        if let Some(t) = timeout {
+            builder = builder.timeout(t);
+        }
+        let mut sent_headers = Map::new();
+        for (k, v) in extra_headers {
+            builder = builder.header(k.as_str(), v.as_str());
+            sent_headers.insert(k, json!(v));
+        }
+        builder = match auth {
+            Some(Credentials::Basic { username, password }) => {
+                builder.basic_auth(username, Some(password))
+            }
+            Some(Credentials::Bearer { token }) => builder.bearer_auth(token),
+            None => builder,
+        };
+        builder = match body {
+            Some(Value::String(s)) => builder.body(s),
+            Some(other) => builder.json(&other),
+            None => builder,
+        };
+        let response = builder.send().await.map_err(|e| {
+            if e.is_timeout() {
+                DslError::timeout(format!("{method} {url}: {e}"))
+            } else {
+                DslError::communication(None, format!("{method} {url}: {e}"))
+            }
+        })?;
+        Ok((response, url, sent_headers))
+    }
 }
 
 /// One outbound request, before it is sent ([`Outbound::send`]).
@@ -377,6 +397,8 @@ pub(crate) struct Request {
     pub output: HttpOutput,
     /// Whether a 3xx answer is an answer (not an error).
     pub redirect: bool,
+    /// How long it may take, its body read included (none: [`DEFAULT_TIMEOUT`]).
+    pub timeout: Option<Duration>,
 }
 
 impl Request {
@@ -406,12 +428,13 @@ impl Request {
             auth: None,
             output: HttpOutput::Content,
             redirect: false,
+            timeout: None,
         })
     }
 }
 
 /// Credentials a request carries, rendered.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Credentials {
     Basic { username: String, password: String },
     Bearer { token: String },
@@ -440,7 +463,7 @@ async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, DslErr
 const MAX_DETAIL_BODY: usize = 300;
 
 /// The first `most` characters of `text`, marked when cut.
-fn clip(text: &str, most: usize) -> String {
+pub(crate) fn clip(text: &str, most: usize) -> String {
     match text.char_indices().nth(most) {
         Some((at, _)) => format!("{}...", &text[..at]),
         None => text.to_owned(),
