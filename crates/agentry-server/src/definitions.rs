@@ -63,7 +63,7 @@ pub fn services(settings: &Settings, engine: Option<Engine>) -> anyhow::Result<S
         .map_err(|e| anyhow::anyhow!(e))
         .context("building the outbound HTTP client")?;
     Ok(Services {
-        outbound: Arc::new(outbound),
+        outbound: Arc::new(outbound.with_stdio(settings.definitions_trusted)),
         events: engine.map(|e| Arc::new(EngineEvents(e)) as Arc<dyn EventSink>),
         secrets: Arc::new(secrets),
         runtime: Arc::new(json!({

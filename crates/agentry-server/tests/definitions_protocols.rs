@@ -536,7 +536,6 @@ async fn mcp_over_stdio_is_refused_by_default() {
 
 /// With `--definitions-trusted`, an MCP stdio transport runs its command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs --definitions-trusted (lead wires it)"]
 async fn mcp_over_stdio_runs_when_the_definitions_are_trusted() {
     within(async {
         let caller = caller(&["--definitions-trusted"]);
