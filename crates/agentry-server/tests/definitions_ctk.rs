@@ -687,35 +687,10 @@ async fn stand_in_requests(stand_in: &MockServer, from: usize) -> Vec<String> {
 // The server, started as an operator would.
 // ---------------------------------------------------------------------------------------------
 
-/// Settings a developer's environment may carry that would change the server under test.
-const ENV_CLEARED: [&str; 21] = [
-    "DATABASE_URL",
-    "AGENTRY_BIND",
-    "AGENTRY_NO_EXAMPLES",
-    "AGENTRY_DEFINITIONS",
-    "AGENTRY_OUTBOUND_ALLOW",
-    "AGENTRY_JWT_SECRET",
-    "AGENTRY_JWT_PUBLIC_KEY_FILE",
-    "AGENTRY_PUBLIC_ROUTES",
-    "AGENTRY_PROTECTED_ROUTES",
-    "AGENTRY_AUTH_STRICT",
-    "AGENTRY_ALLOWED_HOSTS",
-    "AGENTRY_TRUSTED_PROXIES",
-    "AGENTRY_PUBLIC_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
 /// The `agentry` binary with a clean environment.
 fn agentry() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_agentry"));
-    for var in ENV_CLEARED {
+    for var in common::definitions::ENV_CLEARED {
         c.env_remove(var);
     }
     c.env("RUST_LOG", "warn").env("NO_COLOR", "1");

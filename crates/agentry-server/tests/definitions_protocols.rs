@@ -16,144 +16,19 @@
 mod common;
 
 use std::future::Future;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Killed;
+use common::definitions::Server;
 use serde_json::{Value, json};
 
 /// The longest any test of this file may take.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
-/// The longest the binary may take to print its address.
-const START_LIMIT: Duration = Duration::from_secs(15);
 /// The longest one wait for an execution's end may take.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The DSL's standard error types (`dsl-reference.md`, "Standard error types").
 const ERRORS: &str = "https://serverlessworkflow.io/spec/1.0.0/errors/";
-
-/// Settings a developer's environment may carry that would change the servers under test.
-const ENV_CLEARED: [&str; 22] = [
-    "DATABASE_URL",
-    "AGENTRY_BIND",
-    "AGENTRY_NO_EXAMPLES",
-    "AGENTRY_DEFINITIONS",
-    "AGENTRY_DEFINITIONS_TRUSTED",
-    "AGENTRY_OUTBOUND_ALLOW",
-    "AGENTRY_JWT_SECRET",
-    "AGENTRY_JWT_PUBLIC_KEY_FILE",
-    "AGENTRY_PUBLIC_ROUTES",
-    "AGENTRY_PROTECTED_ROUTES",
-    "AGENTRY_AUTH_STRICT",
-    "AGENTRY_ALLOWED_HOSTS",
-    "AGENTRY_TRUSTED_PROXIES",
-    "AGENTRY_PUBLIC_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
-
-// ---------------------------------------------------------------------------------------------
-// The servers.
-// ---------------------------------------------------------------------------------------------
-
-/// An `agentry serve` process on a fresh SQLite file; killed, and its folder removed, when the
-/// test ends.
-struct Server {
-    process: Killed,
-    addr: String,
-    dir: PathBuf,
-}
-
-impl Server {
-    /// The remote: the examples, no definitions.
-    fn remote() -> Server {
-        Server::start(None, &[])
-    }
-
-    /// The caller: `workflows` (file name, document) as its definitions, no examples, with
-    /// `args` added to `serve`'s.
-    fn caller(workflows: &[(&str, String)], args: &[&str]) -> Server {
-        Server::start(Some(workflows), args)
-    }
-
-    fn start(workflows: Option<&[(&str, String)]>, args: &[&str]) -> Server {
-        let dir = std::env::temp_dir().join(format!("agentry-protocols-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).expect("the server's folder");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
-        for var in ENV_CLEARED {
-            cmd.env_remove(var);
-        }
-        cmd.args(["serve", "--bind", "127.0.0.1:0", "--database-url"])
-            .arg(format!("sqlite://{}", dir.join("agentry.db").display()))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("stderr.log")).expect("the log file"));
-        if let Some(workflows) = workflows {
-            let defs = dir.join("definitions");
-            std::fs::create_dir_all(defs.join("workflows")).expect("the definitions folder");
-            for (name, yaml) in workflows {
-                std::fs::write(defs.join("workflows").join(format!("{name}.yaml")), yaml)
-                    .expect("a definition");
-            }
-            cmd.arg("--definitions")
-                .arg(&defs)
-                .env("AGENTRY_NO_EXAMPLES", "1");
-        }
-        let mut child = cmd.spawn().expect("starting agentry");
-        let stdout = child.stdout.take().expect("stdout");
-        let process = Killed(child);
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut stdout = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = stdout.read_line(&mut line);
-            let addr = line
-                .trim()
-                .strip_prefix("agentry listening on http://")
-                .map(str::to_owned);
-            let _ = tx.send(addr);
-            // Keeps reading, so the server never blocks on a full pipe.
-            line.clear();
-            while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
-                line.clear();
-            }
-        });
-        let log = || std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
-        let addr = match rx.recv_timeout(START_LIMIT) {
-            Ok(Some(addr)) => addr,
-            _ => panic!("agentry did not start within {START_LIMIT:?}:\n{}", log()),
-        };
-        Server { process, addr, dir }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// What the server logged so far (for failure messages).
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.process.0.kill();
-        let _ = self.process.0.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Runs a test's body within [`TEST_LIMIT`].
 async fn within(body: impl Future<Output = ()>) {
@@ -387,7 +262,7 @@ fn all_definitions() -> Vec<(String, String)> {
 fn caller(args: &[&str]) -> Server {
     let defs = all_definitions();
     let refs: Vec<(&str, String)> = defs.iter().map(|(n, y)| (n.as_str(), y.clone())).collect();
-    Server::caller(&refs, args)
+    Server::serve(Some(&refs), &[], args)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -401,7 +276,7 @@ const QUESTION: &str = "What is the weather in Paris?";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_asks_another_agentrys_agent_by_its_card() {
     within(async {
-        let remote = Server::remote();
+        let remote = Server::serve(None, &[], &[]);
         let caller = caller(&[]);
         let card = remote.url("/a2a/assistant/.well-known/agent-card.json");
         let got = result_of(
@@ -437,7 +312,7 @@ async fn a2a_asks_another_agentrys_agent_by_its_card() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_streams_from_another_agentrys_agent_by_its_url() {
     within(async {
-        let remote = Server::remote();
+        let remote = Server::serve(None, &[], &[]);
         let caller = caller(&[]);
         let got = result_of(
             &caller,
@@ -464,7 +339,7 @@ async fn a2a_streams_from_another_agentrys_agent_by_its_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_a2a_error_is_a_runtime_error() {
     within(async {
-        let remote = Server::remote();
+        let remote = Server::serve(None, &[], &[]);
         let caller = caller(&[]);
         let error = error_of(
             &caller,
@@ -487,7 +362,7 @@ async fn an_a2a_error_is_a_runtime_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_lists_and_calls_another_agentrys_tools() {
     within(async {
-        let remote = Server::remote();
+        let remote = Server::serve(None, &[], &[]);
         let caller = caller(&[]);
         let mcp = remote.url("/mcp");
         let listed = result_of(&caller, "list-tools", json!({"mcp": mcp})).await;

@@ -15,15 +15,18 @@ use super::Killed;
 /// The longest any test of this file may take.
 pub const TEST_LIMIT: Duration = Duration::from_secs(20);
 /// The longest the binary may take to print its address.
-pub const START_LIMIT: Duration = Duration::from_secs(10);
+pub const START_LIMIT: Duration = Duration::from_secs(15);
 /// The longest one wait for an execution's state may take.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 /// Settings a developer's environment may carry that would change the server under test.
-pub const ENV_CLEARED: [&str; 21] = [
+pub const ENV_CLEARED: [&str; 24] = [
     "DATABASE_URL",
     "AGENTRY_BIND",
     "AGENTRY_NO_EXAMPLES",
     "AGENTRY_DEFINITIONS",
+    "AGENTRY_DEFINITIONS_TRUSTED",
+    "AGENTRY_SECRETS_FILE",
+    "AGENTRY_CRASH_AT",
     "AGENTRY_OUTBOUND_ALLOW",
     "AGENTRY_JWT_SECRET",
     "AGENTRY_JWT_PUBLIC_KEY_FILE",
@@ -59,13 +62,19 @@ impl Server {
     /// Starts a server with `workflows` (file name, document) as its definitions, without
     /// authentication, with `env` on top of a clean environment.
     pub fn start(workflows: &[(&str, String)], env: &[(&str, &str)]) -> Server {
-        let dir = std::env::temp_dir().join(format!("agentry-events-{}", uuid::Uuid::new_v4()));
-        let defs = dir.join("definitions");
-        std::fs::create_dir_all(defs.join("workflows")).expect("the definitions folder");
-        for (name, yaml) in workflows {
-            std::fs::write(defs.join("workflows").join(format!("{name}.yaml")), yaml)
-                .expect("a definition");
-        }
+        Server::serve(Some(workflows), env, &[])
+    }
+
+    /// Starts a server with `workflows` as its definitions (and no examples, unless `env` says
+    /// `AGENTRY_NO_EXAMPLES=0`), or without definitions and with the examples (`None`); `env`
+    /// on top of a clean environment, `args` added to `serve`'s.
+    pub fn serve(
+        workflows: Option<&[(&str, String)]>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Server {
+        let dir = std::env::temp_dir().join(format!("agentry-defs-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("the server's folder");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
         for var in ENV_CLEARED {
             cmd.env_remove(var);
@@ -77,10 +86,19 @@ impl Server {
             .map_or("127.0.0.1:0", |(_, v)| *v);
         cmd.args(["serve", "--bind", bind, "--database-url"])
             .arg(format!("sqlite://{}", dir.join("agentry.db").display()))
-            .arg("--definitions")
-            .arg(&defs)
-            .env("AGENTRY_NO_EXAMPLES", "1")
-            .env("RUST_LOG", "info")
+            .args(args);
+        if let Some(workflows) = workflows {
+            let defs = dir.join("definitions");
+            std::fs::create_dir_all(defs.join("workflows")).expect("the definitions folder");
+            for (name, yaml) in workflows {
+                std::fs::write(defs.join("workflows").join(format!("{name}.yaml")), yaml)
+                    .expect("a definition");
+            }
+            cmd.arg("--definitions")
+                .arg(&defs)
+                .env("AGENTRY_NO_EXAMPLES", "1");
+        }
+        cmd.env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
