@@ -4,13 +4,14 @@
 //!
 //! - `load.rs`: files and directories of definitions, read and checked (every problem with
 //!   its file and JSON pointer).
-//! - `schema.rs`: the DSL's own JSON Schema (vendored from the specification), checked first.
+//! - `schema.rs`: the DSL's shape (closed objects, task kinds, types), agentry's own encoding of
+//!   `dsl-reference.md`, checked first.
 //! - `model.rs`: a document as agentry runs it; what it cannot run is refused there.
 //! - `expr.rs`: jq runtime expressions (`${ ... }`) on `jaq`, with the DSL's arguments.
 //! - `workflow.rs`: a document as one of the engine's workflows, of one step.
 //! - `run.rs`: that step: the tasks, each recorded in the step's journal.
 //! - `outbound.rs`: `call: http` under the outbound policy.
-//! - `protocols.rs`: `call: a2a` and `call: mcp`, the agent protocols.
+//! - `protocols/`: `call: a2a` and `call: mcp`, the agent protocols.
 //! - `openapi.rs`: `call: openapi`: an operation of an OpenAPI document, sent as `call: http`.
 //! - `secrets.rs`: `$secrets` (the environment, a secrets file) and their redaction.
 //! - `error.rs`: the DSL's errors (RFC 7807 problem details).
