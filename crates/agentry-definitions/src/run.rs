@@ -619,7 +619,7 @@ impl Run {
                 TaskKind::Fork { branches, compete } => {
                     Ok((self.run_fork(branches, *compete, input, scope).await?, then))
                 }
-                TaskKind::Try(t) => Ok((self.run_try(t, input, start, scope).await?, then)),
+                TaskKind::Try(t) => Ok((self.run_try(t, key, input, start, scope).await?, then)),
                 TaskKind::Raise(e) => {
                     let fields = self.render(&e.fields, input, &args())?;
                     Err(Stop::Fault(DslError::from_value(&fields)))
@@ -770,6 +770,7 @@ impl Run {
     async fn run_try(
         &self,
         t: &TryCatch,
+        key: &str,
         input: &Value,
         start: &StepRecord,
         scope: &Scope,
@@ -798,13 +799,11 @@ impl Run {
                 return Err(Stop::Fault(error));
             }
             if let Some(policy) = &t.retry
-                && let Some(delay) = self.retry_delay(policy, attempt, start, input, &args)?
+                && let Some(until) = self
+                    .retry_until(policy, key, attempt, &error, start, input, &args)
+                    .await?
             {
-                // The failure's time is recorded (the failed task's end): the same deadline
-                // on every run of the step.
-                let failed_at = self.ctx.now();
-                self.sleep_until(failed_at + chrono_duration(delay), "Retrying")
-                    .await?;
+                self.sleep_until(until, "Retrying").await?;
                 attempt += 1;
                 continue;
             }
@@ -813,6 +812,61 @@ impl Run {
                 None => Ok(Value::Null),
             };
         }
+    }
+
+    /// When the attempt after `attempt` starts, or `None` when the policy gives up. The
+    /// decision is recorded (`<try>/retry-<attempt>`, with a `task-retry` event), so that every
+    /// later run of the step waits for the same time.
+    #[allow(clippy::too_many_arguments)]
+    async fn retry_until(
+        &self,
+        policy: &RetryPolicy,
+        key: &str,
+        attempt: u32,
+        error: &DslError,
+        start: &StepRecord,
+        input: &Value,
+        args: &Args<'_>,
+    ) -> Result<Option<DateTime<Utc>>, Stop> {
+        let retry_key = format!("{key}/retry-{attempt}");
+        if let Some(rec) = self.journal.entry(&retry_key).await {
+            let until = rec
+                .output
+                .as_ref()
+                .and_then(|o| o.get("until"))
+                .and_then(Value::as_str)
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc));
+            return Ok(until);
+        }
+        let Some(delay) = self.retry_delay(policy, attempt, start, input, args)? else {
+            return Ok(None);
+        };
+        let now = self.ctx.now();
+        let until = now + chrono_duration(delay);
+        let at = until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut error = error.to_value();
+        self.secrets.value(&mut error);
+        let rec = StepRecord {
+            parent: Some(self.journal.step_id().to_owned()),
+            ..StepRecord::started(
+                json!({"attempt": attempt, "error": error}),
+                self.ctx.attempt,
+                now,
+            )
+        }
+        .finished(json!({"until": at}), true, now);
+        let event = json!({
+            "type": "task-retry",
+            "stepId": self.step_id(&retry_key),
+            "attempt": attempt,
+            "error": error,
+            "until": at,
+        });
+        let mut pending = lock(&self.pending);
+        pending.0.push((retry_key, rec));
+        pending.1.push(EventKind::Layer(LayerEvent::stored(&event)));
+        Ok(Some(until))
     }
 
     /// The delay before the next attempt, or `None` when the policy gives up.

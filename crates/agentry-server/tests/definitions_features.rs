@@ -425,3 +425,70 @@ async fn the_examples_run_as_documented() {
     })
     .await;
 }
+
+/// A retry whose delay is over the in-process limit suspends the execution with a durable timer
+/// at a recorded time (`<try>/retry-<n>`): the timer's run waits no more, and the policy's limit
+/// then gives up to the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_retry_delay_is_a_durable_timer_at_a_recorded_time() {
+    let retrier = "
+document: { dsl: '1.0.3', namespace: t, name: retrier, version: '1.0.0' }
+do:
+  - attempt:
+      try:
+        - fail:
+            raise:
+              error: { type: 'https://agentry.example/flaky', status: 503, title: Flaky }
+      catch:
+        errors:
+          with: { status: 503 }
+        retry:
+          delay: { seconds: 11 }
+          limit:
+            attempt: { count: 2 }
+        do:
+          - gaveUp:
+              set: { gaveUp: true }
+";
+    let test = async {
+        let s = Server::start(&[("retrier", retrier.into())], &[]);
+        let first = execute(&s, "retrier", "r-1", json!({}), None).await;
+        assert_eq!(first["status"], "suspended", "{first}");
+        assert!(
+            first["suspension"]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("Retrying until")
+        );
+        let started = Instant::now();
+        let st = loop {
+            let st = state(&s, "retrier", "r-1", None).await;
+            if st["status"] == "completed" {
+                break st;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(40),
+                "{st:#}\n{}",
+                s.log()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert_eq!(st["result"], json!({"gaveUp": true}));
+        let retry = &st["steps"]["workflow/do/0/attempt/retry-1"];
+        assert_eq!(retry["status"], "completed", "{st:#}");
+        assert!(retry["output"]["until"].is_string(), "{retry}");
+        // Tried twice, no more: the second failure is the task's second run.
+        assert_eq!(
+            st["steps"]["workflow/do/0/attempt/try/0/fail#2"]["status"],
+            "failed"
+        );
+        assert!(
+            st["steps"]
+                .get("workflow/do/0/attempt/try/0/fail#3")
+                .is_none()
+        );
+    };
+    tokio::time::timeout(Duration::from_secs(60), test)
+        .await
+        .expect("the test took longer than a minute");
+}
