@@ -99,6 +99,7 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::NotRetryable
         | Code::NotForkable
         | Code::InvalidEvent
+        | Code::InvalidDefinition
         | Code::ClientClosedRequest => RpcCode::InvalidParams,
         Code::AuthenticationRequired
         | Code::InvalidToken
@@ -110,6 +111,9 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::QueueNotFound
         | Code::ScheduleNotFound
         | Code::EventNotFound
+        | Code::DefinitionNotFound
+        | Code::DefinitionConflict
+        | Code::DefinitionInUse
         | Code::ExecutionNotSuspended
         | Code::McpSessionNotFound
         | Code::MethodNotAllowed

@@ -137,6 +137,17 @@ impl AppBuilder {
         self
     }
 
+    /// Reads workflow documents with `compiler` (the definitions folder's and those deployed
+    /// through the API), keeping the deployed ones in `store`.
+    pub fn definitions(
+        mut self,
+        compiler: Arc<dyn crate::definitions::DefinitionCompiler>,
+        store: Arc<dyn agentry_engine::definition_store::DefinitionStore>,
+    ) -> Self {
+        self.app = self.app.with_definitions(compiler, store);
+        self
+    }
+
     /// Replaces strict mode's ownership rule (the owner, or a user with the `admin` role): `f`
     /// gets the verified user and the execution and says whether that user may read or act on it.
     pub fn execution_policy(

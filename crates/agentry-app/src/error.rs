@@ -90,11 +90,12 @@ error_table! {
     NotCancellable => BAD_REQUEST, "not_cancellable", "Cancel of an execution that is completed, failed or cancelled.";
     NotRetryable => BAD_REQUEST, "not_retryable", "Retry of an execution that did not fail (only one in `error` can be retried).";
     NotForkable => BAD_REQUEST, "not_forkable", "A fork from a step whose earlier steps did not all finish in the source execution.";
+    InvalidDefinition => BAD_REQUEST, "invalid_definition", "A workflow definition deployed through `PUT /definitions/workflows/{name}` that agentry cannot run, with every problem (`Invalid definition: <file>:<JSON pointer>: <reason>; ...`), or whose `document.name` is not the path's.";
     InvalidEvent => BAD_REQUEST, "invalid_event", "An event whose data fails the event's schema or is over 64 KiB, or whose `eventId` or `key` is malformed (`Event validation failed: ...`).";
     AuthenticationRequired => UNAUTHORIZED, "authentication_required", "A protected route without a token (`Authentication required`).";
     InvalidToken => UNAUTHORIZED, "invalid_token", "A token that is malformed, badly signed, or for another audience or issuer (`Invalid token: ...`).";
     TokenExpired => UNAUTHORIZED, "token_expired", "An expired token (`Token expired`).";
-    Forbidden => FORBIDDEN, "forbidden", "Strict mode: another user's execution, the logs without the admin role; a cross-site browser request (`Forbidden: ...`).";
+    Forbidden => FORBIDDEN, "forbidden", "Strict mode: another user's execution, the logs without the admin role; a verified user without the admin role deploying or reading definitions (any mode); a cross-site browser request (`Forbidden: ...`).";
     ApprovalRequired => FORBIDDEN, "approval_required", "MCP: a direct call of a tool that needs a person's approval for these arguments (ask its agent: the run waits for the approval).";
     RouteNotFound => NOT_FOUND, "route_not_found", "No route has this path (`Route <METHOD> <path> not found`), or no such explorer file.";
     WorkflowNotFound => NOT_FOUND, "workflow_not_found", "An unknown workflow (`Workflow <id> not found`).";
@@ -104,6 +105,7 @@ error_table! {
     ScheduleNotFound => NOT_FOUND, "schedule_not_found", "An unknown schedule, or (strict mode) another user's (`Schedule <id> not found`).";
     RunNotFound => NOT_FOUND, "run_not_found", "An unknown durable run, or one of another agent (`Run <id> of agent <id> not found`).";
     ApprovalNotFound => NOT_FOUND, "approval_not_found", "An approval id that the run never asked for (`Approval <id> not found in run <id>`).";
+    DefinitionNotFound => NOT_FOUND, "definition_not_found", "A definition (or a version of it) that was not deployed through the API (`Definition <name> version <v> not found`).";
     EventNotFound => NOT_FOUND, "event_not_found", "An event the workflow does not declare (or, sent by key, that no workflow declares).";
     ExecutionNotSuspended => NOT_FOUND, "execution_not_suspended", "Resume of an execution that is not suspended (`Execution <id> is not suspended (status: ...)`).";
     McpSessionNotFound => NOT_FOUND, "mcp_session_not_found", "MCP: an `Mcp-Session-Id` this server does not know, that ended, or that is another user's (the same answer for all three; initialize again).";
@@ -118,9 +120,11 @@ error_table! {
     ExecutionExists => CONFLICT, "execution_exists", "`options.executionId` is taken by another workflow, input or owner.";
     ScheduleExists => CONFLICT, "schedule_exists", "A schedule with this id exists already (`Schedule <id> already exists`).";
     ScheduleLimit => CONFLICT, "schedule_limit", "The server keeps 1000 schedules already, or the caller keeps as many as one user may (`AGENTRY_MAX_SCHEDULES_PER_USER`, 100 by default; `You keep N schedules already ...`): delete one first.";
+    DefinitionConflict => CONFLICT, "definition_conflict", "A deployed definition's version exists with another document (raise `document.version`: a version is never rewritten), or its name is a workflow compiled into the server or read from its definitions folder.";
+    DefinitionInUse => CONFLICT, "definition_in_use", "A delete of a deployed definition's version that executions still run or wait on.";
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
     PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
-    UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json`.";
+    UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json` (a definition's: nor `application/yaml`).";
     HostNotAllowed => MISDIRECTED_REQUEST, "host_not_allowed", "The request names a host this server does not answer for (its `Host`, or a trusted proxy's forwarded host): not in `AGENTRY_ALLOWED_HOSTS`, or, without it on a loopback address, not `localhost`, `127.0.0.1` or `[::1]` with the port. A guard against DNS rebinding; every route but the probes.";
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
     ToolFailed => UNPROCESSABLE_ENTITY, "tool_failed", "MCP: a tool called directly failed, with its own message (arguments it refused, or its work failed).";
@@ -189,6 +193,10 @@ impl Code {
             | Code::RunNotFound
             | Code::ApprovalNotFound
             | Code::EventNotFound
+            | Code::InvalidDefinition
+            | Code::DefinitionNotFound
+            | Code::DefinitionConflict
+            | Code::DefinitionInUse
             | Code::ExecutionNotSuspended
             | Code::McpSessionNotFound
             | Code::MethodNotAllowed

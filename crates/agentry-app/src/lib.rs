@@ -17,6 +17,7 @@
 pub mod agents;
 pub mod builder;
 pub mod caller;
+pub mod definitions;
 pub mod error;
 pub mod health;
 pub mod input;
@@ -53,6 +54,8 @@ pub struct App {
     metrics: Arc<Metrics>,
     /// The schedules of the engine (in memory until [`App::with_schedule_store`]).
     scheduler: Scheduler,
+    /// The workflows registered from documents (none read until [`App::with_definitions`]).
+    definitions: Arc<definitions::Definitions>,
 }
 
 impl App {
@@ -72,6 +75,7 @@ impl App {
             policy: Arc::new(Policy::default()),
             metrics,
             scheduler,
+            definitions: Arc::default(),
         };
         app.register_run_workflows();
         app
@@ -87,6 +91,17 @@ impl App {
     /// go with them).
     pub(crate) fn with_schedule_store(mut self, store: Arc<dyn ScheduleStore>) -> Self {
         self.scheduler = self.scheduler.with_store(store);
+        self
+    }
+
+    /// The same application reading workflow documents with `compiler`, and keeping those
+    /// deployed through the API in `store`.
+    pub(crate) fn with_definitions(
+        mut self,
+        compiler: Arc<dyn definitions::DefinitionCompiler>,
+        store: Arc<dyn agentry_engine::definition_store::DefinitionStore>,
+    ) -> Self {
+        self.definitions = Arc::new(definitions::Definitions::new(compiler, store));
         self
     }
 

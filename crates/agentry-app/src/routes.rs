@@ -75,6 +75,10 @@ pub const COUNT_EXECUTIONS: Route = Route::new("GET", "/api/execution-counts");
 pub const LIST_QUEUES: Route = Route::new("GET", "/queues");
 pub const GET_QUEUE: Route = Route::new("GET", "/queues/{name}");
 
+pub const DEPLOY_DEFINITION: Route = Route::new("PUT", "/definitions/workflows/{name}");
+pub const GET_DEFINITION: Route = Route::new("GET", "/definitions/workflows/{name}");
+pub const DELETE_DEFINITION: Route = Route::new("DELETE", "/definitions/workflows/{name}");
+
 pub const LIST_SCHEDULES: Route = Route::new("GET", "/schedules");
 pub const CREATE_SCHEDULE: Route = Route::new("POST", "/schedules");
 pub const GET_SCHEDULE: Route = Route::new("GET", "/schedules/{id}");

@@ -38,6 +38,47 @@ pub fn parse(name: &str, text: &str, json: bool) -> Result<Value, Problem> {
     })
 }
 
+/// A digest of a document's content: SHA-1 of its JSON with every object's keys sorted, so that
+/// the same document written as JSON or YAML, its keys in any order, has one digest.
+pub fn digest(source: &Value) -> String {
+    use sha1::{Digest, Sha1};
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    canonical(&map[k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(source, &mut text);
+    Sha1::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Reads one document: the DSL's schema first, then agentry's rules (what it can run).
 pub fn read(name: &str, source: Value) -> Result<Document, Vec<Problem>> {
     let problems = crate::schema::check(name, &source);

@@ -11,6 +11,7 @@
 //! `cargo run -p agentry-engine --example in_process`).
 
 pub mod clock;
+pub mod definition_store;
 pub mod engine;
 pub mod event;
 pub mod id;

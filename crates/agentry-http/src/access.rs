@@ -465,6 +465,31 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             &[ScheduleNotFound, Internal, DatabaseUnavailable],
         ),
         protected(
+            routes::DEPLOY_DEFINITION,
+            &[
+                InvalidDefinition,
+                DefinitionConflict,
+                PayloadTooLarge,
+                RequestTimeout,
+                UnsupportedMediaType,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        ),
+        protected(
+            routes::GET_DEFINITION,
+            &[DefinitionNotFound, Forbidden, Internal, DatabaseUnavailable],
+        ),
+        protected(
+            routes::DELETE_DEFINITION,
+            &[
+                DefinitionNotFound,
+                DefinitionInUse,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        ),
+        protected(
             routes::DELETE_SCHEDULE,
             &[ScheduleNotFound, Internal, DatabaseUnavailable],
         ),
@@ -678,6 +703,10 @@ mod tests {
             "POST /events",
             "POST /workflows/{id}/executions/{execution_id}/retry",
             "POST /workflows/{id}/executions/{execution_id}/fork",
+            // extensions.md (definitions): deployed definitions, admin-only.
+            "PUT /definitions/workflows/{name}",
+            "GET /definitions/workflows/{name}",
+            "DELETE /definitions/workflows/{name}",
             // Whom a token stands for: protected, so that a client can check its token.
             "GET /api/me",
             // extensions.md: schedules are changed like execute.

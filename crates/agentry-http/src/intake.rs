@@ -213,7 +213,7 @@ pub async fn optional_json<T: serde::de::DeserializeOwned>(
 }
 
 /// The whole body, at most `limit` bytes (413), under intake's deadline (408).
-async fn read_body(payload: web::Payload, limit: usize) -> Result<web::Bytes, ApiError> {
+pub(crate) async fn read_body(payload: web::Payload, limit: usize) -> Result<web::Bytes, ApiError> {
     match payload.to_bytes_limited(limit).await {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => Err(match e.as_error::<PayloadError>() {

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod agents;
 pub mod auth;
+pub mod definitions;
 pub mod envelope;
 pub mod error;
 pub mod executions;
@@ -227,6 +228,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>, front_ends: &FrontEnds) {
         .configure(executions::routes)
         .configure(queues::routes)
         .configure(schedules::routes)
+        .configure(definitions::routes)
         .configure(server_info::routes)
         .configure(health::routes)
         .configure(logs::routes)

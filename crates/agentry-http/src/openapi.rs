@@ -71,6 +71,7 @@ pub const DOC_PATH: &str = "/doc";
         (name = "a2a", description = "The Agent2Agent protocol (A2A 1.0, JSON-RPC): every agent's card and its JSON-RPC endpoint; a task is a durable run."),
         (name = "queues", description = "Queues: a workflow's executions started within its queue's limits (concurrency across replicas, a per-key limit, a sliding-window rate limit), by priority, keys taking turns; each queue's load per key."),
         (name = "schedules", description = "Schedules: a workflow started with an input on a cron expression in a time zone, each tick one execution (`<scheduleId>@<fire time>`) across replicas; pause, trigger, backfill."),
+        (name = "definitions", description = "Workflow definitions deployed as data (Serverless Workflow 1.0 documents, JSON or YAML), admin-only: stored in the database so that every replica runs them, each version kept beside the older ones until deleted."),
         (name = "server", description = "What the server is (version, database, authentication) and whom a token stands for."),
         (name = "observability", description = "Logs over HTTP and WebSocket, live execution events."),
         (name = "mcp", description = "The Model Context Protocol (Streamable HTTP): agentry's tools, agents and workflows for MCP clients."),

@@ -73,6 +73,9 @@ pub struct Settings {
     /// Whether the definitions are trusted to run processes (an MCP server over stdio;
     /// `AGENTRY_DEFINITIONS_TRUSTED`).
     pub definitions_trusted: bool,
+    /// Whether the definitions folder is read again when one of its files changes (besides
+    /// `SIGHUP`; `AGENTRY_DEFINITIONS_WATCH`).
+    pub definitions_watch: bool,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -171,6 +174,7 @@ impl Default for Settings {
             outbound: agentry_definitions::outbound::Policy::default(),
             secrets_file: None,
             definitions_trusted: false,
+            definitions_watch: false,
         }
     }
 }
@@ -312,10 +316,20 @@ pub async fn start_with(
             builder = builder.schedule(schedule);
         }
     }
-    if let Some(dir) = &settings.definitions {
-        builder = definitions::register(builder, &engine, dir, settings)?;
+    let (compiler, documents) = definitions::read(&engine, settings)?;
+    for schedule in definitions::schedules(&documents) {
+        builder = builder.schedule(schedule);
     }
+    builder = builder.definitions(compiler.clone(), database.definition_store());
     let app = customize_app(builder).build()?;
+    // The folder's definitions, then those deployed through the API, before any execution is
+    // continued (`spawn_maintenance`) or started.
+    definitions::load(&app, documents)?;
+    app.sync_definitions()
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message))
+        .context("reading the deployed definitions")?;
+    definitions::spawn_reloads(app.clone(), compiler, settings);
     let mut host = Host::new().config(http).database(database.kind());
     if let Some(provider) = settings.auth.provider()? {
         tracing::info!(provider = provider.kind(), "authentication is on");

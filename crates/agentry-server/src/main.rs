@@ -277,6 +277,11 @@ struct ServeArgs {
     /// writers may run code on this host [default: off]
     #[arg(long, env = "AGENTRY_DEFINITIONS_TRUSTED", value_parser = clap::builder::BoolishValueParser::new())]
     definitions_trusted: bool,
+    /// Read the definitions folder again when one of its files changes (it is polled every
+    /// 2 s), as on `SIGHUP`: a changed document needs a new `document.version`; a folder with a
+    /// problem is refused whole and the definitions loaded stay [default: off]
+    #[arg(long, env = "AGENTRY_DEFINITIONS_WATCH", value_parser = clap::builder::BoolishValueParser::new())]
+    definitions_watch: bool,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -476,6 +481,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         outbound: args.outbound_allow.unwrap_or_default(),
         secrets_file: args.secrets_file,
         definitions_trusted: args.definitions_trusted,
+        definitions_watch: args.definitions_watch,
     };
     let running = start(&settings).await?;
     tracing::info!(

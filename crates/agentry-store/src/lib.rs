@@ -4,6 +4,7 @@
 //! One migration series per database lives in the top-level `migrations/` folder
 //! (`migrations/sqlite`, `migrations/postgres`) and is embedded in this crate.
 
+mod definitions;
 mod memory;
 mod postgres;
 mod queues;
@@ -16,9 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_agents::ConversationStore;
+use agentry_engine::definition_store::DefinitionStore;
 use agentry_engine::store::ExecutionStore;
 use agentry_schedules::ScheduleStore;
 
+pub use definitions::SqlDefinitionStore;
 pub use memory::SqlConversationStore;
 pub use postgres::PgStore;
 pub use schedules::SqlScheduleStore;
@@ -141,6 +144,14 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqlScheduleStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(SqlScheduleStore::new(pool.clone())),
+        }
+    }
+
+    /// The workflow definitions deployed through the API, on this database.
+    pub fn definition_store(&self) -> Arc<dyn DefinitionStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlDefinitionStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlDefinitionStore::new(pool.clone())),
         }
     }
 

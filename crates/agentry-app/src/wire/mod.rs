@@ -9,6 +9,7 @@
 
 pub mod agents;
 pub mod chat;
+pub mod definitions;
 pub mod events;
 pub mod operations;
 pub mod queues;

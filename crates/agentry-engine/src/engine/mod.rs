@@ -445,7 +445,8 @@ impl Engine {
     /// started on either are continued here, and new ones start on the version registered last
     /// (register the new definition after the old one it drains). The same id and version twice
     /// is [`EngineError::DuplicateWorkflow`].
-    pub fn register(&self, wf: Workflow) -> Result<(), EngineError> {
+    pub fn register(&self, wf: impl Into<Arc<Workflow>>) -> Result<(), EngineError> {
+        let wf = wf.into();
         let mut wfs = self
             .inner
             .workflows
@@ -461,8 +462,23 @@ impl Engine {
                 wf.version()
             )));
         }
-        wfs.push(Arc::new(wf));
+        wfs.push(wf);
         Ok(())
+    }
+
+    /// Forgets one version of a workflow (a definition deployed as data and deleted): new
+    /// executions start on the newest version left; one still running on it can no longer be
+    /// continued here. Answers the definition forgotten (register it again to undo).
+    pub fn unregister(&self, id: &WorkflowId, version: &str) -> Option<Arc<Workflow>> {
+        let mut wfs = self
+            .inner
+            .workflows
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        let at = wfs
+            .iter()
+            .position(|w| w.id() == id.as_str() && w.version() == version)?;
+        Some(wfs.remove(at))
     }
 
     /// Sets who is told of every durable write and takeover (metrics).

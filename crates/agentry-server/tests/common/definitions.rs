@@ -19,8 +19,9 @@ pub const START_LIMIT: Duration = Duration::from_secs(15);
 /// The longest one wait for an execution's state may take.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 /// Settings a developer's environment may carry that would change the server under test.
-pub const ENV_CLEARED: [&str; 24] = [
+pub const ENV_CLEARED: [&str; 25] = [
     "DATABASE_URL",
+    "AGENTRY_DEFINITIONS_WATCH",
     "AGENTRY_BIND",
     "AGENTRY_NO_EXAMPLES",
     "AGENTRY_DEFINITIONS",
@@ -132,6 +133,11 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// The server's process id (to send it a signal).
+    pub fn pid(&self) -> u32 {
+        self.process.0.id()
     }
 
     /// What the server logged so far (for failure messages).
