@@ -207,6 +207,10 @@ impl<'a> Generation<'a> {
         ToolContext {
             agent_id: self.agent.id.clone(),
             user_id: self.opts.user_id.clone().map(UserId::into_string),
+            owner: match &self.opts.memory_owner {
+                MemoryOwner::Verified(id) => Some(id.clone()),
+                MemoryOwner::Trusted | MemoryOwner::Anonymous => None,
+            },
             conversation_id: self.opts.conversation_id.clone(),
             context: self.opts.context.clone(),
             cancel: self.cancel.clone(),

@@ -13,7 +13,9 @@ pub use model::{
     ModelResponse, ToolSpec,
 };
 pub use offline::OfflineModel;
-pub use tool::{Approval, FnTool, MAX_PROGRESS_BYTES, Tool, ToolContext, ToolProgress};
+pub use tool::{
+    Approval, FnTool, MAX_PROGRESS_BYTES, Tool, ToolContext, ToolProgress, WithApproval,
+};
 
 pub mod definition;
 pub mod durable;

@@ -16,6 +16,9 @@ use agentry_engine::schema::Schema;
 pub struct ToolContext {
     pub agent_id: String,
     pub user_id: Option<String>,
+    /// The verified user the call is made for (none without authentication): whoever owns
+    /// what the call starts (a workflow run as a tool).
+    pub owner: Option<String>,
     pub conversation_id: Option<String>,
     /// The request's context map (with `user` when authenticated).
     pub context: Map<String, Value>,
@@ -54,6 +57,11 @@ pub struct ToolProgress(Arc<dyn Fn(Value) + Send + Sync>);
 impl ToolProgress {
     pub fn new(f: impl Fn(Value) + Send + Sync + 'static) -> Self {
         Self(Arc::new(f))
+    }
+
+    /// Reports `data` to this sink.
+    pub fn report(&self, data: Value) {
+        (self.0)(data);
     }
 }
 
@@ -212,5 +220,42 @@ impl Tool for FnTool {
 
     fn approval(&self) -> Option<&Approval> {
         self.approval.as_ref()
+    }
+}
+
+/// Any tool, its calls waiting for a person's approval by a rule that is not its own (an MCP
+/// server's tool, a remote agent, a tool an agent file declares): the same rule, deadline,
+/// denial and fail-closed predicate as [`FnTool::needs_approval`].
+pub struct WithApproval {
+    tool: Arc<dyn Tool>,
+    rule: Approval,
+}
+
+impl WithApproval {
+    pub fn new(tool: Arc<dyn Tool>, rule: Approval) -> Self {
+        Self { tool, rule }
+    }
+}
+
+#[async_trait]
+impl Tool for WithApproval {
+    fn name(&self) -> &str {
+        self.tool.name()
+    }
+
+    fn description(&self) -> &str {
+        self.tool.description()
+    }
+
+    fn parameters(&self) -> &Value {
+        self.tool.parameters()
+    }
+
+    async fn call(&self, args: Value, ctx: ToolContext) -> Result<Value, String> {
+        self.tool.call(args, ctx).await
+    }
+
+    fn approval(&self) -> Option<&Approval> {
+        Some(&self.rule)
     }
 }

@@ -199,6 +199,7 @@ impl App {
         let ctx = ToolContext {
             agent_id: agent.into_string(),
             user_id: user_id.map(UserId::into_string),
+            owner: caller.user_id().map(UserId::into_string),
             conversation_id: None,
             context,
             cancel,

@@ -23,12 +23,46 @@ use tokio::sync::Mutex;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where an MCP server is.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum McpServer {
     /// Streamable HTTP at `url`, with `Authorization: Bearer <bearer>` when given.
     Http { url: String, bearer: Option<String> },
     /// A program started by agentry, speaking MCP on its standard input and output.
     Stdio { program: String, args: Vec<String> },
+    /// [`McpServer::Stdio`] with only the variables of `env` (none of agentry's own), run in
+    /// `dir` when given.
+    StdioWith {
+        program: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// Shows where the server is, never a token or a variable's value.
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpServer::Http { url, bearer } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("bearer", &bearer.as_ref().map(|_| "<redacted>"))
+                .finish(),
+            McpServer::Stdio { program, args } => f
+                .debug_struct("Stdio")
+                .field("program", program)
+                .field("args", args)
+                .finish(),
+            McpServer::StdioWith {
+                program, args, env, ..
+            } => f
+                .debug_struct("StdioWith")
+                .field("program", program)
+                .field("args", args)
+                .field("env", &env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// Why a toolset could not be had.
@@ -45,7 +79,9 @@ impl McpServer {
     fn describe(&self) -> String {
         match self {
             McpServer::Http { url, .. } => url.clone(),
-            McpServer::Stdio { program, .. } => program.clone(),
+            McpServer::Stdio { program, .. } | McpServer::StdioWith { program, .. } => {
+                program.clone()
+            }
         }
     }
 
@@ -63,6 +99,20 @@ impl McpServer {
                 McpServer::Stdio { program, args } => {
                     let mut command = tokio::process::Command::new(program);
                     command.args(args);
+                    let transport = TokioChildProcess::new(command).map_err(|e| e.to_string())?;
+                    ().serve(transport).await.map_err(|e| e.to_string())
+                }
+                McpServer::StdioWith {
+                    program,
+                    args,
+                    env,
+                    dir,
+                } => {
+                    let mut command = tokio::process::Command::new(program);
+                    command.args(args).env_clear().envs(env.iter().cloned());
+                    if let Some(dir) = dir {
+                        command.current_dir(dir);
+                    }
                     let transport = TokioChildProcess::new(command).map_err(|e| e.to_string())?;
                     ().serve(transport).await.map_err(|e| e.to_string())
                 }
