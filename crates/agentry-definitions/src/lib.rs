@@ -15,7 +15,10 @@
 //! - `openapi.rs`: `call: openapi`: an operation of an OpenAPI document, sent as `call: http`.
 //! - `secrets.rs`: `$secrets` (the environment, a secrets file) and their redaction.
 //! - `error.rs`: the DSL's errors (RFC 7807 problem details).
+//! - `agents.rs`: agent files (`agents/*.{yaml,yml}`): read and checked (their shape in
+//!   `schema/agent.rs`), their HTTP tools' requests and approval rules.
 
+pub mod agents;
 pub mod error;
 pub mod expr;
 pub mod load;

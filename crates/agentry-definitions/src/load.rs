@@ -90,6 +90,15 @@ pub fn read(name: &str, source: Value) -> Result<Document, Vec<Problem>> {
 
 /// Reads the file at `path`, reported as `name`.
 pub fn read_file(path: &Path, name: &str) -> Result<Document, Vec<Problem>> {
+    let text = read_text(path, name)?;
+    let json = path.extension().is_some_and(|e| e == "json");
+    let source = parse(name, &text, json).map_err(|p| vec![p])?;
+    read(name, source)
+}
+
+/// The text of the definition file at `path` (reported as `name`), at most
+/// [`MAX_FILE_BYTES`].
+pub(crate) fn read_text(path: &Path, name: &str) -> Result<String, Vec<Problem>> {
     let size = std::fs::metadata(path)
         .map_err(|e| vec![Problem::new(name, "", e.to_string())])?
         .len();
@@ -100,11 +109,7 @@ pub fn read_file(path: &Path, name: &str) -> Result<Document, Vec<Problem>> {
             format!("the file is larger than {MAX_FILE_BYTES} bytes"),
         )]);
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| vec![Problem::new(name, "", e.to_string())])?;
-    let json = path.extension().is_some_and(|e| e == "json");
-    let source = parse(name, &text, json).map_err(|p| vec![p])?;
-    read(name, source)
+    std::fs::read_to_string(path).map_err(|e| vec![Problem::new(name, "", e.to_string())])
 }
 
 /// The definition files under `dir/workflows`, sorted.

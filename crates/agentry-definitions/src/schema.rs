@@ -35,6 +35,8 @@ use serde_json::{Map, Value};
 
 use crate::Problem;
 
+pub mod agent;
+
 /// The most problems [`check`] reports for one document.
 pub const MAX_PROBLEMS: usize = 20;
 /// The deepest level (JSON pointer segments) [`check`] descends to.

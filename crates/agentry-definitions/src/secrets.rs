@@ -109,6 +109,17 @@ impl Secrets {
         }
         Ok(Redacted::new(Value::Object(values)))
     }
+
+    /// `$secrets` of an agent file that declares `names`: those that are set (a missing one is
+    /// null where it is read: an agent's key falls back to the offline model, a header or a
+    /// token without its value is refused where it is used).
+    pub fn available(&self, names: &[String]) -> Redacted {
+        let values: Map<String, Value> = names
+            .iter()
+            .filter_map(|name| Some((name.clone(), Value::String(self.get(name)?))))
+            .collect();
+        Redacted::new(Value::Object(values))
+    }
 }
 
 /// A run's `$secrets`, and what hides them.

@@ -38,7 +38,9 @@ use crate::error::{DslError, ErrorType};
 use crate::expr::Template;
 use crate::model::{Protocol, ProtocolCall};
 use crate::outbound::{Credentials, MAX_RESPONSE_BYTES, Outbound, Request, clip, scalar};
+
 use crate::run::{Args, Stop};
+pub(crate) use mcp::PASSED_ENV;
 
 /// The most messages (server-sent events, stdio lines) one answer may hold.
 pub const MAX_MESSAGES: usize = 1_000;
