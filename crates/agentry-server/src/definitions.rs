@@ -298,7 +298,19 @@ fn fingerprint(dir: &Path) -> Vec<(std::path::PathBuf, u64, Option<std::time::Sy
     out
 }
 
-/// `agentry check DIR`: every problem of the directory's definitions, or how many are fine.
+/// `agentry check DIR`: every problem of the directory's definitions (workflows and agent
+/// files), or how many are fine.
 pub fn check(dir: &Path) -> Result<usize, Vec<Problem>> {
-    agentry_definitions::load::read_dir(dir).map(|docs| docs.len())
+    match (
+        agentry_definitions::load::read_dir(dir),
+        agentry_definitions::agents::read_dir(dir),
+    ) {
+        (Ok(docs), Ok(agents)) => Ok(docs.len() + agents.len()),
+        (docs, agents) => Err(docs
+            .err()
+            .into_iter()
+            .chain(agents.err())
+            .flatten()
+            .collect()),
+    }
 }

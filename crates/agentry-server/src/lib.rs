@@ -3,6 +3,7 @@
 //! the front ends side by side on one port ([`front_ends`]: HTTP, MCP, A2A, the console); it
 //! holds the example registry.
 
+pub mod agent_files;
 pub mod auth;
 pub mod calc;
 pub mod definitions;
@@ -319,6 +320,10 @@ pub async fn start_with(
     let (compiler, documents) = definitions::read(&engine, settings)?;
     for schedule in definitions::schedules(&documents) {
         builder = builder.schedule(schedule);
+    }
+    if let Some(dir) = &settings.definitions {
+        builder =
+            agent_files::register(builder, &engine, &agents, dir, settings, &documents).await?;
     }
     builder = builder.definitions(compiler.clone(), database.definition_store());
     let app = customize_app(builder).build()?;

@@ -89,7 +89,7 @@ fn check_passes_good_folders_and_names_each_problem_of_bad_ones() {
         &[],
     );
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("4 definitions"), "{out}");
+    assert!(out.contains("6 definitions"), "{out}");
 
     let bad = folder(&[("good", GOOD), ("bad", BAD)]);
     let (code, _, err) = run(&["check", bad.to_str().unwrap()], &[]);
