@@ -362,7 +362,7 @@ fn http_tool(http: &HttpTool, cx: &Context<'_>, secrets: &Arc<Redacted>) -> Arc<
 /// A registered workflow as a tool: a call starts an execution with the arguments as its
 /// input, for the calling user (its owner when authenticated, as if the user had started it),
 /// and answers its result; a suspended execution answers its id and status, a failed one is a
-/// tool error.
+/// tool error. An execution of a queued workflow waits for its turn.
 struct WorkflowTool {
     engine: Engine,
     workflow: WorkflowId,
@@ -386,6 +386,7 @@ impl Tool for WorkflowTool {
     }
 
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<Value, String> {
+        let cancel = ctx.cancel.clone();
         let options = ExecuteOptions {
             user_id: ctx.user_id.map(UserId::from),
             owner: ctx.owner.map(UserId::from),
@@ -399,7 +400,11 @@ impl Tool for WorkflowTool {
             .await
             .map_err(|e| failed(e.to_string()))?;
         let id = handle.execution_id.clone();
-        let record = handle.finish().await.map_err(|e| failed(e.to_string()))?;
+        // A call given up on (the generation was cancelled) leaves the execution going on.
+        let record = tokio::select! {
+            r = handle.finish() => r.map_err(|e| failed(e.to_string()))?,
+            _ = cancel.cancelled() => return Err(format!("cancelled; the execution {id} goes on")),
+        };
         match record.state.status() {
             Status::Completed => Ok(record.state.result().cloned().unwrap_or(Value::Null)),
             Status::Error => Err(format!(

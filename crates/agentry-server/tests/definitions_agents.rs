@@ -143,7 +143,10 @@ input:
   schema: { format: json, document: { type: object, properties: { expression: { type: string } }, required: [expression] } }
 do:
   - answer:
-      set: { expression: '${ .expression }', result: 42, by: '${ $context.userId // \"nobody\" }' }
+      set:
+        expression: '${ .expression }'
+        result: 42
+        execution: '${ $workflow.id }'
 ";
 const CALCULATOR: &str = "
 id: calculator
@@ -265,12 +268,69 @@ async fn the_example_agents_are_listed_chat_and_use_their_tools() {
 
         // A workflow as a tool: an execution for the calling user.
         let calc = ask(&s, "calculator", "calculate 6 * 7").await;
+        let result = &calc["toolResults"][0]["result"];
         assert_eq!(
-            calc["toolResults"][0]["result"],
-            json!({"expression": "6 * 7", "result": 42, "by": "nobody"}),
+            (&result["expression"], &result["result"]),
+            (&json!("6 * 7"), &json!(42)),
             "{calc}"
         );
         assert!(calc["text"].as_str().unwrap().contains("42"), "{calc}");
+    })
+    .await;
+}
+
+const JWT_SECRET: &str = "agent-files-tests-secret-of-32-bytes";
+
+fn token(sub: &str) -> String {
+    agentry_auth::create_token(
+        &json!({"sub": sub, "roles": []}),
+        JWT_SECRET.as_bytes(),
+        &agentry_auth::TokenOptions::default(),
+    )
+    .expect("a token")
+}
+
+/// In strict mode, the execution a workflow tool starts is the calling user's: its context
+/// names them, and another user is refused it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_tool_runs_as_the_calling_user() {
+    within(async {
+        let dir = Folder::new(&[
+            ("workflows/calc.yaml".into(), CALC_WORKFLOW.into()),
+            ("agents/calculator.yaml".into(), CALCULATOR.into()),
+        ]);
+        let s = serve(
+            &dir,
+            &[
+                ("AGENTRY_JWT_SECRET", JWT_SECRET),
+                ("AGENTRY_AUTH_STRICT", "1"),
+            ],
+        );
+        let (alice, bob) = (token("alice"), token("bob"));
+        let (status, body) = post(
+            &s,
+            "/agents/calculator/text",
+            &json!({"input": "calculate 6 * 7"}),
+            Some(&alice),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let result = &body["data"]["toolResults"][0]["result"];
+        let execution = result["execution"].as_str().expect("the execution's id");
+        let path = format!("/workflows/calc/executions/{execution}/state");
+        let (status, mine) = answer(client().get(s.url(&path)).bearer_auth(&alice)).await;
+        assert_eq!(
+            (status, &mine["data"]["status"]),
+            (200, &json!("completed")),
+            "{mine}"
+        );
+        assert_eq!(mine["data"]["context"]["userId"], "alice", "{mine}");
+        let (status, theirs) = answer(client().get(s.url(&path)).bearer_auth(&bob)).await;
+        assert_eq!(
+            (status, &theirs["code"]),
+            (403, &json!("forbidden")),
+            "{theirs}"
+        );
     })
     .await;
 }
