@@ -64,7 +64,8 @@ pub struct Settings {
     /// (`AGENTRY_MAILBOX_MAX_BYTES`, `AGENTRY_EVENTS_MAX*`).
     pub event_limits: agentry_engine::engine::EventLimits,
     /// Definitions as data: the folder whose `workflows/**/*.{yaml,yml,json}` are Serverless
-    /// Workflow documents to register (`AGENTRY_DEFINITIONS`; docs/DEFINITIONS.md).
+    /// Workflow documents and `agents/*.{yaml,yml}` agent files to register
+    /// (`AGENTRY_DEFINITIONS`; docs/DEFINITIONS.md).
     pub definitions: Option<std::path::PathBuf>,
     /// Which addresses definitions' calls may reach (`AGENTRY_OUTBOUND_ALLOW`).
     pub outbound: agentry_definitions::outbound::Policy,

@@ -28,9 +28,9 @@ enum Command {
     Token(TokenArgs),
     /// Delete finished executions (with their steps and events) that ended long enough ago.
     Prune(PruneArgs),
-    /// Check a folder of definitions (`DIR/workflows/**/*.{yaml,yml,json}`) against the
-    /// Serverless Workflow schema and what agentry runs: every problem with its file, JSON
-    /// pointer and reason; exits 1 when there is any.
+    /// Check a folder of definitions (`DIR/workflows/**/*.{yaml,yml,json}` against the
+    /// Serverless Workflow schema and what agentry runs, `DIR/agents/*.{yaml,yml}` as agent
+    /// files): every problem with its file, JSON pointer and reason; exits 1 when there is any.
     Check(CheckArgs),
 }
 
@@ -261,8 +261,8 @@ struct ServeArgs {
     #[arg(long, env = "AGENTRY_METRICS_BIND")]
     metrics_bind: Option<String>,
     /// A folder of definitions: each `workflows/**/*.{yaml,yml,json}` in it is a Serverless
-    /// Workflow 1.0 document, registered as a workflow (docs/DEFINITIONS.md); one with a
-    /// problem stops the start [default: none]
+    /// Workflow 1.0 document, registered as a workflow, each `agents/*.{yaml,yml}` an agent
+    /// (docs/DEFINITIONS.md); one with a problem stops the start [default: none]
     #[arg(long, env = "AGENTRY_DEFINITIONS")]
     definitions: Option<std::path::PathBuf>,
     /// Comma list of hosts and CIDR blocks that definitions' calls may reach, e.g.
