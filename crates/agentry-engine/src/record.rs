@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::queue::QueuePlace;
 use crate::state::ExecutionState;
@@ -232,12 +232,52 @@ pub fn waiting_for(name: &str, key: &str) -> String {
     Value::Array(vec![Value::from(name), Value::from(key)]).to_string()
 }
 
+/// The `waiting_for` of a step that waits for the first of several events by key: the JSON
+/// list of their pairs (`[["a","k"],["b","*"]]`, told from one pair by its `[[`). A lookup
+/// finds it by [`waiting_for_among`].
+pub fn waiting_for_several(pairs: &[(&str, &str)]) -> String {
+    let pair = |(name, key): &(&str, &str)| json!([name, key]);
+    Value::Array(pairs.iter().map(pair).collect()).to_string()
+}
+
+/// The SQL `LIKE` pattern (escaped with `\`) that finds the pair of `name` and `key` in a
+/// [`waiting_for_several`]. (A pair holds its strings as JSON, whose quotes are escaped:
+/// the pair's text appears in the list only as one of its pairs.)
+pub fn waiting_for_among(name: &str, key: &str) -> String {
+    let mut pattern = String::from("%");
+    for c in waiting_for(name, key).chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
 impl ExecutionRecord {
-    /// The event and key it waits for, as [`waiting_for`] writes them (suspended at a step that
-    /// waits for an event by key).
+    /// The events and keys it waits for, as [`waiting_for`] (one) or [`waiting_for_several`]
+    /// write them (suspended at a step that waits for events by key).
     pub fn waiting_for(&self) -> Option<String> {
         let wait = self.state.suspension()?.event.as_ref()?;
-        Some(waiting_for(&wait.name, wait.key.as_deref()?))
+        let awaited = wait.awaited();
+        let pairs: Vec<(&str, &str)> = awaited
+            .iter()
+            .filter_map(|a| Some((a.name.as_str(), a.key.as_deref()?)))
+            .collect();
+        match pairs.as_slice() {
+            [] => None,
+            [(name, key)] => Some(waiting_for(name, key)),
+            several => Some(waiting_for_several(several)),
+        }
+    }
+
+    /// Whether it is suspended waiting for `name` sent by key with `key`.
+    pub fn awaits_by_key(&self, name: &str, key: &str) -> bool {
+        self.state
+            .suspension()
+            .and_then(|s| s.event.as_ref())
+            .is_some_and(|w| w.awaits_by_key(name, key))
     }
 }
 

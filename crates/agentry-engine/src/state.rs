@@ -98,6 +98,44 @@ pub struct EventWait {
     pub key: Option<String>,
     /// The step's journal entry the event is recorded under (`event-<n>`: its n-th wait).
     pub entry: String,
+    /// The other events that resume it as well, when the step waits for the first of several
+    /// ([`crate::workflow::StepContext::wait_for_any_event`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<AwaitedEvent>,
+}
+
+/// One event a step waits for: its name and the key it must carry (none: only a delivery to
+/// the execution).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitedEvent {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl AwaitedEvent {
+    pub fn new(name: impl Into<String>, key: Option<&str>) -> Self {
+        Self {
+            name: name.into(),
+            key: key.map(str::to_owned),
+        }
+    }
+}
+
+impl EventWait {
+    /// Every event it waits for, the first one first.
+    pub fn awaited(&self) -> Vec<AwaitedEvent> {
+        let first = AwaitedEvent::new(self.name.clone(), self.key.as_deref());
+        std::iter::once(first).chain(self.also.iter().cloned()).collect()
+    }
+
+    /// Whether it waits for `name` sent by key with `key`.
+    pub fn awaits_by_key(&self, name: &str, key: &str) -> bool {
+        self.awaited()
+            .iter()
+            .any(|a| a.name == name && a.key.as_deref() == Some(key))
+    }
 }
 
 /// When and why an execution was cancelled.

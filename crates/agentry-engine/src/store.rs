@@ -20,7 +20,7 @@ use crate::id::{UserId, WorkflowId};
 use crate::queue::{Candidate, Load, Queue, QueueCount};
 pub use crate::record::{
     AttemptFailure, ExecutionRecord, Lease, Progress, StepRecord, StepRecords, StepStatus,
-    waiting_for, workflow_key,
+    waiting_for, waiting_for_among, waiting_for_several, workflow_key,
 };
 use crate::state::{ExecutionState, Status};
 
@@ -359,7 +359,9 @@ pub trait ExecutionStore: Send + Sync + 'static {
     async fn prune_published(&self, before: DateTime<Utc>) -> Result<u64, StoreError>;
 
     /// Up to `limit` ids of suspended executions whose step waits for the event `name` with
-    /// `key` (read through an index of [`ExecutionRecord::waiting_for`]), oldest first.
+    /// `key` (read through an index of [`ExecutionRecord::waiting_for`]; a step that waits for
+    /// several events is found by [`waiting_for_among`]: it may find too many, never too
+    /// few), oldest first.
     async fn waiting_for_event(
         &self,
         name: &str,
@@ -941,11 +943,10 @@ impl ExecutionStore for InMemoryExecutionStore {
         key: &str,
         limit: u32,
     ) -> Result<Vec<String>, StoreError> {
-        let wanted = waiting_for(name, key);
         let mut found: Vec<(DateTime<Utc>, String)> = self
             .rows()
             .values()
-            .filter(|(r, _)| r.waiting_for().as_deref() == Some(wanted.as_str()))
+            .filter(|(r, _)| r.awaits_by_key(name, key))
             .map(|(r, _)| (r.start_at, r.id.clone()))
             .collect();
         found.sort();

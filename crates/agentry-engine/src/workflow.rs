@@ -30,7 +30,7 @@ use crate::event::EventKind;
 use crate::queue::Queue;
 use crate::record::{StepRecord, StepStatus};
 use crate::schema::{Schema, SchemaError};
-use crate::state::EventWait;
+use crate::state::{AwaitedEvent, EventWait};
 pub use crate::step_type::StepType;
 
 /// What a step returns.
@@ -47,6 +47,9 @@ pub type ConditionFn =
 /// Reads, from an event sent without a key (a CloudEvent), the keys under which executions of
 /// a workflow wait for it ([`WorkflowBuilder::event_keys`]).
 pub type EventKeysFn = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
+/// Reads an event (its data as sent: a CloudEvent's whole envelope) and answers the input of
+/// the execution it starts, or `None` when it starts none ([`WorkflowBuilder::started_by`]).
+pub type EventStartFn = Arc<dyn Fn(&Value) -> Option<Value> + Send + Sync>;
 /// Builds the input of an `andAgent` or `andWorkflow` step from its context.
 pub type MapFn = Arc<dyn Fn(&StepContext) -> Value + Send + Sync>;
 
@@ -191,14 +194,14 @@ pub trait StepJournal: Send + Sync + std::fmt::Debug {
         key: &str,
     ) -> Result<Value, StepError>;
 
-    /// [`StepContext::wait_for_event`], which calls it.
-    async fn wait_for_event(
+    /// [`StepContext::wait_for_any_event`] (and [`StepContext::wait_for_event`]), which call
+    /// it.
+    async fn wait_for_any_event(
         &self,
         ctx: &StepContext,
-        name: &str,
-        key: Option<&str>,
+        awaited: &[AwaitedEvent],
         deadline: Option<DateTime<Utc>>,
-    ) -> Result<Option<Value>, StepError>;
+    ) -> Result<Option<(usize, Value)>, StepError>;
 }
 
 /// The item of an `andForEach` a mapped step runs for ([`StepContext::foreach_item`]).
@@ -410,11 +413,25 @@ impl StepContext {
         key: Option<&str>,
         deadline: Option<DateTime<Utc>>,
     ) -> Result<Option<Value>, StepError> {
+        let awaited = [AwaitedEvent::new(name, key)];
+        let got = self.wait_for_any_event(&awaited, deadline).await?;
+        Ok(got.map(|(_, data)| data))
+    }
+
+    /// Waits for the first of several events (each as [`StepContext::wait_for_event`] waits
+    /// for one: its name, and the key it must carry): which of `awaited` came (its index) and
+    /// its data, or `None` when `deadline` passed first. The suspension shows them all; a
+    /// delivery of any of them resumes it. Recorded like a wait for one.
+    pub async fn wait_for_any_event(
+        &self,
+        awaited: &[AwaitedEvent],
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<Option<(usize, Value)>, StepError> {
         let journal = self
             .journal
             .as_ref()
             .ok_or_else(|| StepError::failed("waiting for an event needs the engine's journal"))?;
-        journal.wait_for_event(self, name, key, deadline).await
+        journal.wait_for_any_event(self, awaited, deadline).await
     }
 }
 
@@ -668,6 +685,7 @@ pub struct WorkflowBuilder {
     resume_schema: Option<Value>,
     events: Vec<(String, Value)>,
     event_keys: Vec<(String, EventKeysFn)>,
+    started_by: Vec<(String, EventStartFn)>,
     source: Option<Value>,
     version: Option<String>,
     queue: Option<Queue>,
@@ -767,6 +785,19 @@ impl WorkflowBuilder {
     /// `keys` reads, from the event, the keys their steps wait with.
     pub fn event_keys(mut self, name: impl Into<String>, keys: EventKeysFn) -> Self {
         self.event_keys.push((name.into(), keys));
+        self
+    }
+
+    /// Each event `name` sent (to the executions waiting for it, by key or without:
+    /// [`crate::Engine::publish_event`], [`crate::Engine::publish_unkeyed`]) for which `start`
+    /// answers an input starts one execution of this workflow on it, once per event id (its
+    /// execution id derived from the event's). The event is declared, of any data.
+    pub fn started_by(mut self, name: impl Into<String>, start: EventStartFn) -> Self {
+        let name = name.into();
+        if !self.events.iter().any(|(n, _)| *n == name) {
+            self.events.push((name.clone(), serde_json::json!({})));
+        }
+        self.started_by.push((name, start));
         self
     }
 
@@ -992,6 +1023,7 @@ impl WorkflowBuilder {
         Ok(Workflow {
             events,
             event_keys: self.event_keys,
+            started_by: self.started_by,
             source: self.source,
             version,
             queue: self.queue,
@@ -1023,6 +1055,8 @@ pub struct Workflow {
     events: Vec<(String, Schema)>,
     /// How an event sent without a key finds its waiting executions, by event.
     event_keys: Vec<(String, EventKeysFn)>,
+    /// The events that start an execution of it, by event.
+    started_by: Vec<(String, EventStartFn)>,
     /// The document it was read from ([`WorkflowBuilder::source`]).
     source: Option<Value>,
     /// Declared, or the digest of its step graph.
@@ -1056,6 +1090,7 @@ impl Workflow {
             resume_schema: None,
             events: Vec::new(),
             event_keys: Vec::new(),
+            started_by: Vec::new(),
             source: None,
             version: None,
             queue: None,
@@ -1175,6 +1210,20 @@ impl Workflow {
             .filter(|(n, _)| n == name)
             .flat_map(|(_, keys)| keys(event))
             .collect()
+    }
+
+    /// The input of the execution the event `name` (its data as sent) starts, if it starts
+    /// one ([`WorkflowBuilder::started_by`]).
+    pub fn start_input(&self, name: &str, event: &Value) -> Option<Value> {
+        self.started_by
+            .iter()
+            .filter(|(n, _)| n == name)
+            .find_map(|(_, start)| start(event))
+    }
+
+    /// Whether an event `name` may start executions of it.
+    pub fn started_by_event(&self, name: &str) -> bool {
+        self.started_by.iter().any(|(n, _)| n == name)
     }
 
     /// The document it was read from, when it is a definition.

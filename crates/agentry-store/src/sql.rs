@@ -1034,9 +1034,13 @@ where
         limit: u32,
     ) -> Result<Vec<String>, StoreError> {
         let mut q = QueryBuilder::<DB>::new(
-            "SELECT id FROM workflow_executions WHERE status = 'suspended' AND waiting_for = ",
+            "SELECT id FROM workflow_executions WHERE status = 'suspended' AND (waiting_for = ",
         );
+        // One event (through the index), or one among several (`[[...`, by a pattern).
         q.push_bind(agentry_engine::store::waiting_for(name, key))
+            .push(" OR (waiting_for LIKE '[[%' AND waiting_for LIKE ")
+            .push_bind(agentry_engine::store::waiting_for_among(name, key))
+            .push(" ESCAPE '\\'))")
             .push(" ORDER BY start_at, id LIMIT ")
             .push_bind(i64::from(limit));
         let rows: Vec<IdRow> = q

@@ -760,6 +760,19 @@ pub struct AwaitedEvent {
     /// delivery to this execution wakes it.
     #[schema(required = true)]
     pub key: Option<String>,
+    /// The other events that resume it as well, when it waits for the first of several
+    /// (`ctx.wait_for_any_event`: a definition's `listen` with `any`, or with `until` an event).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<OtherAwaitedEvent>,
+}
+
+/// One of the other events a suspended step waits for.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OtherAwaitedEvent {
+    pub name: String,
+    /// The key it must carry; `null`: only a delivery to this execution.
+    #[schema(required = true)]
+    pub key: Option<String>,
 }
 
 impl AwaitedEvent {
@@ -767,6 +780,14 @@ impl AwaitedEvent {
         s.event.as_ref().map(|e| Self {
             name: e.name.clone(),
             key: e.key.clone(),
+            also: e
+                .also
+                .iter()
+                .map(|a| OtherAwaitedEvent {
+                    name: a.name.clone(),
+                    key: a.key.clone(),
+                })
+                .collect(),
         })
     }
 }

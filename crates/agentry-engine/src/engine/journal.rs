@@ -223,13 +223,12 @@ impl StepJournal for Journal {
         self.engine.run_child_as(workflow_id, input, ctx, id).await
     }
 
-    async fn wait_for_event(
+    async fn wait_for_any_event(
         &self,
         ctx: &StepContext,
-        name: &str,
-        key: Option<&str>,
+        awaited: &[crate::state::AwaitedEvent],
         deadline: Option<DateTime<Utc>>,
-    ) -> Result<Option<Value>, StepError> {
-        self.wait_for(ctx, name, key, deadline).await
+    ) -> Result<Option<(usize, Value)>, StepError> {
+        self.wait_for(ctx, awaited, deadline).await
     }
 }

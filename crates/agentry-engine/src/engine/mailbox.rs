@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use chrono::{DateTime, Utc};
 
 use super::*;
-use crate::state::EventWait;
+use crate::state::{AwaitedEvent, EventWait};
 use crate::store::{PublishedEvent, StepRecords};
 
 /// How long an event sent by key is kept for the executions that wait for it later.
@@ -180,6 +180,27 @@ impl MailboxEvent {
             }
     }
 
+    /// Whether it resumes a step that waits as `wait` says (for any of its events).
+    fn fits_wait(&self, wait: &EventWait) -> bool {
+        wait.awaited()
+            .iter()
+            .any(|a| self.fits(&a.name, a.key.as_deref()))
+    }
+
+    /// Which of `awaited` it is: the first it fits (taken or not), or the first.
+    fn which(&self, awaited: &[AwaitedEvent]) -> usize {
+        awaited
+            .iter()
+            .position(|a| {
+                a.name == self.name
+                    && match (&a.key, &self.key) {
+                        (Some(wanted), Some(sent)) => wanted == sent,
+                        _ => true,
+                    }
+            })
+            .unwrap_or(0)
+    }
+
     /// Taken now by the wait of step `step_id` recorded as the journal entry `entry`, into
     /// `steps`: its mailbox record marked taken, and the entry holding its data (what the wait
     /// answers on every later run of the step).
@@ -192,12 +213,21 @@ impl MailboxEvent {
     ) {
         let taken = StepRecord {
             parent: Some(step_id.to_owned()),
-            ..StepRecord::started(json!({"eventId": self.event_id, "name": self.name}), 1, at)
+            ..StepRecord::started(self.taken_input(), 1, at)
         }
         .finished(self.data.clone(), true, at);
         self.taken = Some((entry.clone(), at));
         steps.insert(Self::record_id(&self.event_id), Arc::new(self.record()));
         steps.insert(entry, Arc::new(taken));
+    }
+
+    /// What the journal entry that took it says of it: its id, name and key.
+    fn taken_input(&self) -> Value {
+        let mut input = json!({"eventId": self.event_id, "name": self.name});
+        if let Some(key) = &self.key {
+            input["key"] = json!(key);
+        }
+        input
     }
 
     /// The event this delivery reports in the log.
@@ -277,13 +307,33 @@ impl Engine {
 
     /// Sends the event `name` with `key` to every execution waiting for it with that key (of
     /// `owner`, when given: strict mode), and keeps it for [`EVENT_RETENTION`] for those that
-    /// wait for it later. The data must be valid for every workflow that declares `name`.
+    /// wait for it later; then starts the executions it starts
+    /// ([`crate::workflow::WorkflowBuilder::started_by`]). The data must be valid for every
+    /// workflow that declares `name`.
     pub async fn publish_event(
         &self,
         name: &str,
         key: &str,
         data: Value,
         event_id: Option<String>,
+        owner: Option<&UserId>,
+        scope: Option<&UserId>,
+    ) -> Result<Published, EngineError> {
+        let event_id = Self::event_id(event_id)?;
+        let published = self
+            .publish_keyed(name, key, data.clone(), event_id.clone(), owner, scope)
+            .await?;
+        self.start_on_event(name, &data, &event_id, owner).await;
+        Ok(published)
+    }
+
+    /// [`Engine::publish_event`] but the starts.
+    async fn publish_keyed(
+        &self,
+        name: &str,
+        key: &str,
+        data: Value,
+        event_id: String,
         owner: Option<&UserId>,
         scope: Option<&UserId>,
     ) -> Result<Published, EngineError> {
@@ -302,7 +352,6 @@ impl Engine {
             Self::check_event(wf, name, &data)?;
         }
         Self::check_key(key)?;
-        let event_id = Self::event_id(event_id)?;
         self.refuse_when_draining()?;
         let now = self.inner.clock.now();
         let store = &self.inner.store;
@@ -366,7 +415,9 @@ impl Engine {
     /// it: each workflow that declares it reads from the event the keys its executions wait
     /// with ([`crate::workflow::WorkflowBuilder::event_keys`]), and the event is sent by each
     /// of those keys ([`Engine::publish_event`]), under an id of its own per key (derived
-    /// from `event_id`: the same event sent again is sent once). Answers one result per key.
+    /// from `event_id`: the same event sent again is sent once); then it starts the executions
+    /// it starts ([`crate::workflow::WorkflowBuilder::started_by`]). Answers one result per
+    /// key.
     pub async fn publish_unkeyed(
         &self,
         name: &str,
@@ -389,11 +440,47 @@ impl Engine {
                 &crate::id::digest(&format!("{event_id}\0{key}"))[..24]
             );
             let published = self
-                .publish_event(name, &key, data.clone(), Some(id), owner, scope)
+                .publish_keyed(name, &key, data.clone(), id, owner, scope)
                 .await?;
             sent.push((key, published));
         }
+        self.start_on_event(name, &data, event_id, owner).await;
         Ok(sent)
+    }
+
+    /// Starts an execution of each workflow the event `name` starts
+    /// ([`crate::workflow::WorkflowBuilder::started_by`]), of `owner` when given. Its id is
+    /// derived from the workflow and the event's id: the same event (sent again, on any
+    /// replica) starts it once. A start that fails is logged: the event was sent.
+    async fn start_on_event(
+        &self,
+        name: &str,
+        data: &Value,
+        event_id: &str,
+        owner: Option<&UserId>,
+    ) {
+        for wf in self.workflows() {
+            let Some(input) = wf.start_input(name, data) else {
+                continue;
+            };
+            let digest = crate::id::digest(&format!("{}\0{name}\0{event_id}", wf.id()));
+            let options = ExecuteOptions {
+                execution_id: Some(format!("on-{digest}").into()),
+                user_id: owner.cloned(),
+                owner: owner.cloned(),
+                ..ExecuteOptions::default()
+            };
+            let workflow_id = WorkflowId::from(wf.id());
+            match self.start(&workflow_id, input, options).await {
+                Ok(handle) => {
+                    tracing::info!(workflow_id = %workflow_id, event = %name, event_id, "an event started an execution");
+                    drop(handle);
+                }
+                Err(e) => {
+                    tracing::warn!(workflow_id = %workflow_id, event = %name, event_id, error = %e, "an event's execution did not start")
+                }
+            }
+        }
     }
 
     /// Refuses `sent` when the events kept since `since` are at a cap of
@@ -480,6 +567,11 @@ impl Engine {
                 if event.owner.is_some() && rec.owner != event.owner {
                     continue;
                 }
+                // Found by a pattern but waiting for something else (a close key).
+                let waits = rec.state.suspension().and_then(|s| s.event.as_ref());
+                if waits.is_some_and(|w| !w.awaits_by_key(&event.name, &event.key)) {
+                    continue;
+                }
                 let Some(wf) = self.registered_for(&rec) else {
                     continue;
                 };
@@ -564,9 +656,7 @@ impl Engine {
                     .state
                     .suspension()
                     .filter(|s| {
-                        s.event
-                            .as_ref()
-                            .is_some_and(|w| event.fits(&w.name, w.key.as_deref()))
+                        s.event.as_ref().is_some_and(|w| event.fits_wait(w))
                     })
                     .cloned();
                 *lock(&resumed_at) = None;
@@ -723,18 +813,17 @@ impl Engine {
         let Some(wf) = self.registered_for(&rec) else {
             return;
         };
-        let waiting = mailbox(&rec)
-            .into_iter()
-            .find(|e| e.fits(&wait.name, wait.key.as_deref()));
-        let waiting = match (waiting, &wait.key) {
-            (Some(e), _) => Some(e),
-            (None, Some(key)) => self
-                .kept_events(&rec, &wait.name, key)
+        let mut waiting = mailbox(&rec).into_iter().find(|e| e.fits_wait(&wait));
+        for awaited in wait.awaited() {
+            let (None, Some(key)) = (&waiting, &awaited.key) else {
+                continue;
+            };
+            waiting = self
+                .kept_events(&rec, &awaited.name, key)
                 .await
                 .into_iter()
-                .next(),
-            (None, None) => None,
-        };
+                .next();
+        }
         let Some(event) = waiting else {
             return;
         };
@@ -769,39 +858,51 @@ impl Engine {
 }
 
 impl Journal {
-    /// [`StepContext::wait_for_event`]: the event recorded for this wait, or one the mailbox
-    /// or the retention holds (taken in one write), or the suspension that waits for it.
+    /// [`StepContext::wait_for_any_event`]: the event recorded for this wait (which of
+    /// `awaited` it is, and its data), or one the mailbox or the retention holds (taken in one
+    /// write), or the suspension that waits for them all.
     pub(crate) async fn wait_for(
         &self,
         ctx: &StepContext,
-        name: &str,
-        key: Option<&str>,
+        awaited: &[AwaitedEvent],
         deadline: Option<DateTime<Utc>>,
-    ) -> Result<Option<Value>, StepError> {
-        if let Some(key) = key {
+    ) -> Result<Option<(usize, Value)>, StepError> {
+        let Some((first, also)) = awaited.split_first() else {
+            return Err(StepError::failed("a wait for events names at least one"));
+        };
+        for key in awaited.iter().filter_map(|a| a.key.as_deref()) {
             Engine::check_key(key).map_err(|e| StepError::failed(e.to_string()))?;
         }
         let n = self.waits.count.fetch_add(1, Ordering::SeqCst);
         let entry = format!("event-{n}");
         if let Some(taken) = self.entry(&entry).await {
-            return Ok(taken.output);
+            let which = taken_as(&taken, awaited);
+            return Ok(Some((which, taken.output.unwrap_or(Value::Null))));
         }
         if ctx.timed_out && !self.waits.timed_out_answered.swap(true, Ordering::SeqCst) {
             return Ok(None);
         }
-        let kept = match key {
-            Some(key) => match self.latest().await {
-                Some(rec) => self.engine.kept_events(&rec, name, key).await,
-                None => Vec::new(),
-            },
-            None => Vec::new(),
+        let wait = EventWait {
+            name: first.name.clone(),
+            key: first.key.clone(),
+            entry: entry.clone(),
+            also: also.to_vec(),
         };
+        let mut kept = Vec::new();
+        if let Some(rec) = self.latest().await {
+            for a in awaited {
+                if let Some(key) = &a.key {
+                    kept.extend(self.engine.kept_events(&rec, &a.name, key).await);
+                }
+            }
+        }
+        kept.sort_by(|a, b| (a.received_at, &a.event_id).cmp(&(b.received_at, &b.event_id)));
         let entry_record = self.entry_id(&entry);
         let step_id = self.step_id().to_owned();
         let taken = self
             .write_if(|r, events| {
                 let now = self.engine.inner.clock.now();
-                let from_mailbox = mailbox(r).into_iter().find(|e| e.fits(name, key));
+                let from_mailbox = mailbox(r).into_iter().find(|e| e.fits_wait(&wait));
                 let new = from_mailbox.is_none();
                 let event = from_mailbox
                     .or_else(|| {
@@ -824,17 +925,30 @@ impl Journal {
             })
             .await?;
         if taken {
-            return Ok(self.entry(&entry).await.and_then(|e| e.output));
+            let taken = self.entry(&entry).await;
+            return Ok(taken.map(|t| (taken_as(&t, awaited), t.output.unwrap_or(Value::Null))));
         }
+        let names: Vec<&str> = awaited.iter().map(|a| a.name.as_str()).collect();
         Err(StepError::Suspend {
-            reason: format!("Waiting for event {name}"),
+            reason: format!("Waiting for event {}", names.join(" or ")),
             data: None,
             deadline,
-            event: Some(Box::new(EventWait {
-                name: name.to_owned(),
-                key: key.map(str::to_owned),
-                entry,
-            })),
+            event: Some(Box::new(wait)),
         })
     }
+}
+
+/// Which of `awaited` the event a wait took (its journal entry) is.
+fn taken_as(taken: &StepRecord, awaited: &[AwaitedEvent]) -> usize {
+    let text = |field: &str| taken.input.get(field).and_then(Value::as_str);
+    let event = MailboxEvent {
+        event_id: String::new(),
+        name: text("name").unwrap_or_default().to_owned(),
+        key: text("key").map(str::to_owned),
+        data: Value::Null,
+        received_at: taken.started_at,
+        delivery: Delivery::Queued,
+        taken: None,
+    };
+    event.which(awaited)
 }

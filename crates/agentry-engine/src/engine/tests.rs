@@ -1377,3 +1377,156 @@ async fn a_retry_of_a_queued_execution_goes_through_its_queue() {
         ]
     );
 }
+
+/// Waits for the first of a payment and a cancellation of its order (both by key).
+fn awaiting_payment_or_cancel() -> Workflow {
+    Workflow::new("pay-or-cancel", "Pay or cancel")
+        .event("payment", json!({"type": "object"}))
+        .event("cancel", json!({"type": "object"}))
+        .and_then(step("await", |ctx: StepContext| async move {
+            let order = ctx.input["orderId"].as_str().unwrap_or_default().to_owned();
+            let awaited = [
+                crate::state::AwaitedEvent::new("payment", Some(&order)),
+                crate::state::AwaitedEvent::new("cancel", Some(&order)),
+            ];
+            let (which, data) = ctx
+                .wait_for_any_event(&awaited, None)
+                .await?
+                .expect("no deadline");
+            Ok(json!({"which": which, "data": data}))
+        }))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_wait_for_any_of_several_events_resumes_on_the_first_that_comes() {
+    let engine = Engine::in_memory();
+    engine.register(awaiting_payment_or_cancel()).unwrap();
+    for id in ["o-1", "o-2"] {
+        let start = ExecuteOptions {
+            execution_id: Some(ex_id(id)),
+            ..Default::default()
+        };
+        let rec = engine
+            .execute(&wf_id("pay-or-cancel"), json!({"orderId": id}), start)
+            .await
+            .unwrap();
+        let s = rec.state.suspension().expect("waits");
+        assert_eq!(s.reason, "Waiting for event payment or cancel");
+        let wait = s.event.as_ref().unwrap();
+        assert_eq!(
+            wait.also,
+            vec![crate::state::AwaitedEvent::new("cancel", Some(id))]
+        );
+        assert_eq!(
+            rec.waiting_for(),
+            Some(format!(r#"[["payment","{id}"],["cancel","{id}"]]"#))
+        );
+    }
+    // The second event, by key: it wakes its order's execution only.
+    let sent = engine
+        .publish_event("cancel", "o-1", json!({"why": "late"}), None, None, None)
+        .await
+        .unwrap();
+    assert_eq!(sent.woken.len(), 1);
+    assert_eq!(sent.woken[0].id, "o-1");
+    let done = settle(&engine, "o-1").await;
+    assert_eq!(
+        done.state.result(),
+        Some(&json!({"which": 1, "data": {"why": "late"}}))
+    );
+    let other = engine.find(&ex_id("o-2")).await.unwrap();
+    assert_eq!(other.state.status(), Status::Suspended);
+    // The first, delivered to the execution.
+    engine
+        .deliver_event(
+            &wf_id("pay-or-cancel"),
+            &ex_id("o-2"),
+            EventDelivery {
+                name: "payment".into(),
+                data: json!({"amount": 3}),
+                event_id: None,
+            },
+        )
+        .await
+        .unwrap();
+    let done = settle(&engine, "o-2").await;
+    assert_eq!(
+        done.state.result(),
+        Some(&json!({"which": 0, "data": {"amount": 3}}))
+    );
+}
+
+#[tokio::test]
+async fn a_wait_for_several_events_takes_one_sent_before_it_waits() {
+    let engine = Engine::in_memory();
+    engine.register(awaiting_payment_or_cancel()).unwrap();
+    engine
+        .publish_event("payment", "o-9", json!({"amount": 1}), None, None, None)
+        .await
+        .unwrap();
+    let start = ExecuteOptions {
+        execution_id: Some(ex_id("o-9")),
+        ..Default::default()
+    };
+    let rec = engine
+        .execute(&wf_id("pay-or-cancel"), json!({"orderId": "o-9"}), start)
+        .await
+        .unwrap();
+    assert_eq!(
+        rec.state.result(),
+        Some(&json!({"which": 0, "data": {"amount": 1}}))
+    );
+}
+
+#[test]
+fn a_pattern_finds_a_pair_among_several_and_escapes_like_wildcards() {
+    use crate::record::{waiting_for_among, waiting_for_several};
+    let several = waiting_for_several(&[("a", "k_1"), ("b", "50%")]);
+    assert_eq!(several, r#"[["a","k_1"],["b","50%"]]"#);
+    assert_eq!(waiting_for_among("a", "k_1"), r#"%["a","k\_1"]%"#);
+    assert_eq!(waiting_for_among("b", "50%"), r#"%["b","50\%"]%"#);
+}
+
+#[tokio::test]
+async fn an_event_starts_one_execution_of_the_workflow_it_starts_per_event_id() {
+    let engine = Engine::in_memory();
+    engine
+        .register(
+            Workflow::new("on-order", "On order")
+                .started_by(
+                    "order",
+                    Arc::new(|data: &Value| {
+                        (data["total"].as_i64() > Some(0)).then(|| json!({"order": data}))
+                    }),
+                )
+                .and_then(step("take", |ctx: StepContext| async move { Ok(ctx.input) }))
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let started = |event_id: &str| {
+        let digest = crate::id::digest(&format!("on-order\0order\0{event_id}"));
+        ex_id(&format!("on-{digest}"))
+    };
+    for _ in 0..2 {
+        engine
+            .publish_unkeyed("order", json!({"total": 5}), "ce-1", None, None)
+            .await
+            .unwrap();
+    }
+    engine
+        .publish_event("order", "k", json!({"total": 0}), Some("ev-0".into()), None, None)
+        .await
+        .unwrap();
+    engine
+        .publish_event("order", "k", json!({"total": 2}), Some("ev-2".into()), None, None)
+        .await
+        .unwrap();
+    let first = settle(&engine, started("ce-1").as_str()).await;
+    assert_eq!(first.state.result(), Some(&json!({"order": {"total": 5}})));
+    let keyed = settle(&engine, started("ev-2").as_str()).await;
+    assert_eq!(keyed.state.result(), Some(&json!({"order": {"total": 2}})));
+    assert!(engine.find(&started("ev-0")).await.is_err());
+}
