@@ -55,6 +55,10 @@ pub struct Document {
     pub secrets: Vec<String>,
     /// When it starts by itself (`schedule.cron`, or `schedule.every` as a cron expression).
     pub schedule: Option<String>,
+    /// `schedule.after`: it starts again this long after each run that completed.
+    pub restart_after: Option<Duration>,
+    /// `schedule.on`: each event of any of these filters starts a run, on the event.
+    pub started_by: Vec<EventFilter>,
     /// The definition as written (for `$workflow.definition` and the console).
     pub source: Value,
 }
@@ -253,8 +257,43 @@ pub struct Listen {
     pub strategy: Consumption,
     /// What an event must match: its type and other attributes (`with`), and its correlations.
     pub filters: Vec<EventFilter>,
-    /// The variable of each event in `foreach` (not supported yet).
+    /// What of each event it gives (`read`).
     pub read: ReadMode,
+    /// When an `any` stops consuming events (none: after its first).
+    pub until: Option<Until>,
+    /// The tasks run for each consumed event (`foreach`).
+    pub foreach: Option<EventLoop>,
+}
+
+impl Listen {
+    /// Every filter it waits on: its own, and its `until`'s.
+    pub fn filters(&self) -> impl Iterator<Item = &EventFilter> {
+        let until = match &self.until {
+            Some(Until::Event(filters)) => filters.as_slice(),
+            _ => &[],
+        };
+        self.filters.iter().chain(until)
+    }
+}
+
+/// When a `listen` with `any` stops consuming events.
+#[derive(Debug)]
+pub enum Until {
+    /// When this holds, evaluated on the events consumed so far (a list, as `read` gives
+    /// them) after each one.
+    Holds(Expr),
+    /// When an event of any of these filters comes (`until: {one: ...}` or `{any: [...]}`);
+    /// it is not one of the consumed events.
+    Event(Vec<EventFilter>),
+}
+
+/// A `listen`'s `foreach`: the tasks run for each consumed event, the event as their input
+/// and as `$<item>`, its index as `$<at>`.
+#[derive(Debug)]
+pub struct EventLoop {
+    pub item: String,
+    pub at: String,
+    pub body: Arc<TaskList>,
 }
 
 /// Which events satisfy a `listen`.
@@ -286,6 +325,26 @@ pub struct EventFilter {
     /// `correlate`: how the event's key is read from it (`from`, on the event) and which key
     /// this execution waits for (`expect`, on the task's input). None: any event of the type.
     pub correlate: Option<Correlation>,
+}
+
+impl EventFilter {
+    /// Whether a CloudEvent's attributes are as the filter says (its predicates evaluated with
+    /// `vars`); a failed predicate is the expression's error.
+    pub fn matches(&self, envelope: &Value, vars: &[(&str, &Value)]) -> Result<bool, String> {
+        for (name, want) in &self.with {
+            let have = envelope.get(name).unwrap_or(&Value::Null);
+            let holds = match want {
+                AttributeMatch::Equals(v) => have == v,
+                AttributeMatch::Holds(e) => e
+                    .eval_bool(have, vars)
+                    .map_err(|err| format!("{}: {err}", e.source()))?,
+            };
+            if !holds {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// One correlation of an event filter.
@@ -433,6 +492,11 @@ impl Document {
                 match &task.kind {
                     TaskKind::Do(l) | TaskKind::Fork { branches: l, .. } => walk(l, f),
                     TaskKind::For(l) => walk(&l.body, f),
+                    TaskKind::Listen(l) => {
+                        if let Some(each) = &l.foreach {
+                            walk(&each.body, f);
+                        }
+                    }
                     TaskKind::Try(t) => {
                         walk(&t.body, f);
                         if let Some(h) = &t.handler {
@@ -455,7 +519,7 @@ impl Document {
             let TaskKind::Listen(l) = &task.kind else {
                 return;
             };
-            for filter in l.filters.iter().filter(|f| f.event_type == event_type) {
+            for filter in l.filters().filter(|f| f.event_type == event_type) {
                 match &filter.correlate {
                     None => keys.push(ANY_KEY.to_owned()),
                     Some(c) => {
@@ -544,6 +608,14 @@ impl Reader<'_> {
             }
         }
         let schedule = root.get("schedule").and_then(|v| self.schedule(v));
+        let restart_after = root
+            .get("schedule")
+            .and_then(|v| v.get("after"))
+            .and_then(|v| self.duration(v, "/schedule/after"));
+        let started_by = match root.get("schedule").and_then(|v| v.get("on")) {
+            Some(on) => self.schedule_on(on),
+            None => Vec::new(),
+        };
         for key in ["timeout", "evaluate", "extensions"] {
             if root.contains_key(key) {
                 self.unsupported(&pointer("", key), &format!("`{key}`"));
@@ -578,17 +650,50 @@ impl Reader<'_> {
             listened: Vec::new(),
             secrets,
             schedule,
+            restart_after,
+            started_by,
             source: Value::Null,
         })
+    }
+
+    /// `schedule.on`: the filters of its `one` or `any` (each event of any of them starts a
+    /// run).
+    fn schedule_on(&mut self, on: &Value) -> Vec<EventFilter> {
+        let at = "/schedule/on";
+        let filters: Vec<(&Value, String)> = if let Some(one) = on.get("one") {
+            vec![(one, pointer(at, "one"))]
+        } else if let Some(Value::Array(any)) = on.get("any") {
+            if on.get("until").is_some() {
+                self.unsupported(&pointer(at, "until"), "`schedule.on` with `until`");
+            }
+            any.iter()
+                .enumerate()
+                .map(|(i, f)| (f, format!("{at}/any/{i}")))
+                .collect()
+        } else {
+            self.unsupported(
+                at,
+                "`schedule.on` other than `one` or `any` of event filters (`all`: a run started by several events)",
+            );
+            return Vec::new();
+        };
+        if filters.is_empty() {
+            self.unsupported(&pointer(at, "any"), "`any: []` (any event at all)");
+        }
+        filters
+            .into_iter()
+            .filter_map(|(f, fat)| self.event_filter(f, &fat, &[], false))
+            .collect()
     }
 
     /// `schedule`: a cron expression (`cron`, or `every` when a cron expression can say it).
     fn schedule(&mut self, v: &Value) -> Option<String> {
         let m = v.as_object()?;
-        for key in ["after", "on"] {
-            if m.contains_key(key) {
-                self.unsupported(&pointer("/schedule", key), &format!("`schedule.{key}`"));
-            }
+        if m.len() > 1 {
+            self.problem(
+                "/schedule",
+                "one of `cron`, `every`, `after` or `on`: a schedule says one way to start",
+            );
         }
         if let Some(cron) = m.get("cron") {
             let Some(cron) = cron
@@ -940,7 +1045,7 @@ impl Reader<'_> {
                 .map(TaskKind::Emit);
         }
         if let Some(listen) = m.get("listen") {
-            return self.listen(listen, m, &pointer(at, "listen"), vars);
+            return self.listen(listen, m, &pointer(at, "listen"), depth, vars);
         }
         if let Some(run) = m.get("run") {
             return self.run(run, &pointer(at, "run"), vars);
@@ -1252,19 +1357,14 @@ impl Reader<'_> {
         v: &Value,
         task: &Map<String, Value>,
         at: &str,
+        depth: usize,
         vars: &[&str],
     ) -> Option<TaskKind> {
-        if task.contains_key("foreach") {
-            self.unsupported(&format!("{at}/../foreach"), "`listen` with `foreach`");
-        }
         let Some(to) = v.get("to").and_then(Value::as_object) else {
             self.problem(at, "`listen.to` is required");
             return None;
         };
         let tat = pointer(at, "to");
-        if to.contains_key("until") {
-            self.unsupported(&pointer(&tat, "until"), "`until`");
-        }
         let (strategy, filters) = if let Some(one) = to.get("one") {
             (Consumption::One, vec![(one, pointer(&tat, "one"))])
         } else if let Some(Value::Array(all)) = to.get("all") {
@@ -1291,72 +1391,19 @@ impl Reader<'_> {
             return None;
         };
         if filters.is_empty() {
-            self.unsupported(&tat, "`any: []` (any event at all)");
+            self.unsupported(
+                &tat,
+                "an empty list of event filters (`any: []`: any event at all; agentry delivers events by type, and a wait names its types)",
+            );
         }
-        if strategy == Consumption::Any && filters.len() > 1 {
-            self.unsupported(&pointer(&tat, "any"), "`any` of more than one event filter");
-        }
-        let mut out = Vec::new();
-        for (f, fat) in filters {
-            let mut with = f
-                .get("with")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            let Some(Value::String(event_type)) = with.remove("type") else {
-                self.problem(&fat, "the event filter needs `with.type`");
-                continue;
-            };
-            if crate::expr::runtime_expression(&event_type).is_some() {
-                self.problem(
-                    &pointer(&fat, "with/type"),
-                    "the event type must be a constant",
-                );
-                continue;
-            }
-            let correlate = match f.get("correlate").and_then(Value::as_object) {
-                None => None,
-                Some(c) if c.len() == 1 => {
-                    let (name, corr) = c.iter().next().expect("one");
-                    let cat = format!("{fat}/correlate/{name}");
-                    let from = corr
-                        .get("from")
-                        .and_then(|e| self.expr(e, &pointer(&cat, "from"), &[]));
-                    let expect = match corr.get("expect") {
-                        Some(e) => self.expr(e, &pointer(&cat, "expect"), vars),
-                        None => {
-                            self.unsupported(&cat, "a correlation without `expect`");
-                            None
-                        }
-                    };
-                    match (from, expect) {
-                        (Some(from), Some(expect)) => Some(Correlation { from, expect }),
-                        _ => None,
-                    }
-                }
-                Some(_) => {
-                    self.unsupported(&pointer(&fat, "correlate"), "more than one correlation");
-                    None
-                }
-            };
-            let mut attributes = Vec::new();
-            for (name, want) in with {
-                let matcher = match want.as_str().and_then(expr::runtime_expression) {
-                    Some(_) => match self.expr(&want, &format!("{fat}/with/{name}"), vars) {
-                        Some(e) => AttributeMatch::Holds(e),
-                        None => continue,
-                    },
-                    None => AttributeMatch::Equals(want),
-                };
-                attributes.push((name, matcher));
-            }
-            self.listened.push(event_type.clone());
-            out.push(EventFilter {
-                event_type,
-                with: attributes,
-                correlate,
-            });
-        }
+        let out: Vec<EventFilter> = filters
+            .into_iter()
+            .filter_map(|(f, fat)| self.event_filter(f, &fat, vars, true))
+            .collect();
+        let until = match to.get("until") {
+            None => None,
+            Some(u) => self.until(u, &pointer(&tat, "until"), vars),
+        };
         let read = match v.get("read").and_then(Value::as_str) {
             None | Some("data") => ReadMode::Data,
             Some("envelope") => ReadMode::Envelope,
@@ -1366,11 +1413,167 @@ impl Reader<'_> {
                 ReadMode::Data
             }
         };
+        let task_at = at.strip_suffix("/listen").unwrap_or(at);
+        let foreach = match task.get("foreach") {
+            None => None,
+            Some(f) => Some(self.event_loop(f, &pointer(task_at, "foreach"), depth, vars)?),
+        };
         Some(TaskKind::Listen(Box::new(Listen {
             strategy,
             filters: out,
             read,
+            until,
+            foreach,
         })))
+    }
+
+    /// `listen.to.until`: an expression, or the events (`one`, or `any` of filters) that end
+    /// the consumption.
+    fn until(&mut self, u: &Value, at: &str, vars: &[&str]) -> Option<Until> {
+        if u.is_string() {
+            return self.expr(u, at, vars).map(Until::Holds);
+        }
+        let filters: Vec<(&Value, String)> = if let Some(one) = u.get("one") {
+            vec![(one, pointer(at, "one"))]
+        } else if let Some(Value::Array(any)) = u.get("any") {
+            any.iter()
+                .enumerate()
+                .map(|(i, f)| (f, format!("{at}/any/{i}")))
+                .collect()
+        } else {
+            self.unsupported(
+                at,
+                "an `until` of `all` events (agentry ends a consumption on one event: `one`, or `any` of several)",
+            );
+            return None;
+        };
+        if filters.is_empty() {
+            self.unsupported(at, "an `until` of `any: []` (any event at all)");
+            return None;
+        }
+        let filters: Vec<EventFilter> = filters
+            .into_iter()
+            .filter_map(|(f, fat)| self.event_filter(f, &fat, vars, true))
+            .collect();
+        Some(Until::Event(filters))
+    }
+
+    /// A `listen`'s `foreach`: `item`, `at`, `do` (its `output` and `export` are not read).
+    fn event_loop(
+        &mut self,
+        f: &Value,
+        at: &str,
+        depth: usize,
+        vars: &[&str],
+    ) -> Option<EventLoop> {
+        for key in ["output", "export"] {
+            if f.get(key).is_some() {
+                self.unsupported(&pointer(at, key), &format!("`foreach.{key}`"));
+            }
+        }
+        let name = |key: &str, default: &str| {
+            f.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+                .to_owned()
+        };
+        let (item, index) = (name("item", "item"), name("at", "index"));
+        for (key, var) in [("item", &item), ("at", &index)] {
+            if !is_variable(var) {
+                self.problem(&pointer(at, key), format!("{var} is not a variable name"));
+            }
+        }
+        let mut inner: Vec<&str> = vars.to_vec();
+        inner.push(&item);
+        inner.push(&index);
+        let Some(body) = f.get("do") else {
+            self.problem(at, "a `foreach` needs a `do`");
+            return None;
+        };
+        let body = self.task_list(body, &pointer(at, "do"), depth + 1, &inner)?;
+        Some(EventLoop {
+            item,
+            at: index,
+            body: Arc::new(body),
+        })
+    }
+
+    /// One event filter: its type (a constant), its other attributes, its correlation. A
+    /// filter a `listen` waits on is `listened` (the workflow declares its type).
+    fn event_filter(
+        &mut self,
+        f: &Value,
+        fat: &str,
+        vars: &[&str],
+        listened: bool,
+    ) -> Option<EventFilter> {
+        let mut with = f
+            .get("with")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let Some(Value::String(event_type)) = with.remove("type") else {
+            self.problem(fat, "the event filter needs `with.type`");
+            return None;
+        };
+        if crate::expr::runtime_expression(&event_type).is_some() {
+            self.problem(
+                &pointer(fat, "with/type"),
+                "the event type must be a constant",
+            );
+            return None;
+        }
+        let correlate = match f.get("correlate").and_then(Value::as_object) {
+            None => None,
+            Some(_) if !listened => {
+                self.unsupported(
+                    &pointer(fat, "correlate"),
+                    "a correlation in `schedule.on` (a started run waits for nothing)",
+                );
+                None
+            }
+            Some(c) if c.len() == 1 => {
+                let (name, corr) = c.iter().next().expect("one");
+                let cat = format!("{fat}/correlate/{name}");
+                let from = corr
+                    .get("from")
+                    .and_then(|e| self.expr(e, &pointer(&cat, "from"), &[]));
+                let expect = match corr.get("expect") {
+                    Some(e) => self.expr(e, &pointer(&cat, "expect"), vars),
+                    None => {
+                        self.unsupported(&cat, "a correlation without `expect`");
+                        None
+                    }
+                };
+                match (from, expect) {
+                    (Some(from), Some(expect)) => Some(Correlation { from, expect }),
+                    _ => None,
+                }
+            }
+            Some(_) => {
+                self.unsupported(&pointer(fat, "correlate"), "more than one correlation");
+                None
+            }
+        };
+        let mut attributes = Vec::new();
+        for (name, want) in with {
+            let matcher = match want.as_str().and_then(expr::runtime_expression) {
+                Some(_) => match self.expr(&want, &format!("{fat}/with/{name}"), vars) {
+                    Some(e) => AttributeMatch::Holds(e),
+                    None => continue,
+                },
+                None => AttributeMatch::Equals(want),
+            };
+            attributes.push((name, matcher));
+        }
+        if listened {
+            self.listened.push(event_type.clone());
+        }
+        Some(EventFilter {
+            event_type,
+            with: attributes,
+            correlate,
+        })
     }
 
     fn call(

@@ -133,6 +133,21 @@ impl reqwest::dns::Resolve for Guarded {
     }
 }
 
+/// The most characters of the events sink's URL (`AGENTRY_EVENTS_SINK`).
+pub const MAX_SINK_URL: usize = 2048;
+
+/// The events sink setting (`AGENTRY_EVENTS_SINK`): an absolute http(s) URL with a host.
+pub fn parse_sink(s: &str) -> Result<String, String> {
+    if s.len() > MAX_SINK_URL {
+        return Err(format!("at most {MAX_SINK_URL} characters"));
+    }
+    let url = reqwest::Url::parse(s).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err("an http(s) URL with a host, e.g. https://events.example.com/in".into());
+    }
+    Ok(s.to_owned())
+}
+
 /// The outbound HTTP client of definitions.
 pub struct Outbound {
     client: reqwest::Client,

@@ -22,19 +22,22 @@ use serde_json::{Map, Value, json};
 
 use agentry_engine::event::{EventKind, LayerEvent};
 use agentry_engine::record::{StepRecord, StepStatus};
+use agentry_engine::state::AwaitedEvent;
 use agentry_engine::workflow::{StepContext, StepError, StepJournal};
 
 use crate::error::DslError;
 use crate::expr::{Expr, Template};
 use crate::model::{
-    ANY_KEY, AttributeMatch, Backoff, Consumption, Document, EventFilter, Flow, ForLoop, Listen,
-    ReadMode, RetryPolicy, SwitchCase, Task, TaskKind, TaskList, TryCatch, key_text,
+    ANY_KEY, Backoff, Consumption, Document, EventFilter, Flow, ForLoop, Listen, ReadMode,
+    RetryPolicy, SwitchCase, Task, TaskKind, TaskList, TryCatch, Until, key_text,
 };
 use crate::outbound::Outbound;
 use crate::secrets::Redacted;
 
 /// The most task runs of one execution (a flow directive can loop).
 pub const MAX_TASK_RUNS: u32 = 100_000;
+/// The most events one `listen` consumes (an `any` with an `until`).
+pub const MAX_LISTENED_EVENTS: usize = 10_000;
 /// The most items one `for` iterates.
 pub const MAX_FOR_ITEMS: usize = 10_000;
 /// A wait (or a retry's delay) up to this long sleeps in the process; a longer one suspends
@@ -49,12 +52,32 @@ pub trait EventSink: Send + Sync {
     async fn publish(&self, event: &Value, owner: Option<&str>) -> Result<(), String>;
 }
 
+/// Starts executions: the next run of a document with `schedule.after`.
+#[async_trait::async_trait]
+pub trait Starter: Send + Sync {
+    /// Starts an execution of `workflow` under `execution_id` (an id taken already is not
+    /// started again), with `context` beside the caller's (`owner`'s).
+    async fn start(
+        &self,
+        workflow: &str,
+        execution_id: &str,
+        input: Value,
+        context: Map<String, Value>,
+        owner: Option<&str>,
+    ) -> Result<(), String>;
+}
+
 /// What a runtime needs from outside: outbound calls, secrets, emitted events' sink.
 #[derive(Clone)]
 pub struct Services {
     pub outbound: Arc<Outbound>,
     /// Where `emit` publishes (none: an emitted event is only recorded).
     pub events: Option<Arc<dyn EventSink>>,
+    /// The URL every emitted event is also POSTed to, as a CloudEvent in structured mode
+    /// (`AGENTRY_EVENTS_SINK`), under the outbound policy.
+    pub events_sink: Option<String>,
+    /// What starts a document's next run (`schedule.after`).
+    pub starter: Option<Arc<dyn Starter>>,
     /// The secrets documents may declare (`$secrets`).
     pub secrets: Arc<crate::secrets::Secrets>,
     /// The runtime descriptor (`$runtime`).
@@ -190,6 +213,7 @@ pub(crate) async fn run_document(
         // An end was made the workflow's output above.
         Ok(mut output) | Err(Stop::End(mut output)) => {
             run.defer_pending();
+            run.start_next().await?;
             run.secrets.value(&mut output);
             Ok(output)
         }
@@ -224,8 +248,59 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// What a run started by `schedule.after` holds in its context: the run it follows, and when
+/// it may start.
+const RESTARTED: &str = "restartedAfter";
+
 impl Run {
+    /// `schedule.after`: starts the next run, which waits (a durable timer) until the delay
+    /// after this one has passed. Its id is derived from this one's: a re-run of this step
+    /// (after a crash) does not start it twice.
+    async fn start_next(&self) -> Result<(), StepError> {
+        let (Some(after), Some(starter)) = (self.doc.restart_after, &self.services.starter) else {
+            return Ok(());
+        };
+        let not_before = self.ctx.now() + chrono_duration(after);
+        let digest = agentry_engine::id::digest(&self.ctx.execution_id);
+        let next = format!("after-{digest}");
+        let mut context = Map::new();
+        context.insert(
+            RESTARTED.to_owned(),
+            json!({
+                "executionId": self.ctx.execution_id,
+                "notBefore": not_before.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            }),
+        );
+        starter
+            .start(
+                &self.doc.name,
+                &next,
+                (*self.ctx.workflow_input).clone(),
+                context,
+                self.ctx.owner.as_deref(),
+            )
+            .await
+            .map_err(|e| StepError::failed(format!("starting the next run (schedule.after): {e}")))
+    }
+
+    /// When a run started by `schedule.after` may start, if it is one.
+    fn not_before(&self) -> Option<DateTime<Utc>> {
+        let at = self
+            .ctx
+            .context
+            .get(RESTARTED)?
+            .get("notBefore")?
+            .as_str()?;
+        DateTime::parse_from_rfc3339(at)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
     async fn workflow_output(&self, raw_input: Value) -> Result<Value, Stop> {
+        if let Some(at) = self.not_before() {
+            self.sleep_until(at, "Starting again (schedule.after)")
+                .await?;
+        }
         let input = match &self.doc.input_from {
             Some(from) => {
                 let args = self.args(&Value::Null, &Value::Null, None, &[]);
@@ -632,7 +707,7 @@ impl Run {
                 TaskKind::Emit(t) => Ok((self.emit(t, key, input, &args()).await?, then)),
                 TaskKind::Listen(l) => {
                     let deadline = task.timeout.map(|t| start.started_at + chrono_duration(t));
-                    Ok((self.listen(l, input, &args(), deadline).await?, then))
+                    Ok((self.listen(l, input, &args(), deadline, scope).await?, then))
                 }
                 TaskKind::CallHttp(call) => {
                     let out = self
@@ -942,54 +1017,155 @@ impl Run {
                 .await
                 .map_err(|e| DslError::runtime(format!("publishing the event: {e}")))?;
         }
+        if let Some(url) = &self.services.events_sink {
+            // The same Idempotency-Key (and event id) on a re-run after a crash: the
+            // receiver tells a second delivery by either.
+            let mut request = crate::outbound::Request::new("POST", url)?;
+            request.headers.push((
+                "content-type".to_owned(),
+                "application/cloudevents+json".to_owned(),
+            ));
+            request.body = Some(Value::String(event.to_string()));
+            self.services
+                .outbound
+                .send(request, &self.idempotency_key(key))
+                .await?;
+        }
         Ok(event)
     }
 
-    /// Waits for the events `l` asks for; past `deadline` (the task's time-out, from its
-    /// start), the DSL's `timeout` error.
+    /// Waits for the events `l` asks for (and runs its `foreach` on each); past `deadline`
+    /// (the task's time-out, from its start), the DSL's `timeout` error.
     async fn listen(
         &self,
         l: &Listen,
         input: &Value,
         args: &Args<'_>,
         deadline: Option<DateTime<Utc>>,
+        scope: &Scope,
     ) -> Result<Value, Stop> {
         let mut got = Vec::new();
-        let filters: Vec<_> = match l.strategy {
-            Consumption::One | Consumption::Any => l.filters.iter().take(1).collect(),
-            Consumption::All => l.filters.iter().collect(),
+        let mut outputs = Vec::new();
+        match l.strategy {
+            Consumption::One | Consumption::All => {
+                for filter in &l.filters {
+                    let (_, envelope) = self.next_event(&[filter], input, args, deadline).await?;
+                    self.consumed(l, envelope, &mut got, &mut outputs, scope)
+                        .await?;
+                }
+            }
+            Consumption::Any => {
+                let ends: &[EventFilter] = match &l.until {
+                    Some(Until::Event(filters)) => filters,
+                    _ => &[],
+                };
+                let awaited: Vec<&EventFilter> = l.filters.iter().chain(ends).collect();
+                loop {
+                    if got.len() >= MAX_LISTENED_EVENTS {
+                        return Err(DslError::runtime(format!(
+                            "the listen consumed {MAX_LISTENED_EVENTS} events and its `until` did not end it"
+                        ))
+                        .into());
+                    }
+                    let (which, envelope) =
+                        self.next_event(&awaited, input, args, deadline).await?;
+                    if which >= l.filters.len() {
+                        break;
+                    }
+                    self.consumed(l, envelope, &mut got, &mut outputs, scope)
+                        .await?;
+                    match &l.until {
+                        None => break,
+                        Some(Until::Holds(cond)) => {
+                            let events = Value::Array(got.clone());
+                            if self.eval_bool(cond, &events, args)? {
+                                break;
+                            }
+                        }
+                        Some(Until::Event(_)) => {}
+                    }
+                }
+            }
+        }
+        Ok(Value::Array(if l.foreach.is_some() {
+            outputs
+        } else {
+            got
+        }))
+    }
+
+    /// An event a `listen` consumed: kept as `read` says, and its `foreach` run on it.
+    async fn consumed(
+        &self,
+        l: &Listen,
+        envelope: Value,
+        got: &mut Vec<Value>,
+        outputs: &mut Vec<Value>,
+        scope: &Scope,
+    ) -> Result<(), Stop> {
+        let event = match l.read {
+            ReadMode::Data => envelope.get("data").cloned().unwrap_or(Value::Null),
+            ReadMode::Envelope | ReadMode::Raw => envelope,
         };
+        if let Some(each) = &l.foreach {
+            let mut inner: Vec<(String, Value)> = (**scope).clone();
+            inner.push((each.item.clone(), event.clone()));
+            inner.push((each.at.clone(), json!(got.len())));
+            outputs.push(
+                self.run_list(&each.body, event.clone(), Arc::new(inner))
+                    .await?,
+            );
+        }
+        got.push(event);
+        Ok(())
+    }
+
+    /// The next event of any of `filters` (its correlation's key, its attributes): which one
+    /// and its CloudEvent. An event that does not match its filter's attributes is taken and
+    /// left aside; the wait goes on for the next one (each wait is recorded: a re-run takes
+    /// the same events).
+    async fn next_event(
+        &self,
+        filters: &[&EventFilter],
+        input: &Value,
+        args: &Args<'_>,
+        deadline: Option<DateTime<Utc>>,
+    ) -> Result<(usize, Value), Stop> {
+        let mut awaited = Vec::with_capacity(filters.len());
         for filter in filters {
             let key = match &filter.correlate {
                 Some(c) => key_text(&self.eval(&c.expect, input, args)?),
                 None => ANY_KEY.to_owned(),
             };
-            // An event that does not match the filter's attributes is taken and left aside;
-            // the wait goes on for the next one (each wait is recorded: a re-run takes the
-            // same events).
-            let envelope = loop {
-                let delivered = self
-                    .ctx
-                    .wait_for_event(&filter.event_type, Some(&key), deadline)
-                    .await
-                    .map_err(Stop::Engine)?
-                    .ok_or_else(|| {
-                        DslError::timeout(format!(
-                            "no event {} came before the task's time-out",
-                            filter.event_type
-                        ))
-                    })?;
-                let envelope = envelope_of(&filter.event_type, delivered);
-                if self.matches(filter, &envelope, args)? {
-                    break envelope;
-                }
-            };
-            got.push(match l.read {
-                ReadMode::Data => envelope.get("data").cloned().unwrap_or(Value::Null),
-                ReadMode::Envelope | ReadMode::Raw => envelope,
-            });
+            awaited.push(AwaitedEvent::new(filter.event_type.clone(), Some(&key)));
         }
-        Ok(Value::Array(got))
+        loop {
+            let (which, delivered) = self
+                .ctx
+                .wait_for_any_event(&awaited, deadline)
+                .await
+                .map_err(Stop::Engine)?
+                .ok_or_else(|| {
+                    let types: Vec<&str> = filters.iter().map(|f| f.event_type.as_str()).collect();
+                    DslError::timeout(format!(
+                        "no event {} came before the task's time-out",
+                        types.join(" or ")
+                    ))
+                })?;
+            let came = awaited.get(which).ok_or_else(|| {
+                DslError::runtime("an event the listen does not wait for".to_owned())
+            })?;
+            // The first filter of the event's type and key that its attributes match.
+            for (i, filter) in filters.iter().enumerate() {
+                if awaited[i] != *came {
+                    continue;
+                }
+                let envelope = envelope_of(&filter.event_type, delivered.clone());
+                if self.matches(filter, &envelope, args)? {
+                    return Ok((i, envelope));
+                }
+            }
+        }
     }
 
     /// Whether an event's attributes are as the filter says.
@@ -999,17 +1175,9 @@ impl Run {
         envelope: &Value,
         args: &Args<'_>,
     ) -> Result<bool, DslError> {
-        for (name, want) in &filter.with {
-            let have = envelope.get(name).unwrap_or(&Value::Null);
-            let holds = match want {
-                AttributeMatch::Equals(v) => have == v,
-                AttributeMatch::Holds(e) => self.eval_bool(e, have, args)?,
-            };
-            if !holds {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        filter
+            .matches(envelope, &refs(args))
+            .map_err(DslError::expression)
     }
 }
 

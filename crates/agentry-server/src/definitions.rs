@@ -17,6 +17,7 @@ use agentry_definitions::outbound::Outbound;
 use agentry_definitions::secrets::Secrets;
 
 use crate::Settings;
+use agentry_definitions::run::Starter;
 use agentry_definitions::{EventSink, Problem, Services};
 use agentry_engine::{Engine, UserId};
 use agentry_schedules::ScheduleSpec;
@@ -33,7 +34,8 @@ pub fn report(problems: &[Problem]) -> String {
         .join("\n")
 }
 
-/// Where definitions' `emit` tasks publish: the engine, as `POST /events` sends a CloudEvent.
+/// Where definitions' `emit` tasks publish: the engine, as `POST /events` sends a CloudEvent
+/// (and where `schedule.after` starts the next run).
 struct EngineEvents(Engine);
 
 #[async_trait::async_trait]
@@ -60,6 +62,33 @@ impl EventSink for EngineEvents {
     }
 }
 
+/// Where definitions' `schedule.after` starts their next runs: the engine.
+#[async_trait::async_trait]
+impl Starter for EngineEvents {
+    async fn start(
+        &self,
+        workflow: &str,
+        execution_id: &str,
+        input: Value,
+        context: serde_json::Map<String, Value>,
+        owner: Option<&str>,
+    ) -> Result<(), String> {
+        let owner = owner.map(UserId::from);
+        let options = agentry_engine::ExecuteOptions {
+            execution_id: Some(execution_id.into()),
+            user_id: owner.clone(),
+            owner,
+            context,
+            ..Default::default()
+        };
+        self.0
+            .start(&workflow.into(), input, options)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// What definitions' runs use: the outbound client under the settings' policy, the engine
 /// for the events they emit, the secrets, the runtime descriptor.
 pub fn services(settings: &Settings, engine: Option<Engine>) -> anyhow::Result<Services> {
@@ -72,7 +101,11 @@ pub fn services(settings: &Settings, engine: Option<Engine>) -> anyhow::Result<S
         .context("building the outbound HTTP client")?;
     Ok(Services {
         outbound: Arc::new(outbound.with_stdio(settings.definitions_trusted)),
-        events: engine.map(|e| Arc::new(EngineEvents(e)) as Arc<dyn EventSink>),
+        events: engine
+            .clone()
+            .map(|e| Arc::new(EngineEvents(e)) as Arc<dyn EventSink>),
+        events_sink: settings.events_sink.clone(),
+        starter: engine.map(|e| Arc::new(EngineEvents(e)) as Arc<dyn Starter>),
         secrets: Arc::new(secrets),
         runtime: Arc::new(json!({
             "name": "agentry",

@@ -78,6 +78,9 @@ pub struct Settings {
     /// Whether the definitions folder is read again when one of its files changes (besides
     /// `SIGHUP`; `AGENTRY_DEFINITIONS_WATCH`).
     pub definitions_watch: bool,
+    /// The URL every event a definition emits is also POSTed to, as a CloudEvent in structured
+    /// mode, under the outbound policy (`AGENTRY_EVENTS_SINK`).
+    pub events_sink: Option<String>,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -177,6 +180,7 @@ impl Default for Settings {
             secrets_file: None,
             definitions_trusted: false,
             definitions_watch: false,
+            events_sink: None,
         }
     }
 }

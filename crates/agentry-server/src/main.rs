@@ -282,6 +282,11 @@ struct ServeArgs {
     /// problem is refused whole and the definitions loaded stay [default: off]
     #[arg(long, env = "AGENTRY_DEFINITIONS_WATCH", value_parser = clap::builder::BoolishValueParser::new())]
     definitions_watch: bool,
+    /// An http(s) URL every event a definition emits is also POSTed to, as a CloudEvent in
+    /// structured mode (`application/cloudevents+json`), under the outbound policy
+    /// [default: none]
+    #[arg(long, env = "AGENTRY_EVENTS_SINK", value_parser = agentry_definitions::outbound::parse_sink)]
+    events_sink: Option<String>,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -482,6 +487,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         secrets_file: args.secrets_file,
         definitions_trusted: args.definitions_trusted,
         definitions_watch: args.definitions_watch,
+        events_sink: args.events_sink,
     };
     let running = start(&settings).await?;
     tracing::info!(

@@ -1,6 +1,7 @@
 //! Durability of Serverless Workflow definitions (`agentry serve --definitions DIR`) with real
 //! processes: an `agentry` killed with -9 while a `call: http` is in flight (or while a `wait`
-//! sleeps), then a server started again on the same SQLite file, or another PostgreSQL replica
+//! sleeps, or while an emitted event's POST to the events sink is in flight after a `listen`),
+//! then a server started again on the same SQLite file, or another PostgreSQL replica
 //! left running. The execution completes once, with the right result, and the stand-in service
 //! the calls reach answers each `Idempotency-Key` once: a request cut by the crash arrives again
 //! with the same key (the point of the key), a call recorded before the crash is not sent again.
@@ -680,4 +681,69 @@ on_both_databases!(
     a_for_loop_survives_kill_9,
     a_for_loop_survives_kill_9_on_sqlite,
     a_for_loop_survives_kill_9_on_postgres
+);
+
+/// `listen` for the first of two events, then `emit` (also POSTed to the events sink).
+fn listen_then_emit() -> String {
+    header("durable-listen")
+        + r#"do:
+  - awaitGo:
+      listen:
+        to:
+          any:
+            - with:
+                type: com.example.go
+            - with:
+                type: com.example.abort
+  - announce:
+      emit:
+        event:
+          with:
+            type: com.example.done
+            source: https://durability.example
+            data: '${ {got: .[0]} }'
+"#
+}
+
+/// Scenario 5, `listen` and `emit`: the execution waits (suspended) for the first of two
+/// events; one comes; kill -9 while the emitted event's POST to the events sink
+/// (`AGENTRY_EVENTS_SINK`, the stand-in) is held. The server that continues sends it again with
+/// the same `Idempotency-Key` and the same event id: the sink applies it once.
+async fn a_listen_and_an_emit_survive_kill_9(database_url: &str) {
+    let mut stand_in = StandIn::start(|body| body["type"] == "com.example.done");
+    let dir = definitions("durable-listen", &listen_then_emit());
+    let mut env = scenario_env(&dir, database_url);
+    env.push(("AGENTRY_EVENTS_SINK", stand_in.url()));
+    let (runner, after) = servers(database_url, &env);
+    let id = new_id("listen");
+    let _client = start(&runner, "durable-listen", &id, json!({}));
+    wait_for_state(&runner, "durable-listen", &id, "the wait", |s| {
+        s["status"] == "suspended"
+            && s["suspension"]["event"]["also"][0]["name"] == "com.example.abort"
+    })
+    .await;
+    let path = format!("/workflows/durable-listen/executions/{id}/events/com.example.go");
+    let (status, body) =
+        common::replica::post(&runner, &path, json!({"data": {"n": 1}}), None).await;
+    assert_eq!(status, 200, "{body}");
+    let held = stand_in.next_held(|| runner.log()).await;
+    assert_eq!(held, format!("{id}:workflow/do/1/announce"));
+    let continuing = kill_and_continue(runner, after, database_url, &env);
+
+    let done = completed(&continuing, "durable-listen", &id).await;
+    assert_eq!(done["result"]["type"], "com.example.done", "{done}");
+    assert_eq!(done["result"]["data"], json!({"got": {"n": 1}}), "{done}");
+    let seen = stand_in.seen();
+    assert_effects_once(&seen, &id, 1, |_| 2);
+    assert_eq!(seen[&held].body["id"], done["result"]["id"], "{seen:#?}");
+    assert_keys_are_entries(&done, &seen, &id);
+    assert_continued(&continuing, database_url);
+    drop(continuing);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+on_both_databases!(
+    a_listen_and_an_emit_survive_kill_9,
+    a_listen_and_an_emit_survive_kill_9_on_sqlite,
+    a_listen_and_an_emit_survive_kill_9_on_postgres
 );

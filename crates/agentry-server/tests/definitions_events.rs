@@ -1013,3 +1013,504 @@ async fn a_caught_503_is_retried_until_the_service_answers() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// 8. `listen` with `any` and `until`, `foreach`; `schedule.on`, `schedule.after`; the sink.
+// ---------------------------------------------------------------------------------------------
+
+const STOP: &str = "com.example.stop";
+const ORDERED: &str = "com.example.ordered";
+
+/// Waits for the first of an approval (no correlation) and a payment of its order.
+fn approval_or_payment() -> (&'static str, String) {
+    let yaml = header("approval-or-payment")
+        + &format!(
+            r#"do:
+  - awaitEither:
+      listen:
+        to:
+          any:
+            - with:
+                type: {APPROVAL}
+            - with:
+                type: {PAYMENT}
+              correlate:
+                orderId:
+                  from: '${{ .data.orderId }}'
+                  expect: '${{ .orderId }}'
+        read: envelope
+      output:
+        as: '${{ {{type: .[0].type, data: .[0].data}} }}'
+"#
+        );
+    ("approval-or-payment", yaml)
+}
+
+/// Consumes readings until their amounts add up to 10 or more.
+fn until_enough() -> (&'static str, String) {
+    let yaml = header("until-enough")
+        + &format!(
+            r#"do:
+  - collect:
+      listen:
+        to:
+          any:
+            - with:
+                type: {READING}
+          until: '${{ (map(.amount) | add) >= 10 }}'
+"#
+        );
+    ("until-enough", yaml)
+}
+
+/// Doubles each reading (`foreach`) until a stop event comes.
+fn until_stopped() -> (&'static str, String) {
+    let yaml = header("until-stopped")
+        + &format!(
+            r#"do:
+  - collect:
+      listen:
+        to:
+          any:
+            - with:
+                type: {READING}
+          until:
+            one:
+              with:
+                type: {STOP}
+      foreach:
+        item: reading
+        at: n
+        do:
+          - double:
+              set:
+                n: '${{ $n }}'
+                doubled: '${{ $reading.amount * 2 }}'
+"#
+        );
+    ("until-stopped", yaml)
+}
+
+/// Started by each order event (`schedule.on`) whose data's total is over 0: its output is
+/// the order (the event's data) and the event's id.
+fn on_order() -> (&'static str, String) {
+    let yaml = header("on-order")
+        + &format!(
+            r#"schedule:
+  on:
+    one:
+      with:
+        type: {ORDERED}
+        data: '${{ .total > 0 }}'
+do:
+  - take:
+      set:
+        eventId: '${{ .id }}'
+        order: '${{ .data }}'
+"#
+        );
+    ("on-order", yaml)
+}
+
+/// Emits an order event (its data the input): for `schedule.on` and the sink.
+fn order_emitter() -> (&'static str, String) {
+    let yaml = header("order-emitter")
+        + &format!(
+            r#"do:
+  - announce:
+      emit:
+        event:
+          with:
+            type: {ORDERED}
+            source: https://shop.example
+            data: '${{ . }}'
+"#
+        );
+    ("order-emitter", yaml)
+}
+
+/// Counts to its input's `n`, and starts again 1 s after each completed run.
+fn every_second_after() -> (&'static str, String) {
+    let yaml = header("again-after")
+        + r#"schedule:
+  after:
+    seconds: 1
+do:
+  - count:
+      set:
+        done: true
+"#;
+    ("again-after", yaml)
+}
+
+/// The executions of `workflow` (their summaries), oldest first.
+async fn executions_of(s: &Server, workflow: &str) -> Vec<Value> {
+    let (status, body) =
+        answer(client().get(s.url(&format!("/workflows/{workflow}/executions?limit=100")))).await;
+    assert_eq!(status, 200, "{body}");
+    let mut all = body["data"]["executions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    all.sort_by_key(|e| e["startAt"].as_str().unwrap_or_default().to_owned());
+    all
+}
+
+/// Polls until `workflow` has executions for which `done` holds; fails after [`PATIENCE`].
+async fn executions_until(
+    s: &Server,
+    workflow: &str,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let all = executions_of(s, workflow).await;
+        if done(&all) {
+            return all;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{what}: never; last {all:#?}\n{}",
+            s.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `listen` with `any` of two filters: the suspension shows both events (the second under
+/// `also`, with its correlation's key), and the first event of either completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_any_is_satisfied_by_the_first_of_its_events() {
+    within(async {
+        let s = Server::start(&[approval_or_payment()], &[]);
+        let (paid, approved) = (new_id("either"), new_id("either"));
+        let (order, other) = (new_id("o"), new_id("o"));
+        for (id, order) in [(&paid, &order), (&approved, &other)] {
+            execute(
+                &s,
+                "approval-or-payment",
+                id,
+                json!({"orderId": order}),
+                None,
+            )
+            .await;
+            let st = wait_for(&s, "approval-or-payment", id, None, "the wait", |st| {
+                st["status"] == "suspended"
+            })
+            .await;
+            assert_eq!(
+                st["suspension"]["event"],
+                json!({"name": APPROVAL, "key": "*", "also": [{"name": PAYMENT, "key": order}]}),
+                "{st:#}"
+            );
+        }
+        // By key: the payment of one order wakes that execution only.
+        let (status, sent) = post(
+            &s,
+            &format!("/events/{PAYMENT}"),
+            &json!({"key": order, "data": {"orderId": order, "amount": 5}}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{sent}\n{}", s.log());
+        let done = completed(&s, "approval-or-payment", &paid, None).await;
+        assert_eq!(
+            done["result"],
+            json!({"type": PAYMENT, "data": {"orderId": order, "amount": 5}}),
+            "{done:#}"
+        );
+        stays_suspended(&s, "approval-or-payment", &approved, None, 0).await;
+        // A CloudEvent of the other type wakes the other.
+        cloud_event(
+            &s,
+            &cloud(&new_id("ce"), APPROVAL, json!({"by": "ana"})),
+            None,
+        )
+        .await;
+        let done = completed(&s, "approval-or-payment", &approved, None).await;
+        assert_eq!(
+            done["result"],
+            json!({"type": APPROVAL, "data": {"by": "ana"}}),
+            "{done:#}"
+        );
+    })
+    .await;
+}
+
+/// `until` an expression: the listen consumes readings (sent before and while it waits) until
+/// their amounts add up to 10; its output is every reading consumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_until_an_expression_consumes_events_until_it_holds() {
+    within(async {
+        let s = Server::start(&[until_enough()], &[]);
+        let id = new_id("enough");
+        execute(&s, "until-enough", &id, json!({}), None).await;
+        // Some come while it waits, some before it waits again.
+        for (i, amount) in [4, 5, 3, 8].iter().enumerate() {
+            cloud_event(
+                &s,
+                &cloud(&format!("{id}-{i}"), READING, json!({"amount": amount})),
+                None,
+            )
+            .await;
+        }
+        let done = completed(&s, "until-enough", &id, None).await;
+        assert_eq!(
+            done["result"],
+            json!([{"amount": 4}, {"amount": 5}, {"amount": 3}]),
+            "{done:#}"
+        );
+    })
+    .await;
+}
+
+/// `until` an event, with `foreach`: each reading runs the loop's tasks (the reading as
+/// `$reading`, its index as `$n`) as it comes; the stop event ends the listen (it is not
+/// consumed); the output is the loop's outputs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_until_an_event_runs_its_foreach_on_each_event() {
+    within(async {
+        let s = Server::start(&[until_stopped()], &[]);
+        let id = new_id("stopped");
+        execute(&s, "until-stopped", &id, json!({}), None).await;
+        let st = wait_for(&s, "until-stopped", &id, None, "the wait", |st| {
+            st["status"] == "suspended"
+        })
+        .await;
+        assert_eq!(
+            st["suspension"]["event"],
+            json!({"name": READING, "key": "*", "also": [{"name": STOP, "key": "*"}]}),
+            "{st:#}"
+        );
+        for (i, amount) in [1, 2].iter().enumerate() {
+            let path = format!("/workflows/until-stopped/executions/{id}/events/{READING}");
+            let (status, body) = post(&s, &path, &json!({"data": {"amount": amount}}), None).await;
+            assert_eq!(status, 200, "{body}");
+            // Each reading runs the loop at once (the execution waits again after it).
+            wait_for(&s, "until-stopped", &id, None, "the loop's run", |st| {
+                st["status"] == "suspended"
+                    && st["steps"].as_object().is_some_and(|steps| {
+                        steps.keys().filter(|k| k.contains("/double")).count() == i + 1
+                    })
+            })
+            .await;
+        }
+        let path = format!("/workflows/until-stopped/executions/{id}/events/{STOP}");
+        let (status, body) = post(&s, &path, &json!({"data": {}}), None).await;
+        assert_eq!(status, 200, "{body}");
+        let done = completed(&s, "until-stopped", &id, None).await;
+        assert_eq!(
+            done["result"],
+            json!([{"n": 0, "doubled": 2}, {"n": 1, "doubled": 4}]),
+            "{done:#}"
+        );
+    })
+    .await;
+}
+
+/// `schedule.on`: each matching event starts one execution on it, whether it comes as a
+/// CloudEvent (`POST /events`; sent twice with one id, it starts one), by key
+/// (`POST /events/{type}`) or from an `emit`; an event its filter refuses starts none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_on_starts_one_execution_per_event() {
+    within(async {
+        let s = Server::start(&[on_order(), order_emitter()], &[]);
+        let first = cloud(&new_id("ce"), ORDERED, json!({"total": 12}));
+        cloud_event(&s, &first, None).await;
+        cloud_event(&s, &first, None).await;
+        cloud_event(
+            &s,
+            &cloud(&new_id("ce"), ORDERED, json!({"total": 0})),
+            None,
+        )
+        .await;
+        let (status, body) = post(
+            &s,
+            &format!("/events/{ORDERED}"),
+            &json!({"key": "any", "data": {"total": 7}, "eventId": "keyed-1"}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}\n{}", s.log());
+        let emitted = execute(
+            &s,
+            "order-emitter",
+            &new_id("emit"),
+            json!({"total": 3}),
+            None,
+        )
+        .await;
+        assert_eq!(emitted["status"], "completed", "{emitted:#}");
+
+        let runs = executions_until(&s, "on-order", "three runs, completed", |all| {
+            all.len() >= 3 && all.iter().all(|e| e["status"] == "completed")
+        })
+        .await;
+        tokio::time::sleep(QUIET).await;
+        let runs_now = executions_of(&s, "on-order").await;
+        assert_eq!(runs_now.len(), 3, "{runs_now:#?}");
+        let mut totals = Vec::new();
+        for run in &runs {
+            let id = run["executionId"].as_str().expect("an id");
+            let st = completed(&s, "on-order", id, None).await;
+            totals.push(st["result"]["order"]["total"].as_i64().expect("a total"));
+            if st["result"]["order"]["total"] == 12 {
+                assert_eq!(st["result"]["eventId"], first["id"], "{st:#}");
+            }
+        }
+        totals.sort();
+        assert_eq!(totals, vec![3, 7, 12]);
+    })
+    .await;
+}
+
+/// `schedule.after`: a run that completed starts the next one, which waits the delay first
+/// (its context says which run it follows and when it may start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_after_starts_the_next_run_after_the_delay() {
+    within(async {
+        let s = Server::start(&[every_second_after()], &[]);
+        let first = new_id("first");
+        let done = execute(&s, "again-after", &first, json!({"n": 1}), None).await;
+        assert_eq!(done["status"], "completed", "{done:#}");
+        let runs = executions_until(&s, "again-after", "two more runs", |all| {
+            all.iter().filter(|e| e["status"] == "completed").count() >= 3
+        })
+        .await;
+        let ids: Vec<&str> = runs
+            .iter()
+            .filter_map(|e| e["executionId"].as_str())
+            .collect();
+        let second = completed(&s, "again-after", ids[1], None).await;
+        let first_state = completed(&s, "again-after", &first, None).await;
+        let follows = &second["context"]["restartedAfter"];
+        assert_eq!(follows["executionId"], first, "{second:#}");
+        assert_eq!(second["input"], json!({"n": 1}), "{second:#}");
+        let ended = |st: &Value| {
+            chrono::DateTime::parse_from_rfc3339(st["endAt"].as_str().expect("endAt"))
+                .expect("a time")
+        };
+        // The delay counts from the first run's last task, a moment before its end is written.
+        let not_before =
+            chrono::DateTime::parse_from_rfc3339(follows["notBefore"].as_str().expect("notBefore"))
+                .expect("a time");
+        assert!(ended(&second) >= not_before, "{second:#}");
+        let gap = ended(&second) - ended(&first_state);
+        assert!(gap >= chrono::Duration::milliseconds(900), "{gap}");
+    })
+    .await;
+}
+
+/// `AGENTRY_EVENTS_SINK`: an emitted event is also POSTed there once, as a CloudEvent in
+/// structured mode, with the emit's `Idempotency-Key`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emitted_event_is_posted_to_the_sink_once() {
+    within(async {
+        let sink = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/in"))
+            .respond_with(ResponseTemplate::new(202))
+            .mount(&sink)
+            .await;
+        let url = format!("{}/in", sink.uri());
+        let s = Server::start(&[order_emitter()], &[("AGENTRY_EVENTS_SINK", &url)]);
+        let id = new_id("emit");
+        let done = execute(&s, "order-emitter", &id, json!({"total": 9}), None).await;
+        assert_eq!(done["status"], "completed", "{done:#}\n{}", s.log());
+        let got = sink.received_requests().await.expect("the requests");
+        assert_eq!(got.len(), 1, "{got:?}");
+        let request = &got[0];
+        let header = |name: &str| {
+            request
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        assert_eq!(
+            header("content-type").as_deref(),
+            Some("application/cloudevents+json")
+        );
+        assert_eq!(
+            header("idempotency-key"),
+            Some(format!("{id}:workflow/do/0/announce"))
+        );
+        let event: Value = serde_json::from_slice(&request.body).expect("a JSON body");
+        assert_eq!(event, done["result"], "{event:#}");
+        assert_eq!(event["type"], ORDERED);
+        assert_eq!(event["data"], json!({"total": 9}));
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. A scheduled definition on replicas.
+// ---------------------------------------------------------------------------------------------
+
+/// Runs each second (`schedule.every`).
+fn ticking() -> (&'static str, String) {
+    let yaml = header("ticking")
+        + r#"schedule:
+  every:
+    seconds: 1
+do:
+  - tick:
+      set:
+        ticked: true
+"#;
+    ("ticking", yaml)
+}
+
+/// Two replicas on one PostgreSQL database serve a definition that runs each second: each tick
+/// starts one execution (`definition-ticking@<fire time>`), none missing between the first
+/// and the last, each completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_definition_fires_once_per_tick_across_two_replicas() {
+    let db = agentry_testdb::PgDatabase::create("agentry_defs_sched")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let replicas: Vec<Server> = ["a", "b"]
+        .iter()
+        .map(|n| Server::replica(&db.url, &format!("tick-{n}"), &[ticking()], &[]))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let fire_times = |all: &[Value]| -> Vec<chrono::DateTime<chrono::Utc>> {
+        let mut times: Vec<_> = all
+            .iter()
+            .filter_map(|e| {
+                e["executionId"]
+                    .as_str()?
+                    .strip_prefix("definition-ticking@")
+            })
+            .map(|t| {
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .unwrap_or_else(|_| panic!("{t}: not RFC 3339"))
+                    .with_timezone(&chrono::Utc)
+            })
+            .collect();
+        times.sort();
+        times
+    };
+    let runs = executions_until(&replicas[1], "ticking", "four runs", |all| all.len() >= 4).await;
+    // Each run but the newest (which may have just started) completed.
+    let ended = runs[..runs.len() - 1]
+        .iter()
+        .all(|e| e["status"] == "completed");
+    assert!(ended, "{runs:#?}");
+    let times = fire_times(&runs);
+    assert_eq!(times.len(), runs.len(), "{runs:#?}");
+    let gaps: Vec<i64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).num_milliseconds())
+        .collect();
+    assert!(
+        gaps.iter().all(|g| *g == 1000),
+        "a tick missed or twice: {gaps:?}"
+    );
+    // Both replicas serve the same executions.
+    let seen_by_a = executions_of(&replicas[0], "ticking").await;
+    assert!(seen_by_a.len() >= runs.len(), "{seen_by_a:#?}");
+    drop(replicas);
+    db.drop_now().await;
+}

@@ -119,6 +119,48 @@ fn check_passes_good_folders_and_names_each_problem_of_bad_ones() {
     let _ = std::fs::remove_dir_all(rules);
 }
 
+/// The event forms agentry does not run: `any: []`, an `until` of `all` events, two ways to
+/// start in one `schedule`, a correlation in `schedule.on`; each with its pointer.
+const EVENT_FORMS: &str = "
+document: { dsl: '1.0.3', namespace: t, name: events, version: '1.0.0' }
+schedule:
+  after: { seconds: 5 }
+  on:
+    one:
+      with: { type: com.example.go }
+      correlate:
+        id: { from: '${ .id }', expect: x }
+do:
+  - anything:
+      listen:
+        to:
+          any: []
+  - untilAll:
+      listen:
+        to:
+          any:
+            - with: { type: com.example.a }
+          until:
+            all:
+              - with: { type: com.example.b }
+";
+
+#[test]
+fn check_names_the_event_forms_agentry_does_not_run() {
+    let dir = folder(&[("events", EVENT_FORMS)]);
+    let (code, _, err) = run(&["check", dir.to_str().unwrap()], &[]);
+    assert_eq!(code, 1, "{err}");
+    for expected in [
+        "/schedule: one of `cron`, `every`, `after` or `on`",
+        "/schedule/on/one/correlate: a correlation in `schedule.on`",
+        "/do/0/anything/listen/to: an empty list of event filters",
+        "/do/1/untilAll/listen/to/until: an `until` of `all` events",
+    ] {
+        assert!(err.contains(expected), "{expected}:\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_folder_with_a_problem_or_a_taken_name_stops_the_start() {
     let bad = folder(&[("good", GOOD), ("bad", BAD)]);

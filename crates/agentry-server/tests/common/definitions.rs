@@ -19,9 +19,10 @@ pub const START_LIMIT: Duration = Duration::from_secs(15);
 /// The longest one wait for an execution's state may take.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 /// Settings a developer's environment may carry that would change the server under test.
-pub const ENV_CLEARED: [&str; 25] = [
+pub const ENV_CLEARED: [&str; 26] = [
     "DATABASE_URL",
     "AGENTRY_DEFINITIONS_WATCH",
+    "AGENTRY_EVENTS_SINK",
     "AGENTRY_BIND",
     "AGENTRY_NO_EXAMPLES",
     "AGENTRY_DEFINITIONS",
@@ -74,6 +75,29 @@ impl Server {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Server {
+        Server::serve_on(None, workflows, env, args)
+    }
+
+    /// One replica of several on `database_url` (a PostgreSQL database they share), as node
+    /// `node`, with `workflows` as its definitions and `env` on top.
+    pub fn replica(
+        database_url: &str,
+        node: &str,
+        workflows: &[(&str, String)],
+        env: &[(&str, &str)],
+    ) -> Server {
+        let mut env = env.to_vec();
+        env.push(("AGENTRY_NODE_ID", node));
+        Server::serve_on(Some(database_url), Some(workflows), &env, &[])
+    }
+
+    /// [`Server::serve`] on `database_url`, or on a fresh SQLite file of its own (`None`).
+    fn serve_on(
+        database_url: Option<&str>,
+        workflows: Option<&[(&str, String)]>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Server {
         let dir = std::env::temp_dir().join(format!("agentry-defs-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("the server's folder");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentry"));
@@ -85,8 +109,11 @@ impl Server {
             .iter()
             .find(|(k, _)| *k == "AGENTRY_BIND")
             .map_or("127.0.0.1:0", |(_, v)| *v);
-        cmd.args(["serve", "--bind", bind, "--database-url"])
-            .arg(format!("sqlite://{}", dir.join("agentry.db").display()))
+        let database_url = database_url.map_or_else(
+            || format!("sqlite://{}", dir.join("agentry.db").display()),
+            str::to_owned,
+        );
+        cmd.args(["serve", "--bind", bind, "--database-url", &database_url])
             .args(args);
         if let Some(workflows) = workflows {
             let defs = dir.join("definitions");
