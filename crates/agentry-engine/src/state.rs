@@ -127,7 +127,9 @@ impl EventWait {
     /// Every event it waits for, the first one first.
     pub fn awaited(&self) -> Vec<AwaitedEvent> {
         let first = AwaitedEvent::new(self.name.clone(), self.key.as_deref());
-        std::iter::once(first).chain(self.also.iter().cloned()).collect()
+        std::iter::once(first)
+            .chain(self.also.iter().cloned())
+            .collect()
     }
 
     /// Whether it waits for `name` sent by key with `key`.

@@ -655,9 +655,7 @@ impl Engine {
                 let waiting = r
                     .state
                     .suspension()
-                    .filter(|s| {
-                        s.event.as_ref().is_some_and(|w| event.fits_wait(w))
-                    })
+                    .filter(|s| s.event.as_ref().is_some_and(|w| event.fits_wait(w)))
                     .cloned();
                 *lock(&resumed_at) = None;
                 match (waiting, &before) {

@@ -1501,7 +1501,10 @@ async fn an_event_starts_one_execution_of_the_workflow_it_starts_per_event_id() 
                         (data["total"].as_i64() > Some(0)).then(|| json!({"order": data}))
                     }),
                 )
-                .and_then(step("take", |ctx: StepContext| async move { Ok(ctx.input) }))
+                .and_then(step(
+                    "take",
+                    |ctx: StepContext| async move { Ok(ctx.input) },
+                ))
                 .build()
                 .unwrap(),
         )
@@ -1517,11 +1520,25 @@ async fn an_event_starts_one_execution_of_the_workflow_it_starts_per_event_id() 
             .unwrap();
     }
     engine
-        .publish_event("order", "k", json!({"total": 0}), Some("ev-0".into()), None, None)
+        .publish_event(
+            "order",
+            "k",
+            json!({"total": 0}),
+            Some("ev-0".into()),
+            None,
+            None,
+        )
         .await
         .unwrap();
     engine
-        .publish_event("order", "k", json!({"total": 2}), Some("ev-2".into()), None, None)
+        .publish_event(
+            "order",
+            "k",
+            json!({"total": 2}),
+            Some("ev-2".into()),
+            None,
+            None,
+        )
         .await
         .unwrap();
     let first = settle(&engine, started("ce-1").as_str()).await;
