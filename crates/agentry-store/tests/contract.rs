@@ -276,6 +276,7 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
             name: "payment".into(),
             key: Some("o-1".into()),
             entry: "event-0".into(),
+            also: vec![agentry_engine::state::AwaitedEvent::new("refund", Some("o_1%"))],
         }),
     });
     for r in [&cancelled, &failed, &waiting] {
@@ -1024,6 +1025,7 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
             name: "payment".into(),
             key: Some("o-1".into()),
             entry: "event-0".into(),
+            also: Vec::new(),
         }),
     });
     store.insert(&waiting, &[]).await.unwrap();
@@ -1032,6 +1034,29 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
         store.waiting_for_event("payment", "o-1", 10).await.unwrap(),
         vec![waiting.id.clone()]
     );
+    // A step that waits for the first of several events is found by each of them, and by no
+    // key its pattern's wildcards (`_`, `%`) would match.
+    let mut either = record("w", None);
+    let mut suspension = waiting.state.suspension().cloned().expect("suspended");
+    if let Some(wait) = suspension.event.as_mut() {
+        wait.key = Some("o_9%".into());
+        wait.also = vec![agentry_engine::state::AwaitedEvent::new("cancel", Some("o-9"))];
+    }
+    either.state = ExecutionState::Suspended(suspension);
+    store.insert(&either, &[]).await.unwrap();
+    for (name, key) in [("payment", "o_9%"), ("cancel", "o-9")] {
+        assert_eq!(
+            store.waiting_for_event(name, key, 10).await.unwrap(),
+            vec![either.id.clone()],
+            "{name} {key}"
+        );
+    }
+    for (name, key) in [("payment", "oX9%"), ("payment", "o_9x"), ("cancel", "o-9%")] {
+        assert!(
+            store.waiting_for_event(name, key, 10).await.unwrap().is_empty(),
+            "{name} {key}"
+        );
+    }
     assert!(
         store
             .waiting_for_event("payment", "o-2", 10)
