@@ -146,6 +146,8 @@ fn help_lists_flags_with_their_environment_variables() {
         "AGENTRY_EVENTS_MAX",
         "--events-max-bytes",
         "AGENTRY_EVENTS_MAX_BYTES",
+        "--events-sink",
+        "AGENTRY_EVENTS_SINK",
     ] {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
@@ -327,6 +329,18 @@ fn bad_edge_settings_fail_at_start() {
             "--allowed-hosts",
             "*, agents.example.com",
             "is not a host",
+        ),
+        (
+            "AGENTRY_EVENTS_SINK",
+            "--events-sink",
+            "ftp://events.example.com/in",
+            "an http(s) URL",
+        ),
+        (
+            "AGENTRY_EVENTS_SINK",
+            "--events-sink",
+            "events.example.com",
+            "not a URL",
         ),
     ] {
         let out = bin()
