@@ -276,7 +276,10 @@ async fn a_record_reads_back_as_written(store: &dyn ExecutionStore) {
             name: "payment".into(),
             key: Some("o-1".into()),
             entry: "event-0".into(),
-            also: vec![agentry_engine::state::AwaitedEvent::new("refund", Some("o_1%"))],
+            also: vec![agentry_engine::state::AwaitedEvent::new(
+                "refund",
+                Some("o_1%"),
+            )],
         }),
     });
     for r in [&cancelled, &failed, &waiting] {
@@ -1040,7 +1043,10 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
     let mut suspension = waiting.state.suspension().cloned().expect("suspended");
     if let Some(wait) = suspension.event.as_mut() {
         wait.key = Some("o_9%".into());
-        wait.also = vec![agentry_engine::state::AwaitedEvent::new("cancel", Some("o-9"))];
+        wait.also = vec![agentry_engine::state::AwaitedEvent::new(
+            "cancel",
+            Some("o-9"),
+        )];
     }
     either.state = ExecutionState::Suspended(suspension);
     store.insert(&either, &[]).await.unwrap();
@@ -1053,7 +1059,11 @@ async fn events_sent_by_key_are_kept_once_and_found_by_key(store: &dyn Execution
     }
     for (name, key) in [("payment", "oX9%"), ("payment", "o_9x"), ("cancel", "o-9%")] {
         assert!(
-            store.waiting_for_event(name, key, 10).await.unwrap().is_empty(),
+            store
+                .waiting_for_event(name, key, 10)
+                .await
+                .unwrap()
+                .is_empty(),
             "{name} {key}"
         );
     }
