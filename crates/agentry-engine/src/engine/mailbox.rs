@@ -18,6 +18,16 @@
 //!
 //! **Once.** An event id names one event: the same id delivered again is not delivered again;
 //! the answer is the first delivery's outcome.
+//!
+//! **The first of several.** A step may wait for the first of several events
+//! ([`StepContext::wait_for_any_event`]): one suspension names them all (the first in
+//! `name`/`key`, the others in `also`), any of them resumes it, and the journal entry that took
+//! the event says which it was (its name and key). Found by key through the store's
+//! `waiting_for` (a list of pairs, matched by a pattern: [`crate::store::waiting_for_among`]).
+//!
+//! **Starts.** An event sent (by key or as a CloudEvent) also starts an execution of each
+//! workflow it starts ([`crate::workflow::WorkflowBuilder::started_by`]), under an id derived
+//! from the workflow and the event's id: once per event, across replicas.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
