@@ -18,6 +18,7 @@ use agentry_agents::{
     ToolProgress, WithApproval,
 };
 use agentry_app::AppBuilder;
+use agentry_app::definitions::CompiledDefinition;
 use agentry_definitions::Problem;
 use agentry_definitions::agents::{
     AgentFile, ApprovalRule, HttpTool, McpTransport, ToolKind, ToolSource, bearer,
@@ -25,7 +26,6 @@ use agentry_definitions::agents::{
 };
 use agentry_definitions::outbound::Outbound;
 use agentry_definitions::secrets::Redacted;
-use agentry_app::definitions::CompiledDefinition;
 use agentry_engine::engine::ExecuteOptions;
 use agentry_engine::{Engine, Status, UserId, WorkflowId};
 use async_trait::async_trait;
