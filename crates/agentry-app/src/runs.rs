@@ -107,6 +107,7 @@ impl App {
             owner: caller.user_id(),
             last_event_id: None,
             priority: None,
+            version: None,
         };
         self.engine
             .start(&run_workflow_id(id), input, execute)

@@ -238,6 +238,7 @@ impl App {
             owner: caller.user_id(),
             last_event_id,
             priority,
+            version: None,
         };
         self.engine
             .start(workflow_id, input, options)

@@ -47,6 +47,8 @@ pub struct Document {
     pub input_from: Option<Template>,
     /// The workflow's `output.as`.
     pub output_as: Option<Template>,
+    /// The workflow's `output.schema`: its output, after `as`, is checked against it.
+    pub output_schema: Option<Value>,
     /// The top-level `do`.
     pub tasks: Arc<TaskList>,
     /// The event types its `listen` tasks wait for.
@@ -89,7 +91,11 @@ pub struct Task {
     pub input_from: Option<Template>,
     pub input_schema: Option<Value>,
     pub output_as: Option<Template>,
+    /// `output.schema`: the output, after `output.as`, is checked against it.
+    pub output_schema: Option<Value>,
     pub export_as: Option<Template>,
+    /// `export.schema`: the context, after `export.as`, is checked against it.
+    pub export_schema: Option<Value>,
     pub timeout: Option<Duration>,
     pub then: Flow,
     /// The task as written (for `$task.definition`).
@@ -142,8 +148,8 @@ pub enum TaskKind {
 pub struct RunWorkflow {
     /// `workflow.name`: the workflow's id.
     pub name: String,
-    /// `workflow.namespace` and `workflow.version`, as written (the newest version registered
-    /// under the name runs: docs/DEFINITIONS.md).
+    /// `workflow.namespace` (not matched: docs/DEFINITIONS.md) and `workflow.version` (the
+    /// version that runs; `latest`: the newest registered).
     pub namespace: String,
     pub version: String,
     /// `workflow.input` (default: the task's input).
@@ -625,9 +631,10 @@ impl Reader<'_> {
             Some(v) => self.input(v, "/input"),
             None => (None, None),
         };
-        let output_as = root
-            .get("output")
-            .and_then(|o| self.output(o, "/output", &[]));
+        let (output_as, output_schema) = match root.get("output") {
+            Some(o) => self.output(o, "/output", &[]),
+            None => (None, None),
+        };
         let Some(do_) = root.get("do") else {
             self.problem("", "the document has no `do`");
             return None;
@@ -646,6 +653,7 @@ impl Reader<'_> {
             input_schema,
             input_from,
             output_as,
+            output_schema,
             tasks: Arc::new(tasks),
             listened: Vec::new(),
             secrets,
@@ -814,13 +822,18 @@ impl Reader<'_> {
         (schema, from)
     }
 
-    fn output(&mut self, v: &Value, at: &str, vars: &[&str]) -> Option<Template> {
-        let m = v.as_object()?;
-        if m.contains_key("schema") {
-            self.unsupported(&pointer(at, "schema"), "an output schema");
-        }
-        m.get("as")
-            .and_then(|a| self.transform(a, &pointer(at, "as"), vars))
+    /// An `output` or an `export`: its `as` and its `schema`.
+    fn output(&mut self, v: &Value, at: &str, vars: &[&str]) -> (Option<Template>, Option<Value>) {
+        let Some(m) = v.as_object() else {
+            return (None, None);
+        };
+        let schema = m
+            .get("schema")
+            .and_then(|s| self.schema(s, &pointer(at, "schema")));
+        let as_ = m
+            .get("as")
+            .and_then(|a| self.transform(a, &pointer(at, "as"), vars));
+        (as_, schema)
     }
 
     /// A `schema` object: `{format: json, document: {...}}`.
@@ -836,7 +849,13 @@ impl Reader<'_> {
             return None;
         }
         match m.get("document") {
-            Some(doc) => Some(doc.clone()),
+            Some(doc) => match jsonschema::validator_for(doc) {
+                Ok(_) => Some(doc.clone()),
+                Err(e) => {
+                    self.problem(&pointer(at, "document"), format!("not a JSON Schema: {e}"));
+                    None
+                }
+            },
             None => {
                 self.unsupported(at, "a schema by `resource`");
                 None
@@ -943,17 +962,14 @@ impl Reader<'_> {
             Some(v) => self.input(v, &pointer(at, "input")),
             None => (None, None),
         };
-        let output_as = m
-            .get("output")
-            .and_then(|o| self.output(o, &pointer(at, "output"), vars));
-        let export_as = m.get("export").and_then(|e| {
-            let e = e.as_object()?;
-            if e.contains_key("schema") {
-                self.unsupported(&pointer(at, "export/schema"), "an export schema");
-            }
-            e.get("as")
-                .and_then(|a| self.transform(a, &pointer(at, "export/as"), vars))
-        });
+        let (output_as, output_schema) = match m.get("output") {
+            Some(o) => self.output(o, &pointer(at, "output"), vars),
+            None => (None, None),
+        };
+        let (export_as, export_schema) = match m.get("export") {
+            Some(e) => self.output(e, &pointer(at, "export"), vars),
+            None => (None, None),
+        };
         let timeout = m.get("timeout").and_then(|t| {
             let after = t.get("after").unwrap_or(t);
             self.duration(after, &pointer(at, "timeout"))
@@ -970,7 +986,9 @@ impl Reader<'_> {
             input_from,
             input_schema,
             output_as,
+            output_schema,
             export_as,
+            export_schema,
             timeout,
             then,
             definition: body.clone(),

@@ -316,14 +316,19 @@ impl Run {
     }
 
     fn workflow_output_as(&self, output: Value) -> Result<Value, DslError> {
-        match &self.doc.output_as {
+        let output = match &self.doc.output_as {
             Some(t) => {
                 let args = self.args(&Value::Null, &Value::Null, None, &[]);
                 self.render(t, &output, &args)
-                    .map_err(|e| e.at("/output/as"))
+                    .map_err(|e| e.at("/output/as"))?
             }
-            None => Ok(output),
+            None => output,
+        };
+        if let Some(schema) = &self.doc.output_schema {
+            check_schema(schema, &output)
+                .map_err(|reason| DslError::validation(reason).at("/output/schema"))?;
         }
+        Ok(output)
     }
 
     /// The arguments of an expression, with the variables in scope.
@@ -606,6 +611,9 @@ impl Run {
             }
             None => raw_output,
         };
+        if let Some(schema) = &task.output_schema {
+            check_schema(schema, &output).map_err(DslError::validation)?;
+        }
         self.export(task, input, &output, Some(&descriptor), scope)?;
         Ok(output)
     }
@@ -621,6 +629,9 @@ impl Run {
         if let Some(t) = &task.export_as {
             let args = self.args(input, output, descriptor, scope);
             let context = self.render(t, output, &args)?;
+            if let Some(schema) = &task.export_schema {
+                check_schema(schema, &context).map_err(DslError::validation)?;
+            }
             *lock(&self.context) = context;
         }
         Ok(())
@@ -730,9 +741,12 @@ impl Run {
                         Some(t) => self.render(t, input, &args())?,
                         None => input.clone(),
                     };
+                    // `latest` (the DSL's default) is the newest version registered.
+                    let version =
+                        Some(w.version.as_str()).filter(|v| !v.is_empty() && *v != "latest");
                     let out = self
                         .journal
-                        .run_workflow(&self.ctx, &w.name, child_input, &self.step_id(key))
+                        .run_workflow(&self.ctx, &w.name, version, child_input, &self.step_id(key))
                         .await
                         .map_err(|e| match e {
                             StepError::Failed(message) | StepError::Fault { message, .. } => {

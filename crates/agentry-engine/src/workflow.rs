@@ -182,7 +182,8 @@ pub trait StepJournal: Send + Sync + std::fmt::Debug {
     /// piece of text as a model streams it).
     fn announce(&self, kind: EventKind);
 
-    /// Runs the workflow `workflow_id` on `input` as a child execution whose id is derived
+    /// Runs the workflow `workflow_id` (in `version`; by default its newest) on `input` as a
+    /// child execution whose id is derived
     /// from this execution and `key` (the same on every run of the step: a re-run joins the
     /// child it started): its result; a child that suspends suspends this step, and resuming
     /// this step resumes the child; a failed child is [`StepError::Failed`].
@@ -190,6 +191,7 @@ pub trait StepJournal: Send + Sync + std::fmt::Debug {
         &self,
         ctx: &StepContext,
         workflow_id: &str,
+        version: Option<&str>,
         input: Value,
         key: &str,
     ) -> Result<Value, StepError>;

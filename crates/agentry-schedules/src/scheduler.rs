@@ -487,6 +487,7 @@ impl Scheduler {
             owner,
             last_event_id: None,
             priority: None,
+            version: None,
         };
         self.inner
             .engine

@@ -355,6 +355,51 @@ do:
     .await;
 }
 
+/// `output.schema` (a task's and the workflow's) and `export.schema` check what their `as`
+/// made: a value they refuse is the DSL's `validation` error (400) naming the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_and_export_schemas_check_their_values() {
+    within(async {
+        let doc = "
+document: { dsl: '1.0.3', namespace: t, name: shaped, version: '1.0.0' }
+output:
+  schema: { format: json, document: { type: object, required: [total] } }
+do:
+  - count:
+      set: { total: '${ .n }' }
+      output:
+        as: '${ {total: .total} }'
+        schema: { format: json, document: { type: object, properties: { total: { type: integer } } } }
+      export:
+        as: '${ {seen: .total} }'
+        schema: { format: json, document: { type: object, properties: { seen: { maximum: 100 } } } }
+";
+        let s = Server::start(&[("shaped", doc.into())], &[]);
+        let done = execute(&s, "shaped", "ok-1", json!({"n": 7}), None).await;
+        assert_eq!(done["result"], json!({"total": 7}), "{done}");
+
+        let failed = |body: Value| body["error"].clone();
+        for (id, n, instance) in [
+            ("output-1", json!("seven"), "/do/0/count"),
+            ("export-1", json!(500), "/do/0/count"),
+        ] {
+            let body = json!({"input": {"n": n}, "options": {"executionId": id}});
+            let (status, answer) = post(&s, "/workflows/shaped/execute", &body, None).await;
+            assert_eq!(status, 500, "{answer}");
+            let st = ended(&s, "shaped", id, None).await;
+            let error = failed(st.clone());
+            assert_eq!(
+                error["type"],
+                "https://serverlessworkflow.io/spec/1.0.0/errors/validation",
+                "{st:#}"
+            );
+            assert_eq!(error["status"], 400, "{st:#}");
+            assert_eq!(error["instance"], instance, "{st:#}");
+        }
+    })
+    .await;
+}
+
 /// The examples of `examples/definitions/`, as their comments run them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_examples_run_as_documented() {

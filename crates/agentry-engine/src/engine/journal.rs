@@ -205,6 +205,7 @@ impl StepJournal for Journal {
         &self,
         ctx: &StepContext,
         workflow_id: &str,
+        version: Option<&str>,
         input: Value,
         key: &str,
     ) -> Result<Value, StepError> {
@@ -220,7 +221,9 @@ impl StepJournal for Journal {
             })
             .collect();
         let id = super::run::bounded_child_id(format!("{}:{key}", ctx.execution_id));
-        self.engine.run_child_as(workflow_id, input, ctx, id).await
+        self.engine
+            .run_child_as(workflow_id, version, input, ctx, id)
+            .await
     }
 
     async fn wait_for_any_event(

@@ -202,6 +202,9 @@ pub struct ExecuteOptions {
     pub last_event_id: Option<i64>,
     /// Its priority in its workflow's queue (a queued workflow's; else the input's, else 0).
     pub priority: Option<i64>,
+    /// The version to start (default: the newest registered); one this process does not have
+    /// is [`EngineError::WorkflowNotFound`] naming it.
+    pub version: Option<String>,
 }
 
 /// Engine settings.
@@ -668,7 +671,16 @@ impl Engine {
         input: Value,
         options: ExecuteOptions,
     ) -> Result<RunHandle, EngineError> {
-        let wf = self.require_workflow(workflow_id)?;
+        let wf = match &options.version {
+            Some(version) => self
+                .versions(workflow_id)
+                .into_iter()
+                .find(|w| w.version() == version)
+                .ok_or_else(|| {
+                    EngineError::WorkflowNotFound(format!("{workflow_id} (version {version})"))
+                })?,
+            None => self.require_workflow(workflow_id)?,
+        };
         wf.validate_input(&input)
             .map_err(EngineError::InvalidInput)?;
         self.refuse_when_draining()?;

@@ -1571,7 +1571,7 @@ impl Engine {
             .map(|m| m(ctx))
             .unwrap_or_else(|| ctx.input.clone());
         let id = child_execution_id(&ctx.execution_id, &ctx.step_id, ctx.attempt);
-        self.run_child_as(workflow_id, input, ctx, id).await
+        self.run_child_as(workflow_id, None, input, ctx, id).await
     }
 
     /// [`Engine::run_child`] with its input and its execution id given (a step that starts
@@ -1579,6 +1579,7 @@ impl Engine {
     pub(crate) async fn run_child_as(
         &self,
         workflow_id: &str,
+        version: Option<&str>,
         input: Value,
         ctx: &StepContext,
         id: String,
@@ -1627,6 +1628,7 @@ impl Engine {
                             context,
                             // A sub-workflow belongs to whoever owns its parent.
                             owner: ctx.owner.as_ref().map(UserId::from),
+                            version: version.map(str::to_owned),
                             ..Default::default()
                         },
                     )
