@@ -11,7 +11,8 @@ wrk like the server; the database's raw commit rate: empty transactions and one-
 pool opened as the server opens its own), then a fresh database and the real server, and each
 case for SECONDS at CONNECTIONS connections with wrk (and a one-connection latency run):
 GET /agents, POST /agents/writer/text (offline model), POST /agents/assistant/text with one tool
-call held in memory and durable, word-count execute, order-fulfillment
+call held in memory and durable, word-count execute and the same workflow written as a
+definition (word-count-dsl, served from crates/agentry-bench/definitions), order-fulfillment
 execute; with agentry-bench: the expense-approval cycle, the assistant's stream (time to first and
 last event), 1,000 workflow streams open at once. The server's RSS (idle, under load, after) and
 CPU time per request come from /proc. With --million, scripts/million-executions.py measures
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +44,8 @@ RELEASE = os.path.join(ROOT, "target", "release")
 AGENTRY = os.path.join(RELEASE, "agentry")
 BENCH = os.path.join(RELEASE, "agentry-bench")
 WRK_LUA = os.path.join(ROOT, "scripts", "bench-wrk.lua")
+# Definitions served beside the examples: word-count-dsl, word-count written as a definition.
+DEFINITIONS = os.path.join(ROOT, "crates", "agentry-bench", "definitions")
 TICKS = os.sysconf("SC_CLK_TCK")
 PINNED = shutil.which("taskset") is not None and os.cpu_count() >= 2
 
@@ -78,7 +82,8 @@ class Server:
         for k in ("AGENTRY_JWT_SECRET", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
             env.pop(k, None)
         self.proc = subprocess.Popen(
-            pin(1, [AGENTRY, "serve", "--bind", "127.0.0.1:0", "--database-url", url]),
+            pin(1, [AGENTRY, "serve", "--bind", "127.0.0.1:0", "--database-url", url,
+                        "--definitions", DEFINITIONS]),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
         line = self.proc.stdout.readline()
         m = re.search(r"http://([\d.]+):(\d+)", line)
@@ -124,10 +129,26 @@ WRK_CASES = [
      json.dumps({"input": "What is the weather in Paris?", "options": {"durable": True}})),
     ("word-count execute", "POST", "/workflows/word-count/execute",
      json.dumps({"input": {"text": "the quick brown fox jumps over the lazy dog"}})),
+    # The same workflow as a definition (issue 37: at most 1.5x the compiled one's cost).
+    ("word-count-dsl execute (definition)", "POST", "/workflows/word-count-dsl/execute",
+     json.dumps({"input": {"text": "the quick brown fox jumps over the lazy dog"}})),
     ("order-fulfillment execute", "POST", "/workflows/order-fulfillment/execute",
      json.dumps({"input": {"orderId": "o-1", "items": [{"sku": "A", "quantity": 2, "unitPrice": 10}],
                            "express": True}})),
 ]
+
+
+def same_word_count(base):
+    """word-count and word-count-dsl give the same result: the side-by-side cases compare like
+    with like."""
+    body = next(c[3] for c in WRK_CASES if c[0] == "word-count execute").encode()
+    results = []
+    for workflow in ("word-count", "word-count-dsl"):
+        request = urllib.request.Request(f"{base}/workflows/{workflow}/execute", data=body,
+                                         headers={"Content-Type": "application/json"})
+        results.append(json.load(urllib.request.urlopen(request)).get("result"))
+    if results[0] != results[1] or results[0] is None:
+        sys.exit(f"word-count and word-count-dsl differ: {results[0]!r} and {results[1]!r}")
 
 
 def measure_server_case(server, run):
@@ -143,7 +164,6 @@ def backend(name, url, args):
     results = {"backend": name, "cases": []}
     # The limits, right before the server.
     probe = Server(url)
-    import urllib.request
     agents_bytes = urllib.request.urlopen(probe.base + "/agents").read()
     probe.stop()
     with tempfile.NamedTemporaryFile(delete=False) as f:
@@ -160,6 +180,7 @@ def backend(name, url, args):
 
     server = Server(url)
     results["rss_idle_kb"] = rss_kb(server.pid)
+    same_word_count(server.base)
     for label, method, path, body in WRK_CASES:
         r = measure_server_case(
             server, lambda: wrk(server.base + path, args.seconds, args.connections, method, body))
@@ -230,6 +251,12 @@ def markdown(all_results):
             if "first_event" in r:
                 fe = r["first_event"]
                 lines.append(f"| ↳ time to first event | | {ms(fe['p50_us'])} | {ms(fe['p99_us'])} | {ms(fe['p999_us'])} | | | | |")
+        cpu = {r["case"]: r.get("cpu_ms_per_request") for r in b["cases"]}
+        compiled, dsl = cpu.get("word-count execute"), cpu.get("word-count-dsl execute (definition)")
+        if compiled and dsl:
+            lines.append(f"\nword-count as a definition: {dsl / compiled:.2f}x the compiled one's "
+                         "CPU per execution (issue 37's limit: 1.5x; the exact figure is "
+                         "scripts/callgrind-per-request.py's).")
         lines.append(f"\nRSS idle {b['rss_idle_kb'] / 1024:.1f} MB, after {b['rss_after_kb'] / 1024:.1f} MB.")
     return "\n".join(lines)
 

@@ -6,22 +6,28 @@
 Runs BINARY (`agentry serve` on a fresh SQLite file) under `valgrind --tool=callgrind` twice:
 once with no request, once with N requests of CASE sent one after another; prints one JSON line
 with both totals and (full - base) / N. CASE is one of: order (order-fulfillment execute),
-durable (assistant /text, durable, one tool call), wordcount (word-count execute), agents
-(GET /agents). Two builds can be measured at once on different ports: instruction counts do not
-depend on the machine's load."""
-import json, os, re, signal, subprocess, sys, tempfile, time, http.client
+durable (assistant /text, durable, one tool call), wordcount (word-count execute),
+wordcount-dsl (the same workflow written as a definition: crates/agentry-bench/definitions,
+which the server is given with --definitions), agents (GET /agents). Two builds can be measured
+at once on different ports: instruction counts do not depend on the machine's load. With
+--keep FILE, the N-request run's callgrind output is kept there (for callgrind_annotate)."""
+import json, os, re, shutil, signal, subprocess, sys, tempfile, time, http.client
 import argparse
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("binary")
 ap.add_argument("case")
 ap.add_argument("n", type=int)
 ap.add_argument("--port", type=int, default=39500)
+ap.add_argument("--keep", metavar="FILE", help="keep the N-request run's callgrind output here")
 args = ap.parse_args()
+DEFINITIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "crates", "agentry-bench", "definitions")
 bin_path, case, n = args.binary, args.case, args.n
 CASES = {
     "order": ("POST", "/workflows/order-fulfillment/execute", {"input": {"orderId": "o1", "items": [{"sku": "A", "quantity": 2, "unitPrice": 10}, {"sku": "B", "quantity": 1, "unitPrice": 5.5}], "express": True}}),
     "durable": ("POST", "/agents/assistant/text", {"input": "What is the weather in Paris?", "options": {"durable": True}}),
     "wordcount": ("POST", "/workflows/word-count/execute", {"input": {"text": "a b c"}}),
+    "wordcount-dsl": ("POST", "/workflows/word-count-dsl/execute", {"input": {"text": "a b c"}}),
     "agents": ("GET", "/agents", None),
 }
 def run(count):
@@ -30,7 +36,8 @@ def run(count):
     port = args.port + (1 if count else 0)
     env = dict(os.environ, RUST_LOG="warn")
     p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", bin_path, "serve",
-                          "--bind", f"127.0.0.1:{port}", "--database-url", f"sqlite://{d}/db.sqlite"],
+                          "--bind", f"127.0.0.1:{port}", "--database-url", f"sqlite://{d}/db.sqlite",
+                          "--definitions", DEFINITIONS],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
@@ -47,6 +54,8 @@ def run(count):
             print("bad answer", r.status, data[:200]); break
     p.send_signal(signal.SIGINT); p.wait(timeout=300)
     text = open(out).read()
+    if count and args.keep:
+        shutil.copyfile(out, args.keep)
     m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
     return int(m.group(1))
 base = run(0)
