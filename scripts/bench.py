@@ -146,7 +146,7 @@ def same_word_count(base):
     for workflow in ("word-count", "word-count-dsl"):
         request = urllib.request.Request(f"{base}/workflows/{workflow}/execute", data=body,
                                          headers={"Content-Type": "application/json"})
-        results.append(json.load(urllib.request.urlopen(request)).get("result"))
+        results.append(json.load(urllib.request.urlopen(request))["data"].get("result"))
     if results[0] != results[1] or results[0] is None:
         sys.exit(f"word-count and word-count-dsl differ: {results[0]!r} and {results[1]!r}")
 
