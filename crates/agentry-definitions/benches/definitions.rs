@@ -52,6 +52,8 @@ fn services() -> Services {
     Services {
         outbound: Arc::new(Outbound::new(Policy::default()).expect("an outbound client")),
         events: None,
+        events_sink: None,
+        starter: None,
         secrets: Arc::new(Secrets::default()),
         runtime: Arc::new(json!({"name": "agentry", "version": "bench", "metadata": {}})),
     }
