@@ -196,7 +196,7 @@ fn a_folder_with_a_problem_or_a_taken_name_stops_the_start() {
     let (code, _, err) = run(&args, &[]);
     assert_ne!(code, 0, "{err}");
     assert!(
-        err.contains("word-count names a workflow that is already registered"),
+        err.contains("the workflow word-count is compiled into the server"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(taken);
