@@ -130,8 +130,9 @@ mod tests {
     }
 
     /// A row that says its route reads a JSON body is documented with one; the only other
-    /// body is MCP's JSON-RPC (rmcp reads it). (A2A's JSON-RPC is a JSON body: its content type
-    /// and size are checked as every route's, its parse errors are JSON-RPC's.)
+    /// bodies are MCP's JSON-RPC (rmcp reads it) and a deployed definition's document (JSON or
+    /// YAML, which its handler reads). (A2A's JSON-RPC is a JSON body: its content type and
+    /// size are checked as every route's, its parse errors are JSON-RPC's.)
     #[actix_web::test]
     async fn json_bodies_are_the_documented_bodies() {
         for (path, item) in &document(state().front_ends()).paths.paths {
@@ -139,11 +140,9 @@ mod tests {
             for (method, op) in operations_mut(&mut item) {
                 let row = builtin_route(method, path).expect("every operation has a row");
                 let documented = op.request_body.is_some();
-                assert_eq!(
-                    row.json_body,
-                    documented && path != "/mcp",
-                    "{method} {path}"
-                );
+                let other_body =
+                    path == "/mcp" || path == agentry_app::routes::DEPLOY_DEFINITION.path;
+                assert_eq!(row.json_body, documented && !other_body, "{method} {path}");
             }
         }
     }
