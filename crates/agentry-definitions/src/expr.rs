@@ -1309,39 +1309,4 @@ mod tests {
             "/"
         );
     }
-
-    /// Prints the cost of compiling and evaluating (run with `--ignored --nocapture`, ideally
-    /// in release mode).
-    #[test]
-    #[ignore]
-    fn bench_eval() {
-        let n = 20_000;
-        let start = Instant::now();
-        for _ in 0..200 {
-            Expr::compile(".a + 1", ARGS).unwrap();
-        }
-        println!("compile `.a + 1`: {:?} per call", start.elapsed() / 200);
-        let input = json!({"a": 1, "n": 2});
-        let context = json!({"c": 5, "big": vec![json!({"x": "y"}); 10]});
-        let cases = [
-            (".a + 1", vec![]),
-            (
-                "{x: $input.n, y: ($context.c // 0)}",
-                vec![("input", &input), ("context", &context)],
-            ),
-        ];
-        let start = Instant::now();
-        for _ in 0..n {
-            std::hint::black_box(to_val(&context));
-        }
-        println!("convert $context: {:?} per call", start.elapsed() / n);
-        for (src, vars) in cases {
-            let expr = Expr::compile(src, ARGS).unwrap();
-            let start = Instant::now();
-            for _ in 0..n {
-                std::hint::black_box(expr.eval(&input, &vars).unwrap());
-            }
-            println!("eval `{src}`: {:?} per call", start.elapsed() / n);
-        }
-    }
 }

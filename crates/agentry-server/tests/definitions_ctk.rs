@@ -4,7 +4,7 @@
 //! not held here: its translation is (`tests/ctk/kit.json`, every scenario as the small Gherkin
 //! reader below understands it). Given the kit's folder (`AGENTRY_CTK_FEATURES`), the runner
 //! reads the feature files themselves, `the_translation_is_in_sync_with_the_kit` compares them
-//! with the translation, and `write_the_translation` (ignored) writes it again. Each scenario's
+//! with the translation (and, with `AGENTRY_CTK_WRITE=1`, writes it again first). Each scenario's
 //! definition is written to
 //! `DIR/workflows/<index>.yaml`, and `agentry serve --definitions DIR` started on SQLite in a
 //! temporary directory (once per group of scenarios whose `document.name`s differ: the kit reuses
@@ -55,8 +55,8 @@ fn features_dir() -> Option<PathBuf> {
 }
 
 /// The translation of the kit this repository keeps: every scenario as the reader below
-/// understands it (`write_the_translation` writes it from the kit's feature files;
-/// `the_translation_is_in_sync_with_the_kit` compares them).
+/// understands it (`the_translation_is_in_sync_with_the_kit` compares it with the kit's
+/// feature files, and writes it from them with `AGENTRY_CTK_WRITE=1`).
 fn translation_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ctk/kit.json")
 }
@@ -1259,6 +1259,8 @@ fn every_scenario_of_the_kit_is_understood() {
     assert_eq!(placed, cases.len(), "every scenario runs once");
 }
 
+/// Given the kit (`AGENTRY_CTK_FEATURES`), the translation kept here is the kit as the reader
+/// reads it; with `AGENTRY_CTK_WRITE=1` too, the translation is written from the kit first.
 #[test]
 fn the_translation_is_in_sync_with_the_kit() {
     let Some(dir) = features_dir() else {
@@ -1266,25 +1268,19 @@ fn the_translation_is_in_sync_with_the_kit() {
         return;
     };
     let read = read_features(&dir).unwrap_or_else(|e| panic!("{e}"));
+    if std::env::var_os("AGENTRY_CTK_WRITE").is_some_and(|v| v == "1") {
+        let text = serde_json::to_string_pretty(&read).expect("JSON");
+        std::fs::write(translation_file(), text + "\n").expect("writing the translation");
+    }
     let kept = translation().unwrap_or_else(|e| panic!("{e}"));
     assert!(
         read == kept,
         "tests/ctk/kit.json differs from the kit in {}: run \
-         `AGENTRY_CTK_FEATURES={} cargo test -p agentry-server --test definitions_ctk -- \
-         --ignored write_the_translation`",
+         `AGENTRY_CTK_FEATURES={} AGENTRY_CTK_WRITE=1 cargo test -p agentry-server --test \
+         definitions_ctk the_translation_is_in_sync`",
         dir.display(),
         dir.display()
     );
-}
-
-/// Writes the translation from the kit's feature files (`AGENTRY_CTK_FEATURES`).
-#[test]
-#[ignore = "writes tests/ctk/kit.json from AGENTRY_CTK_FEATURES"]
-fn write_the_translation() {
-    let dir = features_dir().expect("AGENTRY_CTK_FEATURES: the kit's features folder");
-    let cases = read_features(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let text = serde_json::to_string_pretty(&cases).expect("JSON");
-    std::fs::write(translation_file(), text + "\n").expect("writing the translation");
 }
 
 #[test]
