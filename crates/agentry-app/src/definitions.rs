@@ -23,12 +23,12 @@ use agentry_engine::{Engine, Workflow, WorkflowId};
 use chrono::Utc;
 use serde_json::Value;
 
+use crate::App;
 use crate::caller::Caller;
 use crate::error::{AppError, Code};
 use crate::wire::definitions::{
     DefinitionDeleted, DefinitionDeployed, DefinitionVersion, DefinitionView,
 };
-use crate::{ADMIN_ROLE, App};
 
 /// How a document's text is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,24 +353,6 @@ impl App {
         self.definitions.sync(&self.engine).await
     }
 
-    /// Deploying and reading definitions is for admins: a verified user needs the `admin`
-    /// role in every mode; without any user (no authentication configured, outside strict
-    /// mode) the server is open, as its other routes are.
-    fn authorize_definitions(&self, caller: &Caller) -> Result<(), AppError> {
-        match caller.user() {
-            Some(user) if user.has_role(ADMIN_ROLE) => Ok(()),
-            Some(_) => Err(AppError::new(
-                Code::Forbidden,
-                "Forbidden: deploying and reading definitions needs the admin role",
-            )),
-            None if self.policy.strict => Err(AppError::new(
-                Code::AuthenticationRequired,
-                "Authentication required",
-            )),
-            None => Ok(()),
-        }
-    }
-
     /// `PUT /definitions/workflows/{name}`: stores the document (a new version, or the same
     /// document again) and registers it; every replica registers it within seconds.
     pub async fn deploy_definition(
@@ -380,7 +362,7 @@ impl App {
         body: &[u8],
         content_type: &str,
     ) -> Result<DefinitionDeployed, AppError> {
-        self.authorize_definitions(caller)?;
+        self.policy.authorize_definitions(caller)?;
         let format = SourceFormat::from_content_type(content_type).ok_or_else(|| {
             AppError::new(
                 Code::UnsupportedMediaType,
@@ -469,7 +451,7 @@ impl App {
         name: &str,
         version: Option<&str>,
     ) -> Result<DefinitionView, AppError> {
-        self.authorize_definitions(caller)?;
+        self.policy.authorize_definitions(caller)?;
         let versions = self
             .definitions
             .store
@@ -527,7 +509,7 @@ impl App {
         name: &str,
         version: &str,
     ) -> Result<DefinitionDeleted, AppError> {
-        self.authorize_definitions(caller)?;
+        self.policy.authorize_definitions(caller)?;
         let stored = self
             .definitions
             .store

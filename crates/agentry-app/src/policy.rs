@@ -124,6 +124,21 @@ impl Policy {
         Ok(user.has_role(ADMIN_ROLE) || (owner.is_some() && owner.map(str::to_owned) == user.id()))
     }
 
+    /// Deploying and reading workflow definitions is for admins: a verified user needs the
+    /// `admin` role in every mode; without any user (no authentication configured, outside
+    /// strict mode) the server is open, as its other routes are.
+    pub fn authorize_definitions(&self, caller: &Caller) -> Result<(), AppError> {
+        match caller.user() {
+            Some(user) if user.has_role(ADMIN_ROLE) => Ok(()),
+            Some(_) => Err(AppError::new(
+                Code::Forbidden,
+                "Forbidden: deploying and reading definitions needs the admin role",
+            )),
+            None if self.strict => Err(unauthenticated()),
+            None => Ok(()),
+        }
+    }
+
     /// In strict mode the logs (every user's requests and executions) are for admins only.
     pub fn authorize_logs(&self, caller: &Caller) -> Result<(), AppError> {
         if !self.strict {
