@@ -20,6 +20,7 @@ pub use tool::{
 pub mod definition;
 pub mod durable;
 mod generation;
+pub mod judge;
 pub mod memory;
 pub mod partial;
 pub mod run_log;

@@ -16,6 +16,7 @@
 //!   error, not an attempt: `minItems`/`minContains` ≤ 1,000, `minLength` ≤ 10,000,
 //!   `minProperties` and `properties` ≤ 1,000, nesting ≤ 32 levels, smallest instance ≤ 1 MiB.
 //!   Objects are built on a blocking thread, not on an async worker.
+//! - Judges ([`crate::judge`]): deterministic scores by the rules of that module.
 //! - `maxOutputTokens` truncates the answer to that many words, with `finishReason: length`.
 
 use async_trait::async_trait;
@@ -339,6 +340,9 @@ impl OfflineModel {
     /// The whole answer, deterministically, from the request; an error when the output schema
     /// is over the generation limits ([`check_generation_limits`]).
     pub fn answer(&self, req: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        if crate::judge::is_judge_request(req) {
+            return Ok(crate::judge::offline_answer(req));
+        }
         let prompt_tokens = req
             .messages
             .iter()
