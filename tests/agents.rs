@@ -602,6 +602,7 @@ impl Model for SlowModel {
             tool_calls: Vec::new(),
             finish_reason: FinishReason::Stop,
             usage: Usage::default(),
+            model: None,
         })
     }
     async fn stream(&self, _r: &ModelRequest) -> Result<ChunkStream, ModelError> {

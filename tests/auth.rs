@@ -466,6 +466,7 @@ impl Model for EchoInstructions {
             tool_calls: Vec::new(),
             finish_reason: FinishReason::Stop,
             usage: Usage::default(),
+            model: None,
         })
     }
     async fn stream(&self, _r: &ModelRequest) -> Result<ChunkStream, ModelError> {

@@ -539,6 +539,7 @@ impl Model for Inventor {
                 tool_calls: Vec::new(),
                 finish_reason: FinishReason::Stop,
                 usage: Usage::default(),
+                model: None,
             });
         }
         let n = left.min(100);
@@ -555,6 +556,7 @@ impl Model for Inventor {
             tool_calls,
             finish_reason: FinishReason::ToolCalls,
             usage: Usage::default(),
+            model: None,
         })
     }
     async fn stream(&self, r: &ModelRequest) -> Result<ChunkStream, ModelError> {

@@ -100,6 +100,7 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::NotForkable
         | Code::InvalidEvent
         | Code::InvalidDefinition
+        | Code::GuardrailTripped
         | Code::ClientClosedRequest => RpcCode::InvalidParams,
         Code::AuthenticationRequired
         | Code::InvalidToken
@@ -133,6 +134,7 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::UnsatisfiableSchema
         | Code::ToolFailed
         | Code::TooManyEvents
+        | Code::BudgetExceeded
         | Code::ExecutionFailed
         | Code::GenerationFailed
         | Code::ModelRefused

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::guardrail::{Guardrail, Guardrails};
 use super::model::Model;
 use super::tool::Tool;
 
@@ -117,6 +118,21 @@ pub struct Agent {
     /// Every generation of this agent is a durable run (recorded call by call), as if each
     /// request asked for `options.durable`.
     pub durable: bool,
+    /// Checks of its input, its output and its tool calls.
+    pub guardrails: Guardrails,
+    /// Models tried in order when the model fails with a retryable error (throttled, down,
+    /// timed out).
+    pub fallback_models: Vec<Arc<dyn Model>>,
+    /// Its token budgets.
+    pub budget: Budget,
+}
+
+/// The most tokens an agent may spend: per run, and per user per UTC day (a generation over a
+/// budget is refused with `budget_exceeded`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub tokens_per_run: Option<u64>,
+    pub tokens_per_user_day: Option<u64>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -139,7 +155,40 @@ impl Agent {
             telemetry: false,
             hooks: Hooks::default(),
             durable: false,
+            guardrails: Guardrails::default(),
+            fallback_models: Vec::new(),
+            budget: Budget::default(),
         }
+    }
+
+    /// Adds a guardrail of the request's messages, checked before the model.
+    pub fn input_guardrail(mut self, g: Arc<dyn Guardrail>) -> Self {
+        self.guardrails.input.push(g);
+        self
+    }
+
+    /// Adds a guardrail of the model's text (on streams, as the text comes).
+    pub fn output_guardrail(mut self, g: Arc<dyn Guardrail>) -> Self {
+        self.guardrails.output.push(g);
+        self
+    }
+
+    /// Adds a guardrail of tool calls' arguments, checked before a tool runs.
+    pub fn tool_guardrail(mut self, g: Arc<dyn Guardrail>) -> Self {
+        self.guardrails.tool.push(g);
+        self
+    }
+
+    /// Adds a model tried when the ones before it fail with a retryable error.
+    pub fn fallback_model(mut self, m: Arc<dyn Model>) -> Self {
+        self.fallback_models.push(m);
+        self
+    }
+
+    /// Sets the agent's token budgets.
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Makes every generation of this agent a durable run.

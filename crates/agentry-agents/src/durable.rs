@@ -38,7 +38,7 @@ use super::runtime::{AgentHub, generation_span, observed_call, operation};
 use super::tool::Tool;
 use agentry_engine::event::EventKind;
 
-use crate::run_log::{ApprovalAnswer, ApprovalRequest, RUN_STEP};
+use crate::run_log::{ApprovalAnswer, ApprovalRequest, RUN_STEP, RunFailure};
 use crate::run_log::{EntryKind, RunEvent, approval_id};
 use agentry_engine::id::{UserId, WorkflowId};
 use agentry_engine::store::{StepRecord, StepStatus};
@@ -160,10 +160,15 @@ enum Gate {
     Run { attempt: u32, approved: bool },
 }
 
+/// A generation's failure as its step's: the failure itself is the step's output
+/// ([`RunFailure`]), so the run answers with its code.
 fn failed(e: AgentError) -> StepError {
     match e {
         AgentError::Cancelled => StepError::Cancelled,
-        other => StepError::Failed(other.to_string()),
+        other => StepError::Fault {
+            message: other.to_string(),
+            details: Box::new(stored(&RunFailure::from(&other))),
+        },
     }
 }
 
@@ -290,8 +295,26 @@ impl AgentHub {
         } else {
             "generateText"
         };
-        let g = Generation::new(&agent, &input.messages, &opts, tx.as_ref(), &ctx.cancel);
         let op = operation(&agent, &opts, name);
+        // The input guardrails again on every run of the step (they decide the same).
+        let messages = match self.guard_input(&agent, &input.messages).await {
+            Ok(m) => m,
+            Err(e) => {
+                drop(tx);
+                return Err(self.run_failed(&ctx, journal.as_ref(), e).await);
+            }
+        };
+        let limit = match self.token_limit(&agent, &opts).await {
+            Ok(limit) => limit,
+            Err(e) => {
+                drop(tx);
+                return Err(self.run_failed(&ctx, journal.as_ref(), e).await);
+            }
+        };
+        let g = Generation {
+            limit,
+            ..Generation::new(&agent, &messages, &opts, tx.as_ref(), &ctx.cancel)
+        };
         let run = DurableRun {
             hub: self,
             ctx: &ctx,
@@ -308,14 +331,55 @@ impl AgentHub {
         if let Some(forward) = forward {
             let _ = forward.await;
         }
+        let outcome = match outcome {
+            Err(StepError::Fault { message, details }) => Err(self
+                .announce_failure(&ctx, journal.as_ref(), message, details)
+                .await),
+            other => other,
+        };
         if let Some(f) = &agent.hooks.on_end {
             match &outcome {
                 Ok(r) => f(&op, Ok(&r.text)),
-                Err(StepError::Failed(e)) => f(&op, Err(e)),
+                Err(StepError::Failed(e) | StepError::Fault { message: e, .. }) => f(&op, Err(e)),
                 Err(_) => {}
             }
         }
         outcome.map(|r| stored(&r))
+    }
+}
+
+impl AgentHub {
+    /// A run that failed before its loop (`e`): its failure, announced.
+    async fn run_failed(
+        &self,
+        ctx: &StepContext,
+        journal: &dyn StepJournal,
+        e: AgentError,
+    ) -> StepError {
+        match failed(e) {
+            StepError::Fault { message, details } => {
+                self.announce_failure(ctx, journal, message, details).await
+            }
+            other => other,
+        }
+    }
+
+    /// Writes the run's `agent-failed` event (so that a stream of the run ends with the
+    /// failure's code), then fails the step with it.
+    async fn announce_failure(
+        &self,
+        ctx: &StepContext,
+        journal: &dyn StepJournal,
+        message: String,
+        details: Box<Value>,
+    ) -> StepError {
+        if let Ok(failure) = serde_json::from_value::<RunFailure>((*details).clone()) {
+            let event = RunEvent::AgentFailed { failure }.into();
+            if let Err(e) = journal.write(Vec::new(), vec![event]).await {
+                tracing::debug!(run_id = %ctx.execution_id, error = ?e, "the run's failure event was not written");
+            }
+        }
+        StepError::Fault { message, details }
     }
 }
 
@@ -692,7 +756,8 @@ impl DurableRun<'_> {
             tool_ctx,
             telemetry.as_ref(),
         )
-        .await;
+        .await
+        .map_err(failed)?;
         if self.ctx.cancel.is_cancelled() {
             return Err(StepError::Cancelled);
         }

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::definition::{Agent, OperationContext};
+use crate::guardrail::Tripped;
 use crate::message::{FinishReason, Message, ToolCall, ToolResult, Usage};
 use crate::model::{GenerationSettings, Model, ModelError, ModelRequest, ModelResponse, ToolSpec};
 use crate::tool::{Tool, ToolContext};
@@ -138,6 +139,15 @@ pub enum AgentError {
     /// The conversation memory's database could not be reached in time.
     #[error("Memory unavailable: {0}")]
     MemoryUnavailable(String),
+    /// A guardrail tripped: the generation ends with it.
+    #[error("Guardrail {} tripped on the {}: {}", .0.guardrail, .0.point.as_str(), .0.reason)]
+    GuardrailTripped(Tripped),
+    /// A token budget is spent; `retry_after`: when it resets, if it does.
+    #[error("Budget exceeded: {message}")]
+    BudgetExceeded {
+        message: String,
+        retry_after: Option<std::time::Duration>,
+    },
     #[error("Generation cancelled")]
     Cancelled,
     /// A durable run ended without its answer (failed, cancelled, or handed over).
@@ -164,6 +174,39 @@ pub(crate) struct Generation<'a> {
     pub(crate) cancel: &'a CancellationToken,
     /// How deep in a delegation chain (0 for a generation asked over the API).
     pub(crate) depth: u32,
+    /// The tokens it may spend ([`crate::Budget`]), when the agent has a budget.
+    pub(crate) limit: Option<TokenLimit>,
+}
+
+/// The tokens a generation may spend, and what its refusal says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenLimit {
+    pub(crate) tokens: u64,
+    /// The caller's daily budget is the tighter one (else the run's).
+    pub(crate) daily: bool,
+    /// Until the daily budget resets.
+    pub(crate) resets_in: Option<std::time::Duration>,
+}
+
+impl TokenLimit {
+    /// The refusal of a generation that spent `spent` of it.
+    pub(crate) fn exceeded(&self, spent: u64) -> AgentError {
+        let message = if self.daily {
+            format!(
+                "the daily token budget for this user is spent ({spent} of {} tokens); it resets at midnight UTC",
+                self.tokens
+            )
+        } else {
+            format!(
+                "the run spent {spent} tokens of its budget of {}",
+                self.tokens
+            )
+        };
+        AgentError::BudgetExceeded {
+            message,
+            retry_after: self.resets_in,
+        }
+    }
 }
 
 impl<'a> Generation<'a> {
@@ -181,6 +224,7 @@ impl<'a> Generation<'a> {
             sink,
             cancel,
             depth: 0,
+            limit: None,
         }
     }
 
@@ -303,6 +347,12 @@ pub(crate) async fn generation_loop<R: Recorder>(
         tool_results: Vec::new(),
     };
     for call in 1..=max_steps {
+        // A budget stops the loop before a call it cannot pay for.
+        if let Some(limit) = g.limit
+            && result.usage.total_tokens >= limit.tokens
+        {
+            return Err(limit.exceeded(result.usage.total_tokens).into());
+        }
         let req = ModelRequest {
             messages: messages.clone(),
             tools: specs.clone(),

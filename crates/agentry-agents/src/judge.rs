@@ -244,6 +244,7 @@ pub(crate) fn offline_answer(req: &ModelRequest) -> ModelResponse {
             cached_input_tokens: 0,
             reasoning_tokens: 0,
         },
+        model: None,
     }
 }
 
@@ -253,7 +254,10 @@ mod tests {
     use crate::offline::OfflineModel;
 
     async fn score(criteria: &str, subject: Subject<'_>) -> f64 {
-        judge(&OfflineModel, criteria, &subject).await.unwrap().score
+        judge(&OfflineModel, criteria, &subject)
+            .await
+            .unwrap()
+            .score
     }
 
     #[tokio::test]

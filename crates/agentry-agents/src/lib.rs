@@ -20,15 +20,17 @@ pub use tool::{
 pub mod definition;
 pub mod durable;
 mod generation;
+pub mod guardrail;
 pub mod judge;
 pub mod memory;
 pub mod partial;
 pub mod run_log;
 pub mod runtime;
 pub mod telemetry;
+pub mod usage;
 
 pub use definition::{
-    Agent, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
+    Agent, Budget, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
 };
 pub use durable::{RunInput, agent_of_run, is_denial, resume_data, run_result, run_workflow_id};
 pub use generation::{

@@ -64,6 +64,9 @@ pub struct ModelResponse {
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: FinishReason,
     pub usage: Usage,
+    /// The model that answered (set by the agent's loop: the agent's model or a fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// A piece of a streamed answer.
@@ -79,7 +82,8 @@ pub enum ModelChunk {
 }
 
 /// Why a model (provider) call failed: a client answers each kind differently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ModelErrorKind {
     /// The provider throttled the request (HTTP 429): try again later.
     RateLimited,
@@ -116,6 +120,17 @@ impl ModelError {
             message: message.into(),
             retry_after: None,
         }
+    }
+}
+
+impl ModelErrorKind {
+    /// Whether another model (or a later try) may succeed where this one failed: throttled,
+    /// down or timed out (model fallbacks are tried on these only).
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ModelErrorKind::RateLimited | ModelErrorKind::Unavailable | ModelErrorKind::TimedOut
+        )
     }
 }
 

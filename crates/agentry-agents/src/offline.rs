@@ -456,6 +456,7 @@ impl OfflineModel {
                 cached_input_tokens: 0,
                 reasoning_tokens: 0,
             },
+            model: None,
         })
     }
 

@@ -10,8 +10,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::generation::AgentError;
+use crate::guardrail::Tripped;
 use crate::message::{FinishReason, Message, ToolCall, ToolResult, Usage};
-use crate::model::ModelResponse;
+use crate::model::{ModelError, ModelErrorKind, ModelResponse};
 
 /// The one step of a run workflow; its journal holds the run's calls.
 pub const RUN_STEP: &str = "run";
@@ -46,6 +48,86 @@ pub struct ApprovalAnswer {
     pub by: Option<String>,
 }
 
+/// Why a run failed, as the agents layer knows it: the failed `run` step's output and the
+/// run's `agent-failed` event, so that a durable run answers with the failure's own code (a
+/// provider's 503, a guardrail, a budget) on every path, as a generation held in memory does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub enum RunFailure {
+    /// The model (every model tried) failed.
+    Model {
+        error: ModelErrorKind,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
+    },
+    /// A guardrail tripped.
+    Guardrail { tripped: Tripped },
+    /// A token budget is spent.
+    Budget {
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_secs: Option<u64>,
+    },
+    /// Anything else, as its message.
+    Other { message: String },
+}
+
+impl From<&AgentError> for RunFailure {
+    fn from(e: &AgentError) -> Self {
+        match e {
+            AgentError::Model(m) => RunFailure::Model {
+                error: m.kind,
+                message: m.message.clone(),
+                retry_after_ms: m
+                    .retry_after
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            },
+            AgentError::GuardrailTripped(t) => RunFailure::Guardrail { tripped: t.clone() },
+            AgentError::BudgetExceeded {
+                message,
+                retry_after,
+            } => RunFailure::Budget {
+                message: message.clone(),
+                retry_after_secs: retry_after.map(|d| d.as_secs()),
+            },
+            other => RunFailure::Other {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl RunFailure {
+    /// The agent error it stands for.
+    pub fn to_error(&self) -> AgentError {
+        match self {
+            RunFailure::Model {
+                error,
+                message,
+                retry_after_ms,
+            } => AgentError::Model(ModelError {
+                kind: *error,
+                message: message.clone(),
+                retry_after: retry_after_ms.map(std::time::Duration::from_millis),
+            }),
+            RunFailure::Guardrail { tripped } => AgentError::GuardrailTripped(tripped.clone()),
+            RunFailure::Budget {
+                message,
+                retry_after_secs,
+            } => AgentError::BudgetExceeded {
+                message: message.clone(),
+                retry_after: retry_after_secs.map(std::time::Duration::from_secs),
+            },
+            RunFailure::Other { message } => AgentError::Run(message.clone()),
+        }
+    }
+}
+
 /// An event of a durable agent run, in the execution's event log (`type`: `agent-model-call`,
 /// ...) or, for a piece of text and a tool's progress, for its live subscribers only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +152,8 @@ pub enum RunEvent {
     AgentApprovalRequest { request: ApprovalRequest },
     /// A tool approval was answered (by a person, or by its deadline: a denial).
     AgentApprovalAnswer { answer: ApprovalAnswer },
+    /// The run failed (the engine's `workflow-error` follows): why, with its code.
+    AgentFailed { failure: RunFailure },
     /// A piece of the run's text as the model streams it. Live only (the model call's event
     /// carries the whole text).
     AgentTextDelta { delta: String },
@@ -174,6 +258,8 @@ fn key_order(key: &str) -> (u32, u8, u32) {
 /// run that the wire renders.
 pub struct RunJournal<'a> {
     entries: Vec<(&'a str, &'a StepRecord)>,
+    /// The failed run step's output.
+    failure: Option<&'a Value>,
 }
 
 /// One recorded step of a run, read: a model call (with its answer once it has one), a tool
@@ -207,7 +293,19 @@ impl<'a> RunJournal<'a> {
             .filter_map(|(id, r)| Some((id.strip_prefix(&prefix)?, r.as_ref())))
             .collect();
         entries.sort_by_key(|(key, _)| key_order(key));
-        Self { entries }
+        let failure = rec
+            .progress
+            .steps
+            .get(RUN_STEP)
+            .filter(|r| r.status == StepStatus::Failed)
+            .and_then(|r| r.output.as_ref());
+        Self { entries, failure }
+    }
+
+    /// Why the run failed, when it failed in its generation (none for a run that failed
+    /// otherwise, or was recorded before failures were).
+    pub fn failure(&self) -> Option<RunFailure> {
+        parsed(self.failure)
     }
 
     fn of_kind(&self, kind: EntryKind) -> impl Iterator<Item = &(&'a str, &'a StepRecord)> {

@@ -14,19 +14,25 @@ use tokio_util::sync::CancellationToken;
 use super::definition::{Agent, InstructionContext, OperationContext};
 use super::generation::MemoryOwner;
 use super::generation::{
-    AgentError, AgentEvent, GenerateOptions, Generation, ObjectResult, Recorder, TextResult, emit,
-    generation_loop, tool_specs,
+    AgentError, AgentEvent, GenerateOptions, Generation, ObjectResult, Recorder, TextResult,
+    TokenLimit, emit, generation_loop, tool_specs,
 };
+use super::guardrail::{self, Applied, GuardPoint, Guardrail, StreamGuard, Tripped};
 use super::memory::{ConversationKey, ConversationStore};
 use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
 use super::model::{Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
 use super::partial::parse_partial;
 use super::tool::{Tool, ToolContext};
-use crate::telemetry::{AgentTelemetry, ModelCallReport, NoTelemetry, ToolCallReport, UNKNOWN};
+use super::usage::{InMemoryUsageStore, UsageKey, UsageStore};
+use crate::telemetry::{
+    AgentTelemetry, GuardrailReport, ModelCallReport, NoTelemetry, ToolCallReport, UNKNOWN,
+};
+use agentry_engine::clock::{Clock, SystemClock};
 use agentry_engine::engine::AgentRunner;
 use agentry_engine::id::{AgentId, UserId};
 use agentry_engine::schema::Schema;
 use agentry_engine::store::StoreError;
+use chrono::NaiveDate;
 
 /// How deep delegation may nest.
 pub const MAX_DELEGATION_DEPTH: u32 = 3;
@@ -52,6 +58,10 @@ struct Inner {
     memory: Option<Arc<dyn ConversationStore>>,
     /// Who is told of every model and tool call (metrics).
     telemetry: RwLock<Arc<dyn AgentTelemetry>>,
+    /// Tokens spent per agent, user and day (the daily budgets).
+    usage: RwLock<Arc<dyn UsageStore>>,
+    /// What day it is (the daily budgets).
+    clock: RwLock<Arc<dyn Clock>>,
 }
 
 /// The registry of agents and their generation loop. Cheap to clone.
@@ -76,6 +86,31 @@ pub(super) fn generation_span(agent: &Agent, operation: &str) -> tracing::Span {
 /// The most characters of a name a model chose that a span records.
 const MAX_NAME_CHARS: usize = 128;
 
+/// A guardrail that tripped: logged in the generation's span (a span event of the trace) and
+/// counted.
+fn report_trip(telemetry: &dyn AgentTelemetry, agent: &Agent, t: &Tripped) {
+    tracing::warn!(agent_id = %agent.id, guardrail = %t.guardrail, point = t.point.as_str(), reason = %t.reason, "guardrail tripped");
+    telemetry.guardrail(&GuardrailReport {
+        agent: &agent.id,
+        guardrail: &t.guardrail,
+        point: t.point,
+        tripped: true,
+    });
+}
+
+/// Rewrites that guardrails made: logged in the generation's span and counted.
+fn report_rewrites(telemetry: &dyn AgentTelemetry, agent: &Agent, applied: &Applied) {
+    for r in &applied.rewrites {
+        tracing::info!(agent_id = %agent.id, guardrail = %r.guardrail, point = r.point.as_str(), "guardrail rewrote the text");
+        telemetry.guardrail(&GuardrailReport {
+            agent: &agent.id,
+            guardrail: &r.guardrail,
+            point: r.point,
+            tripped: false,
+        });
+    }
+}
+
 /// The tool fan-out: the calls of one model answer, run at once, their results in call order.
 async fn call_tools(
     g: &Generation<'_>,
@@ -83,7 +118,7 @@ async fn call_tools(
     tools: &[Arc<dyn Tool>],
     calls: &[ToolCall],
     telemetry: &dyn AgentTelemetry,
-) -> Vec<ToolResult> {
+) -> Result<Vec<ToolResult>, AgentError> {
     let ctx = g.tool_context();
     join_all(
         calls
@@ -91,10 +126,13 @@ async fn call_tools(
             .map(|c| observed_call(g, op, tools, (c, false), ctx.clone(), telemetry)),
     )
     .await
+    .into_iter()
+    .collect()
 }
 
 /// One tool call in its span, reported to the telemetry; `approved` when a person approved it
-/// (else a tool that needs approval for it is refused: it fails closed).
+/// (else a tool that needs approval for it is refused: it fails closed). Its arguments go
+/// through the agent's tool guardrails first: a trip ends the generation.
 pub(super) async fn observed_call(
     g: &Generation<'_>,
     op: &OperationContext,
@@ -102,7 +140,25 @@ pub(super) async fn observed_call(
     (c, approved): (&ToolCall, bool),
     ctx: ToolContext,
     telemetry: &dyn AgentTelemetry,
-) -> ToolResult {
+) -> Result<ToolResult, AgentError> {
+    let guards = &g.agent.guardrails.tool;
+    let guarded;
+    let c = if guards.is_empty() {
+        c
+    } else {
+        let mut applied = Applied::default();
+        match guardrail::apply_to_args(guards, &c.args, &mut applied).await {
+            Ok(args) => {
+                report_rewrites(telemetry, g.agent, &applied);
+                guarded = ToolCall { args, ..c.clone() };
+                &guarded
+            }
+            Err(t) => {
+                report_trip(telemetry, g.agent, &t);
+                return Err(AgentError::GuardrailTripped(t));
+            }
+        }
+    };
     let tool = tools.iter().find(|t| t.name() == c.tool_name).cloned();
     // The model chooses the name: only a registered one names a span or a series.
     let label = tool.as_ref().map_or(UNKNOWN, |t| t.name()).to_owned();
@@ -133,7 +189,7 @@ pub(super) async fn observed_call(
         duration: began.elapsed(),
         failed: result.is_error,
     });
-    result
+    Ok(result)
 }
 
 /// One tool call between the agent's tool hooks; a failure (or an unknown tool) is a result
@@ -183,8 +239,123 @@ impl AgentHub {
                 default_model: RwLock::new(default_model),
                 memory,
                 telemetry: RwLock::new(Arc::new(NoTelemetry)),
+                usage: RwLock::new(Arc::new(InMemoryUsageStore::default())),
+                clock: RwLock::new(Arc::new(SystemClock)),
             }),
         }
+    }
+
+    /// Sets where token usage is counted (by default, in process).
+    pub fn set_usage_store(&self, usage: Arc<dyn UsageStore>) {
+        *self.inner.usage.write().unwrap_or_else(|p| p.into_inner()) = usage;
+    }
+
+    /// Where token usage is counted.
+    pub fn usage_store(&self) -> Arc<dyn UsageStore> {
+        self.inner
+            .usage
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Sets the clock that says what day it is (tests move it).
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        *self.inner.clock.write().unwrap_or_else(|p| p.into_inner()) = clock;
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.inner
+            .clock
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .now()
+    }
+
+    /// Today (UTC), and how long until tomorrow.
+    pub fn usage_day(&self) -> (NaiveDate, std::time::Duration) {
+        let now = self.now();
+        let today = now.date_naive();
+        let tomorrow = today
+            .succ_opt()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc());
+        let left = tomorrow
+            .and_then(|t| (t - now).to_std().ok())
+            .unwrap_or_default();
+        (today, left)
+    }
+
+    /// Whose tokens a generation spends (and whose daily budget it draws on): the namespace of
+    /// its conversation memory, `anonymous` for a caller with no user.
+    pub fn usage_user(opts: &GenerateOptions) -> String {
+        match &opts.memory_owner {
+            MemoryOwner::Trusted => opts
+                .user_id
+                .clone()
+                .map_or_else(|| "anonymous".to_owned(), UserId::into_string),
+            MemoryOwner::Verified(id) => format!("user:{id}"),
+            MemoryOwner::Anonymous => "anonymous".to_owned(),
+        }
+    }
+
+    /// The tokens a generation of `agent` may spend (none without a budget), or its refusal
+    /// when the caller's daily budget is spent.
+    pub(super) async fn token_limit(
+        &self,
+        agent: &Agent,
+        opts: &GenerateOptions,
+    ) -> Result<Option<TokenLimit>, AgentError> {
+        let run = agent.budget.tokens_per_run.map(|tokens| TokenLimit {
+            tokens,
+            daily: false,
+            resets_in: None,
+        });
+        let Some(per_day) = agent.budget.tokens_per_user_day else {
+            return Ok(run);
+        };
+        let (day, resets_in) = self.usage_day();
+        let key = UsageKey {
+            agent_id: agent.id.clone(),
+            user_id: Self::usage_user(opts),
+            day,
+        };
+        let used = self.usage_store().used(&key).await.map_err(memory_error)?;
+        let daily = TokenLimit {
+            tokens: per_day.saturating_sub(used),
+            daily: true,
+            resets_in: Some(resets_in),
+        };
+        if daily.tokens == 0 {
+            return Err(TokenLimit {
+                tokens: per_day,
+                ..daily
+            }
+            .exceeded(used));
+        }
+        Ok(match run {
+            Some(run) if run.tokens <= daily.tokens => Some(run),
+            _ => Some(daily),
+        })
+    }
+
+    /// Counts the tokens of a model call's answer for the generation's user, off the request
+    /// path (a failure to count is logged: the answer is not held up by it).
+    fn count_usage(&self, g: &Generation<'_>, tokens: u64) {
+        if tokens == 0 {
+            return;
+        }
+        let key = UsageKey {
+            agent_id: g.agent.id.clone(),
+            user_id: Self::usage_user(g.opts),
+            day: self.usage_day().0,
+        };
+        let store = self.usage_store();
+        tokio::spawn(async move {
+            if let Err(e) = store.add(&key, tokens).await {
+                tracing::warn!(agent_id = %key.agent_id, error = %e, "token usage not counted");
+            }
+        });
     }
 
     /// Sets who is told of every model and tool call (metrics).
@@ -356,14 +527,75 @@ impl AgentHub {
         Ok(())
     }
 
-    /// One model call, streamed into the generation's sink when it has one.
-    /// One model call, reported to the telemetry.
+    /// One model call (streamed into the generation's sink when it has one): the agent's model,
+    /// then its fallback models in order while the failure is retryable (throttled, down, timed
+    /// out) and nothing of the answer has reached the stream. The answer names the model that
+    /// gave it; its text went through the output guardrails.
     pub(super) async fn model_step(
         &self,
         model: &dyn Model,
         req: &ModelRequest,
         g: &Generation<'_>,
         object_mode: bool,
+    ) -> Result<ModelResponse, AgentError> {
+        let mut streamed = false;
+        let mut outcome = self
+            .one_model_call(model, req, g, object_mode, &mut streamed)
+            .await;
+        for fallback in &g.agent.fallback_models {
+            match &outcome {
+                Err(AgentError::Model(e)) if e.kind.is_retryable() && !streamed => {
+                    tracing::warn!(agent_id = %g.agent.id, fallback = %fallback.name(), error = %e, "the model failed: trying the next");
+                    outcome = self
+                        .one_model_call(fallback.as_ref(), req, g, object_mode, &mut streamed)
+                        .await;
+                }
+                _ => break,
+            }
+        }
+        if let Err(AgentError::GuardrailTripped(t)) = &outcome {
+            self.report_trip(g.agent, t);
+        }
+        outcome
+    }
+
+    pub(super) fn report_trip(&self, agent: &Agent, t: &Tripped) {
+        report_trip(self.telemetry().as_ref(), agent, t);
+    }
+
+    pub(super) fn report_rewrites(&self, agent: &Agent, applied: &Applied) {
+        report_rewrites(self.telemetry().as_ref(), agent, applied);
+    }
+
+    /// The request's messages through the agent's input guardrails.
+    pub(super) async fn guard_input(
+        &self,
+        agent: &Agent,
+        input: &[Message],
+    ) -> Result<Vec<Message>, AgentError> {
+        let mut applied = Applied::default();
+        match guardrail::apply_to_input(&agent.guardrails.input, input.to_vec(), &mut applied).await
+        {
+            Ok(input) => {
+                self.report_rewrites(agent, &applied);
+                Ok(input)
+            }
+            Err(t) => {
+                self.report_trip(agent, &t);
+                Err(AgentError::GuardrailTripped(t))
+            }
+        }
+    }
+
+    /// One model's call, in its span, reported to the telemetry; `streamed` is set once a piece
+    /// of its answer reached the stream.
+    async fn one_model_call(
+        &self,
+        model: &dyn Model,
+        req: &ModelRequest,
+        g: &Generation<'_>,
+        object_mode: bool,
+        streamed: &mut bool,
     ) -> Result<ModelResponse, AgentError> {
         let span = tracing::info_span!(
             "chat",
@@ -381,10 +613,17 @@ impl AgentHub {
         let began = Instant::now();
         let outcome = {
             use tracing::Instrument;
-            Self::call_model(model, req, g, object_mode)
+            self.call_model(model, req, g, object_mode, streamed)
                 .instrument(span.clone())
                 .await
+                .map(|mut r| {
+                    r.model = Some(model.name().to_owned());
+                    r
+                })
         };
+        if let Ok(r) = &outcome {
+            self.count_usage(g, r.usage.total_tokens);
+        }
         match &outcome {
             Ok(r) => {
                 // Signed: OpenTelemetry's integer attributes are i64.
@@ -418,18 +657,37 @@ impl AgentHub {
     /// Asks the model once (streamed when the generation streams), until it finishes or the
     /// generation is cancelled.
     async fn call_model(
+        &self,
         model: &dyn Model,
         req: &ModelRequest,
         g: &Generation<'_>,
         object_mode: bool,
+        streamed: &mut bool,
     ) -> Result<ModelResponse, AgentError> {
         let (sink, cancel) = (g.sink, g.cancel);
+        // An object is JSON for the client's schema: output guardrails read text.
+        let guards: &[Arc<dyn Guardrail>] = if object_mode {
+            &[]
+        } else {
+            &g.agent.guardrails.output
+        };
+        let tripped = |t: Tripped| AgentError::GuardrailTripped(t);
         let Some(tx) = sink else {
-            return tokio::select! {
+            let mut resp = tokio::select! {
                 r = model.generate(req) => r.map_err(AgentError::Model),
                 _ = cancel.cancelled() => Err(AgentError::Cancelled),
-            };
+            }?;
+            if !guards.is_empty() {
+                let mut applied = Applied::default();
+                let text = std::mem::take(&mut resp.text);
+                resp.text = guardrail::apply(guards, GuardPoint::Output, text, &mut applied)
+                    .await
+                    .map_err(tripped)?;
+                self.report_rewrites(g.agent, &applied);
+            }
+            return Ok(resp);
         };
+        let mut guard = (!guards.is_empty()).then(|| StreamGuard::new(guards));
         let mut stream = model.stream(req).await.map_err(AgentError::Model)?;
         let mut text = String::new();
         let mut calls = Vec::new();
@@ -457,10 +715,18 @@ impl AgentHub {
                             && last_partial.as_ref() != Some(&p)
                         {
                             last_partial = Some(p.clone());
+                            *streamed = true;
                             emit(sink, AgentEvent::PartialObject(p)).await?;
                         }
                     } else {
-                        emit(sink, AgentEvent::TextDelta(d)).await?;
+                        let out = match guard.as_mut() {
+                            Some(guard) => guard.push(&d).await.map_err(tripped)?,
+                            None => d,
+                        };
+                        if !out.is_empty() {
+                            *streamed = true;
+                            emit(sink, AgentEvent::TextDelta(out)).await?;
+                        }
                     }
                 }
                 ModelChunk::ToolCall(c) => calls.push(c),
@@ -469,6 +735,15 @@ impl AgentHub {
                     usage,
                 } => finish = (finish_reason, usage),
             }
+        }
+        if let Some(guard) = guard.as_mut() {
+            let rest = guard.finish().await.map_err(tripped)?;
+            if !rest.is_empty() {
+                *streamed = true;
+                emit(sink, AgentEvent::TextDelta(rest)).await?;
+            }
+            text = guard.text().to_owned();
+            self.report_rewrites(g.agent, &guard.applied);
         }
         // The last partial object is the whole document, whatever the throttle skipped.
         if object_mode
@@ -483,6 +758,7 @@ impl AgentHub {
             tool_calls: calls,
             finish_reason: finish.0,
             usage: finish.1,
+            model: None,
         })
     }
 
@@ -496,9 +772,18 @@ impl AgentHub {
         let op = operation(g.agent, g.opts, name);
         let outcome = {
             use tracing::Instrument;
-            self.run_text_body(g, &op)
-                .instrument(generation_span(g.agent, name))
-                .await
+            async {
+                let input = self.guard_input(g.agent, g.input).await?;
+                let limit = self.token_limit(g.agent, g.opts).await?;
+                let g = Generation {
+                    input: &input,
+                    limit,
+                    ..*g
+                };
+                self.run_text_body(&g, &op).await
+            }
+            .instrument(generation_span(g.agent, name))
+            .await
         };
         end_hook(g.agent, &op, outcome.as_ref().map(|r| r.text.as_str()));
         outcome
@@ -579,9 +864,17 @@ impl AgentHub {
         let op = operation(g.agent, g.opts, name);
         let outcome = {
             use tracing::Instrument;
-            self.run_object_body(g, schema)
-                .instrument(generation_span(g.agent, name))
-                .await
+            async {
+                let input = self.guard_input(g.agent, g.input).await?;
+                self.token_limit(g.agent, g.opts).await?;
+                let g = Generation {
+                    input: &input,
+                    ..*g
+                };
+                self.run_object_body(&g, schema).await
+            }
+            .instrument(generation_span(g.agent, name))
+            .await
         };
         match &outcome {
             Ok(r) => end_hook(g.agent, &op, Ok(&r.object.to_string())),
@@ -875,7 +1168,7 @@ impl Recorder for InMemory<'_> {
         if g.is_cancelled() {
             return Err(AgentError::Cancelled);
         }
-        let results = call_tools(g, op, &self.tools, calls, self.hub.telemetry().as_ref()).await;
+        let results = call_tools(g, op, &self.tools, calls, self.hub.telemetry().as_ref()).await?;
         for r in &results {
             emit(g.sink, AgentEvent::ToolResult(r.clone())).await?;
         }

@@ -33,7 +33,22 @@ pub struct ToolCallReport<'a> {
     pub failed: bool,
 }
 
+/// A guardrail that acted (rewrote or tripped) as the agents report it.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardrailReport<'a> {
+    pub agent: &'a str,
+    /// The guardrail's name (registered with the agent: the series stay bounded).
+    pub guardrail: &'a str,
+    pub point: crate::guardrail::GuardPoint,
+    /// It tripped (else it rewrote).
+    pub tripped: bool,
+}
+
 pub trait AgentTelemetry: Send + Sync + 'static {
+    fn guardrail(&self, report: &GuardrailReport<'_>) {
+        let _ = report;
+    }
+
     fn model_call(&self, call: &ModelCallReport<'_>) {
         let _ = call;
     }

@@ -127,7 +127,9 @@ error_table! {
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json` (a definition's: nor `application/yaml`).";
     HostNotAllowed => MISDIRECTED_REQUEST, "host_not_allowed", "The request names a host this server does not answer for (its `Host`, or a trusted proxy's forwarded host): not in `AGENTRY_ALLOWED_HOSTS`, or, without it on a loopback address, not `localhost`, `127.0.0.1` or `[::1]` with the port. A guard against DNS rebinding; every route but the probes.";
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
+    GuardrailTripped => UNPROCESSABLE_ENTITY, "guardrail_tripped", "A guardrail of the agent tripped on the request's input, the model's output or a tool call's arguments, and is named (`Guardrail <name> tripped on the <input|output|tool>: <reason>`); on a stream, an `error` event with this code. A durable run ends in `error` with it.";
     ToolFailed => UNPROCESSABLE_ENTITY, "tool_failed", "MCP: a tool called directly failed, with its own message (arguments it refused, or its work failed).";
+    BudgetExceeded => TOO_MANY_REQUESTS, "budget_exceeded", "The agent's token budget is spent (`Budget exceeded: ...`): the run's own, or the caller's for the UTC day (header `Retry-After`: the seconds until it resets at midnight UTC).";
     TooManyEvents => TOO_MANY_REQUESTS, "too_many_events", "An event sent by key when the events kept are at a cap: per name and key (`AGENTRY_EVENTS_MAX_PER_KEY`, 100; `AGENTRY_EVENTS_MAX_BYTES_PER_KEY`, 1 MiB) or in all (`AGENTRY_EVENTS_MAX`, 10,000; `AGENTRY_EVENTS_MAX_BYTES`, 64 MiB); header `Retry-After`: older events leave the hour's retention.";
     ClientClosedRequest => BAD_REQUEST, "client_closed_request", "The client went away before the answer (logged; nobody reads it).";
     ExecutionFailed => INTERNAL_SERVER_ERROR, "execution_failed", "The execution ended in error (`Failed to execute workflow`; header `X-Execution-Id`; its state has the reason).";
@@ -215,6 +217,8 @@ impl Code {
             | Code::UnsupportedMediaType
             | Code::HostNotAllowed
             | Code::UnsatisfiableSchema
+            | Code::GuardrailTripped
+            | Code::BudgetExceeded
             | Code::ToolFailed
             | Code::ClientClosedRequest
             | Code::ExecutionFailed
@@ -236,6 +240,9 @@ pub struct AppError {
     pub code: Code,
     pub message: String,
     pub execution_id: Option<String>,
+    /// Seconds to wait before trying again, when this failure knows them (a budget's reset, a
+    /// provider's `Retry-After`); else its row's.
+    pub retry_after: Option<u64>,
 }
 
 impl AppError {
@@ -244,7 +251,15 @@ impl AppError {
             code,
             message: message.into(),
             execution_id: None,
+            retry_after: None,
         }
+    }
+
+    /// The seconds a client should wait before it tries again: this failure's own, else its
+    /// row's.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after
+            .or_else(|| self.code.retry_after().map(u64::from))
     }
 
     /// A malformed or out-of-range request ([`Code::InvalidRequest`]).
@@ -337,6 +352,18 @@ impl AppError {
     /// An agent failure ([`agent_error_code`]), logged as it deserves.
     pub fn agent(err: AgentError) -> Self {
         let code = agent_error_code(&err);
+        let wait = match &err {
+            AgentError::Model(e) => e.retry_after,
+            AgentError::BudgetExceeded { retry_after, .. } => *retry_after,
+            _ => None,
+        };
+        let mut out = Self::agent_failure(code, &err);
+        // Whole seconds, rounded up: a client that waits them finds the reset passed.
+        out.retry_after = wait.map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
+        out
+    }
+
+    fn agent_failure(code: Code, err: &AgentError) -> Self {
         match code {
             Code::AgentNotFound | Code::InvalidRequest | Code::ClientClosedRequest => {
                 Self::new(code, err.to_string())
@@ -347,6 +374,10 @@ impl AppError {
             }
             Code::UnsatisfiableSchema => {
                 tracing::warn!(error = %err, "no object valid against the schema");
+                Self::new(code, err.to_string())
+            }
+            Code::GuardrailTripped | Code::BudgetExceeded => {
+                tracing::info!(error = %err, code = code.as_str(), "generation refused");
                 Self::new(code, err.to_string())
             }
             _ => {
@@ -394,6 +425,8 @@ pub fn agent_error_code(err: &AgentError) -> Code {
             ModelErrorKind::Failed => Code::GenerationFailed,
         },
         AgentError::MemoryUnavailable(_) => Code::DatabaseUnavailable,
+        AgentError::GuardrailTripped(_) => Code::GuardrailTripped,
+        AgentError::BudgetExceeded { .. } => Code::BudgetExceeded,
         AgentError::Duplicate(_)
         | AgentError::InvalidId(_)
         | AgentError::Memory(_)

@@ -632,6 +632,11 @@ fn run_text_result(rec: &ExecutionRecord) -> Result<TextAnswer, AppError> {
             .about(&rec.id));
         }
         Status::Error | Status::Idle => {
+            // The failure's own code (a provider's, a guardrail's, a budget's) when the run
+            // recorded it.
+            if let Some(failure) = journal.failure() {
+                return Err(AppError::agent(failure.to_error()).about(&rec.id));
+            }
             let reason = rec.state.error().unwrap_or("unknown error");
             tracing::warn!(run_id = %rec.id, error = %reason, "{RUN_FAILED}");
             return Err(AppError::new(
@@ -734,6 +739,9 @@ pub struct RunEvents {
     /// middle of a text, of the next one stored) the client has.
     had: usize,
     done: bool,
+    /// Why the run failed, from its `agent-failed` event (the engine's `workflow-error`
+    /// follows it).
+    failure: Option<AgentError>,
 }
 
 impl RunEvents {
@@ -746,6 +754,7 @@ impl RunEvents {
             seq: after.map(|a| a.seq),
             had: after.map_or(0, |a| a.text),
             done: false,
+            failure: None,
         }
     }
 
@@ -865,13 +874,18 @@ impl RunEvents {
             (Some(RunEvent::AgentApprovalRequest { request }), _) => {
                 vec![AgentEvent::ToolApprovalRequest(request)]
             }
+            (Some(RunEvent::AgentFailed { failure }), _) => {
+                self.failure = Some(failure.to_error());
+                Vec::new()
+            }
             (Some(_), _) => Vec::new(),
             // A suspension may be followed by the rest of the run (a replay of a run that went
             // on): whether the stream ends there, the end of the log says (`WorkflowResult`).
             (None, EventKind::WorkflowComplete { result }) => vec![self.completed(&result)],
             (None, EventKind::WorkflowError { error, .. }) => {
                 self.done = true;
-                vec![AgentEvent::Error(AgentError::Run(error))]
+                let failure = self.failure.take();
+                vec![AgentEvent::Error(failure.unwrap_or(AgentError::Run(error)))]
             }
             (None, EventKind::WorkflowCancelled { cancellation }) => {
                 self.done = true;

@@ -172,6 +172,15 @@ fn agent_errors() -> Vec<AgentError> {
         AgentError::MemoryUnavailable(s()),
         AgentError::Cancelled,
         AgentError::Run(s()),
+        AgentError::GuardrailTripped(agentry_agents::guardrail::Tripped {
+            guardrail: s(),
+            point: agentry_agents::guardrail::GuardPoint::Output,
+            reason: s(),
+        }),
+        AgentError::BudgetExceeded {
+            message: s(),
+            retry_after: None,
+        },
     ];
     for kind in [
         ModelErrorKind::RateLimited,
@@ -194,6 +203,8 @@ fn agent_errors() -> Vec<AgentError> {
             | AgentError::Memory(_)
             | AgentError::MemoryUnavailable(_)
             | AgentError::Cancelled
+            | AgentError::GuardrailTripped(_)
+            | AgentError::BudgetExceeded { .. }
             | AgentError::Run(_) => {}
         }
     }

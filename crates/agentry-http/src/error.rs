@@ -103,7 +103,7 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let mut out = HttpResponse::build(self.status());
-        if let Some(seconds) = self.0.code.retry_after() {
+        if let Some(seconds) = self.0.retry_after_secs() {
             out.insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()));
         }
         if let Some(id) = &self.0.execution_id

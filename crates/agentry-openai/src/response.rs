@@ -216,6 +216,7 @@ pub(crate) fn into_model_response(r: WireResponse) -> Result<ModelResponse, Mode
         tool_calls,
         finish_reason: finish_reason(choice.finish_reason.as_deref()),
         usage: r.usage.map(Usage::from).unwrap_or_default(),
+        model: None,
     })
 }
 

@@ -473,6 +473,7 @@ impl Scripted {
                     .collect(),
                 finish_reason: FinishReason::ToolCalls,
                 usage,
+                model: None,
             },
             None => {
                 let outcomes: Vec<String> = done
@@ -487,6 +488,7 @@ impl Scripted {
                     tool_calls: Vec::new(),
                     finish_reason: FinishReason::Stop,
                     usage,
+                    model: None,
                 }
             }
         }

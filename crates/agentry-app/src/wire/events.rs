@@ -59,6 +59,9 @@ pub enum WorkflowEventKind {
     AgentTextDelta(AgentRunRecord),
     /// A tool call of a durable agent run reported progress, live.
     AgentToolProgress(AgentRunRecord),
+    /// A durable agent run failed: why, with its kind (`model`, `guardrail`, `budget`,
+    /// `other`); the `workflow-error` follows.
+    AgentFailed(AgentRunRecord),
 }
 
 /// A step's output while it runs: progress or partial results, as the step sent them.
@@ -339,6 +342,7 @@ impl WorkflowEventKind {
             RunEvent::AgentApprovalAnswer { .. } => Self::AgentApprovalAnswer(record()),
             RunEvent::AgentTextDelta { .. } => Self::AgentTextDelta(record()),
             RunEvent::AgentToolProgress { .. } => Self::AgentToolProgress(record()),
+            RunEvent::AgentFailed { .. } => Self::AgentFailed(record()),
         })
     }
 }
