@@ -10,6 +10,9 @@
 //!   result in, `issue_refund` with `{orderId, amount, reason}`; then it answers `Refunded
 //!   <amount> for order <orderId>.`, or, when the refund was denied approval, `The refund of
 //!   <amount> for order <orderId> was not approved: <reason>.`
+//! - Contacts: `contact details for order <orderId>`, when the agent has `lookup_order`, calls
+//!   it with `{orderId}`, then answers `The contact details for order <orderId> are <email> and
+//!   <phone>.` (or that the order has none on file).
 //! - Objects: an instance of the requested schema (required properties filled with type-correct
 //!   values, `enum`, `minimum`/`maximum` honoured), streamed as growing JSON in at most 64 pieces.
 //!   A schema over the generation limits of [`agentry_engine::schema::check_generation_limits`] is an
@@ -76,6 +79,27 @@ fn delegation_of(text: &str) -> Option<(String, String)> {
     let task = task.trim();
     (!agent.is_empty() && !task.is_empty() && !agent.contains(' '))
         .then(|| (agent.to_owned(), task.to_owned()))
+}
+
+/// The order of `contact details for order <orderId>`.
+fn contact_order_of(text: &str) -> Option<String> {
+    let rest = after(text, "contact details for order ")?;
+    let id = rest.split_whitespace().next()?;
+    let id = id.trim_end_matches(['?', '!', '.', ',']);
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
+/// The answer to `contact details for order ...` from `lookup_order`'s result.
+fn describe_contact(r: &ToolResult) -> String {
+    let order = r.result["orderId"].as_str().unwrap_or("that order");
+    match (r.result["email"].as_str(), r.result["phone"].as_str()) {
+        (Some(email), Some(phone)) => {
+            format!("The contact details for order {order} are {email} and {phone}.")
+        }
+        (Some(email), None) => format!("The contact details for order {order} are {email}."),
+        (None, Some(phone)) => format!("The contact details for order {order} are {phone}."),
+        (None, None) => format!("Order {order} has no contact details on file."),
+    }
 }
 
 /// A refund asked for by `refund order <orderId> <amount> <reason>`.
@@ -394,11 +418,18 @@ impl OfflineModel {
             // A refund's answer is about the refund only, not the order looked up before it.
             let refunded =
                 refund.is_some() && results.iter().any(|r| r.tool_name == "issue_refund");
+            let contact = contact_order_of(&user_text).is_some();
             let parts: Vec<String> = results
                 .iter()
                 .filter(|r| !refunded || r.tool_name == "issue_refund")
                 .copied()
-                .map(describe_result)
+                .map(|r| {
+                    if contact && r.tool_name == "lookup_order" && !r.is_error {
+                        describe_contact(r)
+                    } else {
+                        describe_result(r)
+                    }
+                })
                 .collect();
             (parts.join(" "), Vec::new())
         } else {
@@ -413,6 +444,10 @@ impl OfflineModel {
                 Some(call("delegate_task", json!({"agent": agent, "task": task})))
             } else if let Some(refund) = &refund {
                 Some(call("lookup_order", refund.lookup_args()))
+            } else if has_tool("lookup_order")
+                && let Some(order) = contact_order_of(&user_text)
+            {
+                Some(call("lookup_order", json!({"orderId": order})))
             } else if has_tool("get_weather")
                 && let Some(city) = city_of(&user_text)
             {

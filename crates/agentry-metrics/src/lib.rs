@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_agents::telemetry::{AgentTelemetry, ModelCallReport, ToolCallReport};
+use agentry_agents::telemetry::{AgentTelemetry, GuardrailReport, ModelCallReport, ToolCallReport};
 use agentry_engine::event::{EventKind, WorkflowEvent};
 use agentry_engine::store::ExecutionRecord;
 use agentry_engine::telemetry::Telemetry;
@@ -53,6 +53,7 @@ pub struct Metrics {
     model_duration: HistogramVec,
     model_tokens: IntCounterVec,
     tool_calls: IntCounterVec,
+    guardrails: IntCounterVec,
     commit_duration: HistogramVec,
     spans_dropped: IntCounter,
     queue_depth: IntGaugeVec,
@@ -236,6 +237,12 @@ impl Metrics {
                 "agentry_tool_calls_total",
                 "Tool calls, by agent, tool and outcome (ok or error).",
                 &["agent", "tool", "outcome"],
+            ),
+            guardrails: counter(
+                &r,
+                "agentry_guardrail_actions_total",
+                "Guardrails that acted, by agent, guardrail, point (input, output or tool) and action (tripped or rewrote).",
+                &["agent", "guardrail", "point", "action"],
             ),
             commit_duration: histogram(
                 &r,
@@ -457,6 +464,13 @@ impl AgentTelemetry for Metrics {
         let outcome = if call.failed { "error" } else { "ok" };
         self.tool_calls
             .with_label_values(&[call.agent, call.tool, outcome])
+            .inc();
+    }
+
+    fn guardrail(&self, report: &GuardrailReport<'_>) {
+        let action = if report.tripped { "tripped" } else { "rewrote" };
+        self.guardrails
+            .with_label_values(&[report.agent, report.guardrail, report.point.as_str(), action])
             .inc();
     }
 }

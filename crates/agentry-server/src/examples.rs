@@ -6,7 +6,10 @@ use std::time::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agentry_agents::{Agent, AgentHub, Approval, FnTool, InstructionContext, MemoryConfig, Tool};
+use agentry_agents::guardrail::{MaxLength, PiiRedaction};
+use agentry_agents::{
+    Agent, AgentHub, Approval, Budget, FnTool, InstructionContext, MemoryConfig, Model, Tool,
+};
 use agentry_engine::queue::Queue;
 use agentry_engine::store::{ExecutionStore, Family, ListQuery};
 use agentry_engine::workflow::{StepContext, Workflow, step};
@@ -661,7 +664,9 @@ pub fn get_weather() -> Arc<dyn Tool> {
 }
 
 /// `lookup_order`: `{orderId}` gives `{orderId, customerId: "c-<orderId>", total: 250,
-/// currency: "EUR", status: "delivered"}`.
+/// currency: "EUR", status: "delivered"}`; an order id that starts with `pii-` also carries
+/// `email: "<orderId>@example.com"` and `phone: "+1 555 0100"` (what the operator's output
+/// guardrail redacts).
 pub fn lookup_order() -> Arc<dyn Tool> {
     Arc::new(FnTool::new(
         "lookup_order",
@@ -673,13 +678,18 @@ pub fn lookup_order() -> Arc<dyn Tool> {
         }),
         |args, _ctx| async move {
             let id = args["orderId"].as_str().unwrap_or_default().to_owned();
-            Ok(json!({
+            let mut order = json!({
                 "orderId": id,
                 "customerId": format!("c-{id}"),
                 "total": 250,
                 "currency": "EUR",
                 "status": "delivered"
-            }))
+            });
+            if id.starts_with("pii-") {
+                order["email"] = json!(format!("{id}@example.com"));
+                order["phone"] = json!("+1 555 0100");
+            }
+            Ok(order)
         },
     ))
 }
@@ -770,11 +780,66 @@ fn with_context(base: &'static str) -> impl Fn(&InstructionContext<'_>) -> Strin
 /// (the tool `ask_<remote agent id>`).
 pub const EXAMPLE_A2A_AGENT: &str = "AGENTRY_EXAMPLE_A2A_AGENT";
 
+/// The example agents' quality settings (running.md): `operator`'s fallback models, on the
+/// default model's endpoint (`AGENTRY_FALLBACK_MODELS`), and every example agent's daily token
+/// budget per user (`AGENTRY_TOKEN_BUDGET_PER_USER_DAY`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Quality {
+    pub fallback_models: Vec<String>,
+    pub token_budget_per_user_day: Option<u64>,
+}
+
+/// What [`Quality`] makes of the example agents.
+#[derive(Clone, Default)]
+pub struct QualityModels {
+    pub fallbacks: Vec<Arc<dyn Model>>,
+    pub budget: Budget,
+}
+
+/// The most characters of a message `operator` takes (its input guardrail).
+pub const OPERATOR_MAX_INPUT_CHARS: usize = 2000;
+
+impl Quality {
+    /// The fallback models on `endpoint` (the default model's; without one the offline model
+    /// serves, which never fails: no fallbacks), and the budget.
+    pub fn models(&self, endpoint: &Option<agentry_openai::OpenAiSettings>) -> QualityModels {
+        let fallbacks = match endpoint {
+            Some(endpoint) => self
+                .fallback_models
+                .iter()
+                .map(|name| {
+                    Arc::new(agentry_openai::OpenAiModel::new(
+                        agentry_openai::OpenAiSettings {
+                            model: name.clone(),
+                            ..endpoint.clone()
+                        },
+                    )) as Arc<dyn Model>
+                })
+                .collect(),
+            None => {
+                if !self.fallback_models.is_empty() {
+                    tracing::info!("AGENTRY_FALLBACK_MODELS is set but no endpoint is: the offline model serves, and never fails");
+                }
+                Vec::new()
+            }
+        };
+        QualityModels {
+            fallbacks,
+            budget: Budget {
+                tokens_per_run: None,
+                tokens_per_user_day: self.token_budget_per_user_day,
+            },
+        }
+    }
+}
+
 /// Registers the example agents: `assistant`, `writer`, `supervisor`, `operator`. `remote`:
-/// tools `assistant` also has (a remote A2A agent, [`EXAMPLE_A2A_AGENT`]).
+/// tools `assistant` also has (a remote A2A agent, [`EXAMPLE_A2A_AGENT`]); `quality`: fallback
+/// models and budgets.
 pub fn register_agents(
     hub: &AgentHub,
     remote: Vec<Arc<dyn agentry_agents::Tool>>,
+    quality: QualityModels,
 ) -> Result<(), agentry_agents::AgentError> {
     let assistant = Agent::new("assistant", "Assistant")
         .description("Answers questions; can look up the weather and do arithmetic.")
@@ -783,14 +848,16 @@ pub fn register_agents(
         ))
         .tool(get_weather())
         .tool(calculate())
-        .memory(MemoryConfig::default());
+        .memory(MemoryConfig::default())
+        .budget(quality.budget);
     hub.register(remote.into_iter().fold(assistant, Agent::tool))?;
     hub.register(
         Agent::new("writer", "Writer")
             .description("Writes short drafts on a topic.")
             .dynamic_instructions(with_context(
                 "You write short, clear drafts on the topic you are given.",
-            )),
+            ))
+            .budget(quality.budget),
     )?;
     hub.register(
         Agent::new("supervisor", "Supervisor")
@@ -800,10 +867,10 @@ pub fn register_agents(
             ))
             .sub_agent("assistant")
             .sub_agent("writer")
-            .memory(MemoryConfig::default()),
+            .memory(MemoryConfig::default())
+            .budget(quality.budget),
     )?;
-    hub.register(
-        Agent::new("operator", "Operator")
+    let operator = Agent::new("operator", "Operator")
             .description("Looks up orders and issues refunds; refunds over 100 need a person's approval.")
             .dynamic_instructions(with_context(
                 "You handle refunds. Look the order up with lookup_order first, then refund it with issue_refund; a refund over 100 waits for a person's approval.",
@@ -811,8 +878,13 @@ pub fn register_agents(
             .tool(lookup_order())
             .tool(issue_refund())
             .memory(MemoryConfig::default())
-            .durable(),
-    )?;
+            .input_guardrail(Arc::new(
+                MaxLength::new(OPERATOR_MAX_INPUT_CHARS).named("input-length"),
+            ))
+            .output_guardrail(Arc::new(PiiRedaction::new()))
+            .budget(quality.budget)
+            .durable();
+    hub.register(quality.fallbacks.into_iter().fold(operator, Agent::fallback_model))?;
     Ok(())
 }
 
@@ -927,7 +999,7 @@ mod tests {
     #[test]
     fn the_operator_is_durable_and_refunds_over_100_need_approval() {
         let hub = AgentHub::new(Arc::new(agentry_agents::OfflineModel), None);
-        register_agents(&hub, Vec::new()).unwrap();
+        register_agents(&hub, Vec::new(), QualityModels::default()).unwrap();
         let operator = hub.agent(&"operator".into()).unwrap();
         assert_eq!(operator.name, "Operator");
         assert!(operator.durable);

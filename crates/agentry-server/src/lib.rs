@@ -81,6 +81,9 @@ pub struct Settings {
     /// The URL every event a definition emits is also POSTed to, as a CloudEvent in structured
     /// mode, under the outbound policy (`AGENTRY_EVENTS_SINK`).
     pub events_sink: Option<String>,
+    /// The example agents' quality settings (`AGENTRY_FALLBACK_MODELS`,
+    /// `AGENTRY_TOKEN_BUDGET_PER_USER_DAY`).
+    pub example_quality: examples::Quality,
 }
 
 /// How many executions one prune statement deletes at most (a batch: short transactions).
@@ -181,6 +184,7 @@ impl Default for Settings {
             definitions_trusted: false,
             definitions_watch: false,
             events_sink: None,
+            example_quality: examples::Quality::default(),
         }
     }
 }
@@ -225,6 +229,11 @@ pub fn default_model() -> Arc<dyn Model> {
     }
 }
 
+/// The OpenAI-compatible endpoint the default model uses, when one is configured.
+fn default_model_settings() -> Option<agentry_openai::OpenAiSettings> {
+    agentry_openai::OpenAiSettings::from_env()
+}
+
 /// The remote A2A agent the example `assistant` may ask (`AGENTRY_EXAMPLE_A2A_AGENT`: its card
 /// URL), as its tools.
 fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_agents::Tool>>> {
@@ -244,13 +253,15 @@ fn example_remote_agents() -> anyhow::Result<Vec<Arc<dyn agentry_agents::Tool>>>
 /// wires the agents into the engine (for `andAgent` steps).
 fn build(
     db: &Database,
-    examples: bool,
+    settings: &Settings,
     config: EngineConfig,
 ) -> anyhow::Result<(Engine, AgentHub)> {
     let engine = Engine::with(db.execution_store(), Arc::new(SystemClock), config);
     let agents = AgentHub::new(default_model(), Some(db.conversation_store()));
-    if examples {
-        examples::register_agents(&agents, example_remote_agents()?)
+    agents.set_usage_store(db.usage_store());
+    if settings.examples {
+        let quality = settings.example_quality.models(&default_model_settings());
+        examples::register_agents(&agents, example_remote_agents()?, quality)
             .context("registering the example agents")?;
         examples::register_workflows(&engine).context("registering the example workflows")?;
     }
@@ -295,7 +306,7 @@ pub async fn start_with(
         }),
         ..EngineConfig::default()
     };
-    let (engine, agents) = build(&database, settings.examples, config)?;
+    let (engine, agents) = build(&database, settings, config)?;
     // Followers of an execution's events on this process are woken by the other processes'
     // writes too (PostgreSQL replicas).
     let woken = engine.clone();

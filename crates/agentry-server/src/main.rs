@@ -287,6 +287,15 @@ struct ServeArgs {
     /// [default: none]
     #[arg(long, env = "AGENTRY_EVENTS_SINK", value_parser = agentry_definitions::outbound::parse_sink)]
     events_sink: Option<String>,
+    /// Comma list of models of the default endpoint that the example agents with fallbacks
+    /// (`operator`) try in order when their model fails with a retryable error (429, 5xx, a
+    /// time-out) [default: none]
+    #[arg(long, env = "AGENTRY_FALLBACK_MODELS", value_delimiter = ',')]
+    fallback_models: Vec<String>,
+    /// The tokens one user may spend per UTC day with each example agent; beyond, 429
+    /// budget_exceeded with Retry-After [default: no budget]
+    #[arg(long, env = "AGENTRY_TOKEN_BUDGET_PER_USER_DAY", value_parser = clap::value_parser!(u64).range(1..))]
+    token_budget_per_user_day: Option<u64>,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
@@ -488,6 +497,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         definitions_trusted: args.definitions_trusted,
         definitions_watch: args.definitions_watch,
         events_sink: args.events_sink,
+        example_quality: agentry_server::examples::Quality {
+            fallback_models: args
+                .fallback_models
+                .into_iter()
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty())
+                .collect(),
+            token_budget_per_user_day: args.token_budget_per_user_day,
+        },
     };
     let running = start(&settings).await?;
     tracing::info!(

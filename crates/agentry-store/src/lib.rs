@@ -12,6 +12,7 @@ mod row;
 mod schedules;
 mod sql;
 mod sqlite;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub use postgres::PgStore;
 pub use schedules::SqlScheduleStore;
 pub use sql::{Dialect, SqlStore};
 pub use sqlite::{SqliteStore, Synchronous};
+pub use usage::SqlUsageStore;
 
 /// How a database is opened, beside its URL.
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +138,14 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqlConversationStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(SqlConversationStore::new(pool.clone())),
+        }
+    }
+
+    /// Token usage per agent, user and day on this database.
+    pub fn usage_store(&self) -> Arc<dyn agentry_agents::usage::UsageStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlUsageStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlUsageStore::new(pool.clone())),
         }
     }
 
