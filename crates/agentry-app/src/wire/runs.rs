@@ -102,6 +102,10 @@ pub struct RunStep {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub usage: Option<Usage>,
+    /// A model call's model: the one that answered (the agent's, or a fallback).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub model: Option<String>,
     /// A model call's text.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -234,6 +238,7 @@ impl From<&agent::JournalStep<'_>> for RunStep {
             started_at: r.started_at.into(),
             ended_at: r.ended_at.map(Timestamp),
             usage: model.map(|m| m.usage.into()),
+            model: model.and_then(|m| m.model.clone()),
             text: model.map(|m| m.text.clone()),
             tool_calls: model.map(|m| m.tool_calls.iter().map(Into::into).collect()),
             call: step.call.as_ref().map(Into::into),
