@@ -40,6 +40,44 @@ pub struct AgentFile {
     pub tools: Vec<ToolSource>,
     /// Tool name and its rule.
     pub approvals: Vec<(String, ApprovalRule)>,
+    /// Its guardrails, by where they stand.
+    pub guardrails: GuardrailSpecs,
+    /// Models of its model's endpoint tried in order when the model fails with a retryable
+    /// error.
+    pub fallback_models: Vec<String>,
+    /// `budget.tokensPerRun` and `budget.tokensPerUserDay`.
+    pub budget: (Option<u64>, Option<u64>),
+}
+
+/// An agent file's guardrails, by where they stand, in order.
+#[derive(Debug, Default)]
+pub struct GuardrailSpecs {
+    pub input: Vec<GuardrailSpec>,
+    pub output: Vec<GuardrailSpec>,
+    pub tool: Vec<GuardrailSpec>,
+}
+
+/// One guardrail of an agent file: its name (`None`: the built-in's) and kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardrailSpec {
+    pub name: Option<String>,
+    pub kind: GuardrailKind,
+    /// Where it is in the file (a refusal of its patterns names it).
+    pub pointer: String,
+}
+
+/// The built-in guardrails an agent file may declare.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuardrailKind {
+    /// Trips on a text longer than this many characters.
+    MaxLength(usize),
+    /// Trips on a text that matches any of these patterns (regular expressions).
+    DenyList(Vec<String>),
+    /// Redacts e-mail addresses, phone and card numbers.
+    PiiRedaction,
+    /// A judge (the agent's model) scores the text against `criteria`; under `threshold`, it
+    /// trips.
+    Judge { criteria: String, threshold: f64 },
 }
 
 impl AgentFile {
@@ -447,7 +485,69 @@ impl Reader<'_> {
             secrets,
             tools,
             approvals,
+            guardrails: GuardrailSpecs {
+                input: self.guardrails(doc, "input"),
+                output: self.guardrails(doc, "output"),
+                tool: self.guardrails(doc, "tool"),
+            },
+            fallback_models: strings(doc, "fallbackModels"),
+            budget: (
+                doc.pointer("/budget/tokensPerRun").and_then(Value::as_u64),
+                doc.pointer("/budget/tokensPerUserDay").and_then(Value::as_u64),
+            ),
         }
+    }
+
+    /// The guardrails of `guardrails.<point>`.
+    fn guardrails(&mut self, doc: &Value, point: &str) -> Vec<GuardrailSpec> {
+        let list = doc
+            .get("guardrails")
+            .and_then(|g| g.get(point))
+            .and_then(Value::as_array);
+        let mut out = Vec::new();
+        for (i, g) in list.into_iter().flatten().enumerate() {
+            let pointer = format!("/guardrails/{point}/{i}");
+            let kind = if let Some(n) = g.get("maxLength").and_then(Value::as_u64) {
+                GuardrailKind::MaxLength(usize::try_from(n).unwrap_or(usize::MAX))
+            } else if g.get("denyList").is_some() {
+                GuardrailKind::DenyList(strings(g, "denyList"))
+            } else if g.get("piiRedaction").is_some() {
+                if g.get("piiRedaction") != Some(&Value::Bool(true)) {
+                    self.problem(
+                        format!("{pointer}/piiRedaction"),
+                        "`piiRedaction` is `true` (leave the guardrail out to have none)",
+                    );
+                }
+                GuardrailKind::PiiRedaction
+            } else if let Some(j) = g.get("judge") {
+                let threshold = match j.get("threshold") {
+                    None => 0.5,
+                    Some(t) => match t.as_f64().filter(|t| (0.0..=1.0).contains(t)) {
+                        Some(t) => t,
+                        None => {
+                            self.problem(
+                                format!("{pointer}/judge/threshold"),
+                                "`threshold` is a number from 0 to 1",
+                            );
+                            0.5
+                        }
+                    },
+                };
+                GuardrailKind::Judge {
+                    criteria: text(j, "criteria").unwrap_or_default(),
+                    threshold,
+                }
+            } else {
+                // The shape's problem (exactly one kind) is reported already.
+                continue;
+            };
+            out.push(GuardrailSpec {
+                name: text(g, "name"),
+                kind,
+                pointer,
+            });
+        }
+        out
     }
 
     /// Checks the tool names known without reaching a server (HTTP and workflow tools): each

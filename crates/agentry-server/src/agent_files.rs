@@ -13,15 +13,18 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use agentry_agents::guardrail::{
+    DenyList, Guardrail, Guardrails, JudgeGuardrail, MaxLength, PiiRedaction,
+};
 use agentry_agents::{
-    Agent, AgentHub, Approval, FnTool, MemoryConfig, Model, OfflineModel, Tool, ToolContext,
-    ToolProgress, WithApproval,
+    Agent, AgentHub, Approval, Budget, FnTool, MemoryConfig, Model, OfflineModel, Tool,
+    ToolContext, ToolProgress, WithApproval,
 };
 use agentry_app::AppBuilder;
 use agentry_app::definitions::CompiledDefinition;
 use agentry_definitions::Problem;
 use agentry_definitions::agents::{
-    AgentFile, ApprovalRule, HttpTool, McpTransport, ToolKind, ToolSource, bearer,
+    AgentFile, ApprovalRule, GuardrailKind, GuardrailSpec, HttpTool, McpTransport, ToolKind, ToolSource, bearer,
     stdio_environment,
 };
 use agentry_definitions::outbound::Outbound;
@@ -127,10 +130,25 @@ async fn agent(file: &AgentFile, cx: &Context<'_>) -> Result<Agent, Vec<Problem>
         }
     }
     let secrets = Arc::new(file.secret_values(cx.secrets));
-    let model = model(file, &secrets).unwrap_or_else(|reason| {
+    let endpoint = endpoint(file, &secrets).unwrap_or_else(|reason| {
         problem("/model/key", reason);
-        None
+        Endpoint::Default
     });
+    let model = endpoint.model();
+    let judge = model.clone().unwrap_or_else(crate::default_model);
+    let mut guardrails = Guardrails::default();
+    for (specs, into) in [
+        (&file.guardrails.input, &mut guardrails.input),
+        (&file.guardrails.output, &mut guardrails.output),
+        (&file.guardrails.tool, &mut guardrails.tool),
+    ] {
+        for spec in specs {
+            match guardrail(spec, &judge) {
+                Ok(g) => into.push(g),
+                Err((pointer, reason)) => problem(&pointer, reason),
+            }
+        }
+    }
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut every_tool = true;
     for source in &file.tools {
@@ -170,6 +188,12 @@ async fn agent(file: &AgentFile, cx: &Context<'_>) -> Result<Agent, Vec<Problem>
         default_context_limit: limit.unwrap_or(MemoryConfig::default().default_context_limit),
     });
     agent.durable = file.durable;
+    agent.fallback_models = endpoint.fallbacks(file);
+    agent.guardrails = guardrails;
+    agent.budget = Budget {
+        tokens_per_run: file.budget.0,
+        tokens_per_user_day: file.budget.1,
+    };
     agent.tools = tools
         .into_iter()
         .map(|tool| Redacting::wrap(tool, &secrets))
@@ -177,24 +201,116 @@ async fn agent(file: &AgentFile, cx: &Context<'_>) -> Result<Agent, Vec<Problem>
     Ok(agent)
 }
 
-/// The agent's model: `None` (the server's default) without `model`; the endpoint when it has
-/// a key, or a base URL and no `key` at all (a local server); else the offline model.
-fn model(file: &AgentFile, secrets: &Redacted) -> Result<Option<Arc<dyn Model>>, String> {
+/// Where an agent file's model answers.
+enum Endpoint {
+    /// The server's default model.
+    Default,
+    /// The offline model (no key for the file's endpoint).
+    Offline,
+    OpenAi(agentry_openai::OpenAiSettings),
+}
+
+/// The agent's endpoint: the server's default without `model`; the endpoint when it has a key,
+/// or a base URL and no `key` at all (a local server); else the offline model.
+fn endpoint(file: &AgentFile, secrets: &Redacted) -> Result<Endpoint, String> {
     let Some(spec) = &file.model else {
-        return Ok(None);
+        return Ok(Endpoint::Default);
     };
     let key = spec.key(secrets)?;
     if key.is_none() && (spec.key.is_some() || spec.base_url.is_none()) {
         tracing::info!(agent = %file.id, "no key for the agent's model: the offline model serves it");
-        return Ok(Some(Arc::new(OfflineModel)));
+        return Ok(Endpoint::Offline);
     }
-    Ok(Some(Arc::new(agentry_openai::OpenAiModel::new(
-        agentry_openai::OpenAiSettings {
-            api_key: key,
-            base_url: spec.base_url.clone(),
-            model: spec.name.clone(),
-        },
-    ))))
+    Ok(Endpoint::OpenAi(agentry_openai::OpenAiSettings {
+        api_key: key,
+        base_url: spec.base_url.clone(),
+        model: spec.name.clone(),
+    }))
+}
+
+impl Endpoint {
+    /// The agent's model (`None`: the server's default).
+    fn model(&self) -> Option<Arc<dyn Model>> {
+        match self {
+            Endpoint::Default => None,
+            Endpoint::Offline => Some(Arc::new(OfflineModel)),
+            Endpoint::OpenAi(settings) => Some(Arc::new(agentry_openai::OpenAiModel::new(
+                settings.clone(),
+            ))),
+        }
+    }
+
+    /// The models `names` on the same endpoint (none on the offline model, which never fails).
+    fn fallbacks(&self, file: &AgentFile) -> Vec<Arc<dyn Model>> {
+        let settings = match self {
+            Endpoint::OpenAi(settings) => Some(settings.clone()),
+            Endpoint::Default => crate::default_model_settings(),
+            Endpoint::Offline => None,
+        };
+        let Some(settings) = settings else {
+            if !file.fallback_models.is_empty() {
+                tracing::info!(agent = %file.id, "the offline model serves the agent: its fallback models are not used");
+            }
+            return Vec::new();
+        };
+        file.fallback_models
+            .iter()
+            .map(|name| {
+                Arc::new(agentry_openai::OpenAiModel::new(
+                    agentry_openai::OpenAiSettings {
+                        model: name.clone(),
+                        ..settings.clone()
+                    },
+                )) as Arc<dyn Model>
+            })
+            .collect()
+    }
+}
+
+/// A file's guardrail as the agents' (a judge reads with `judge`, the agent's model); a deny
+/// list's pattern that does not compile is refused.
+fn guardrail(
+    spec: &GuardrailSpec,
+    judge: &Arc<dyn Model>,
+) -> Result<Arc<dyn Guardrail>, (String, String)> {
+    let g: Arc<dyn Guardrail> = match (&spec.kind, spec.name.clone()) {
+        (GuardrailKind::MaxLength(n), name) => {
+            let g = MaxLength::new(*n);
+            Arc::new(match name {
+                Some(name) => g.named(name),
+                None => g,
+            })
+        }
+        (GuardrailKind::DenyList(patterns), name) => {
+            let g = DenyList::new(patterns)
+                .map_err(|e| (format!("{}/denyList", spec.pointer), e))?;
+            Arc::new(match name {
+                Some(name) => g.named(name),
+                None => g,
+            })
+        }
+        (GuardrailKind::PiiRedaction, name) => {
+            let g = PiiRedaction::new();
+            Arc::new(match name {
+                Some(name) => g.named(name),
+                None => g,
+            })
+        }
+        (
+            GuardrailKind::Judge {
+                criteria,
+                threshold,
+            },
+            name,
+        ) => {
+            let g = JudgeGuardrail::new(criteria, judge.clone()).threshold(*threshold);
+            Arc::new(match name {
+                Some(name) => g.named(name),
+                None => g,
+            })
+        }
+    };
+    Ok(g)
 }
 
 /// A file's approval rule as the agents' [`Approval`] (its predicate fails closed).

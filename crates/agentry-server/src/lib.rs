@@ -230,7 +230,7 @@ pub fn default_model() -> Arc<dyn Model> {
 }
 
 /// The OpenAI-compatible endpoint the default model uses, when one is configured.
-fn default_model_settings() -> Option<agentry_openai::OpenAiSettings> {
+pub(crate) fn default_model_settings() -> Option<agentry_openai::OpenAiSettings> {
     agentry_openai::OpenAiSettings::from_env()
 }
 

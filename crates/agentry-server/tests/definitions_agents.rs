@@ -487,6 +487,14 @@ fn check_passes_good_agent_files_and_names_each_problem_of_bad_ones() {
                 .into(),
         ),
         ("agents/d.yaml".into(), "id: d\ntools: [{ mcp: { stdio: { command: x } }, a2a: { card: 'http://x/' } }]\n".into()),
+        (
+            "agents/f.yaml".into(),
+            "id: f\nguardrails:\n  input: [{ maxLength: 3, denyList: [a] }]\nbudget: { tokensPerDay: 3 }\n".into(),
+        ),
+        (
+            "agents/g.yaml".into(),
+            "id: g\nguardrails:\n  output: [{ judge: { criteria: x, threshold: 2 } }]\n".into(),
+        ),
     ]);
     let (code, out) = check(&bad);
     assert_eq!(code, 1, "{out}");
@@ -497,6 +505,9 @@ fn check_passes_good_agent_files_and_names_each_problem_of_bad_ones() {
         "agents/c.yaml: /approvals/t/when:",
         "agents/c.yaml: /approvals/u: no tool of this agent is named u",
         "agents/d.yaml: /tools/0: a tool has both",
+        "agents/f.yaml: /guardrails/input/0: a guardrail has both",
+        "agents/g.yaml: /guardrails/output/0/judge/threshold: `threshold` is a number from 0 to 1",
+        "agents/f.yaml: /budget/tokensPerDay: unknown property",
     ] {
         assert!(out.contains(want), "{want}\n{out}");
     }
@@ -528,4 +539,67 @@ fn a_start_on_a_refused_agent_file_stops_with_its_problem() {
         err.contains("agents/x.yaml: /tools/0/mcp: an MCP server over stdio runs a command"),
         "{err}"
     );
+}
+
+/// An agent file's guardrails (each kind), budget and fallback models, through the real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_file_declares_guardrails_and_a_budget() {
+    within(async {
+        let dir = Folder::new(&[(
+            "agents/guarded.yaml".into(),
+            r#"
+id: guarded
+durable: false
+guardrails:
+  input:
+    - { name: short, maxLength: 60 }
+  output:
+    - piiRedaction: true
+    - { name: no-secrets, denyList: ["secret\\s+plan"] }
+    - { name: polite, judge: { criteria: 'Refuse text that mentions "rude".' } }
+fallbackModels: [backup]
+budget: { tokensPerRun: 1000 }
+"#
+            .into(),
+        )]);
+        let s = serve(&dir, &[]);
+        assert_eq!(
+            ask(&s, "guarded", "mail me at ada@example.com").await["text"],
+            "You said: mail me at [email]"
+        );
+        for (text, guardrail) in [
+            ("x".repeat(61), "short"),
+            ("the secret  plan".to_owned(), "no-secrets"),
+            ("you are rude".to_owned(), "polite"),
+        ] {
+            let (status, body) = post(
+                &s,
+                "/agents/guarded/text",
+                &json!({"input": text}),
+                None,
+            )
+            .await;
+            assert_eq!(status, 422, "{body}");
+            assert_eq!(body["code"], "guardrail_tripped");
+            assert!(
+                body["error"].as_str().unwrap().contains(guardrail),
+                "{guardrail}: {body}"
+            );
+        }
+    })
+    .await;
+    // A deny list's pattern that does not compile stops the start, naming it.
+    let dir = Folder::new(&[(
+        "agents/x.yaml".into(),
+        "id: x\nguardrails: { output: [{ denyList: ['('] }] }\n".into(),
+    )]);
+    let out = Command::new(env!("CARGO_BIN_EXE_agentry"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--database-url", "sqlite::memory:"])
+        .args(["--definitions", dir.path()])
+        .env("AGENTRY_NO_EXAMPLES", "1")
+        .output()
+        .expect("agentry serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("agents/x.yaml: /guardrails/output/0/denyList"), "{err}");
 }

@@ -43,8 +43,66 @@ static AGENT: Construct = closed(
         ("secrets", STRINGS),
         ("tools", Shape::List(&Shape::Obj(&TOOL))),
         ("approvals", Shape::Map(&APPROVAL_RULE)),
+        ("guardrails", Shape::Obj(&GUARDRAILS)),
+        ("fallbackModels", STRINGS),
+        ("budget", Shape::Obj(&BUDGET)),
     ],
     &["id"],
+);
+
+const GUARDRAIL_LIST: Shape = Shape::List(&Shape::Obj(&GUARDRAIL));
+
+static GUARDRAILS: Construct = closed(
+    "`guardrails`",
+    &[
+        ("input", GUARDRAIL_LIST),
+        ("output", GUARDRAIL_LIST),
+        ("tool", GUARDRAIL_LIST),
+    ],
+    &[],
+);
+
+static GUARDRAIL: Construct = Construct {
+    rules: &[Rule::ExactlyOne(&[
+        "maxLength",
+        "denyList",
+        "piiRedaction",
+        "judge",
+    ])],
+    ..closed(
+        "a guardrail",
+        &[
+            ("name", NON_EMPTY),
+            (
+                "maxLength",
+                Shape::Int {
+                    min: 1,
+                    max: 1_000_000,
+                },
+            ),
+            ("denyList", STRINGS),
+            ("piiRedaction", BOOL),
+            ("judge", Shape::Obj(&JUDGE)),
+        ],
+        &[],
+    )
+};
+
+static JUDGE: Construct = closed(
+    "a judge guardrail",
+    &[("criteria", NON_EMPTY), ("threshold", Shape::Any)],
+    &["criteria"],
+);
+
+const TOKENS: Shape = Shape::Int {
+    min: 1,
+    max: i64::MAX,
+};
+
+static BUDGET: Construct = closed(
+    "`budget`",
+    &[("tokensPerRun", TOKENS), ("tokensPerUserDay", TOKENS)],
+    &[],
 );
 
 static MODEL: Construct = closed(
