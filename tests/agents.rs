@@ -62,9 +62,16 @@ async fn lists_the_example_agents(backend: Backend) {
     );
     assert_eq!(assistant["status"], "idle");
     assert_eq!(assistant["model"], "offline");
-    assert_eq!(assistant["tools"], json!(["get_weather", "calculate"]));
+    assert_eq!(
+        assistant["tools"],
+        json!(["get_weather", "calculate", "update_working_memory"])
+    );
     assert_eq!(assistant["subAgents"], json!([]));
     assert!(assistant["memory"]["config"].is_object());
+    assert_eq!(
+        assistant["memory"]["config"]["workingMemory"],
+        json!({"scope": "user", "format": "json"})
+    );
     assert_eq!(assistant["isTelemetryEnabled"], false);
     assert_eq!(agents[1]["memory"], Value::Null);
     assert_eq!(agents[2]["tools"], json!(["delegate_task"]));
@@ -94,7 +101,7 @@ async fn lists_the_example_agents(backend: Backend) {
         .iter()
         .map(|t| t["name"].as_str().expect("a name"))
         .collect();
-    assert_eq!(names, ["get_weather", "calculate"]);
+    assert_eq!(names, ["get_weather", "calculate", "update_working_memory"]);
     assert_eq!(
         assistant["toolDefinitions"][0]["parameters"]["required"],
         json!(["city"])

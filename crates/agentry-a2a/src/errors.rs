@@ -116,6 +116,7 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::DefinitionConflict
         | Code::DefinitionInUse
         | Code::ExecutionNotSuspended
+        | Code::NoWorkingMemory
         | Code::McpSessionNotFound
         | Code::MethodNotAllowed
         | Code::NotAcceptable

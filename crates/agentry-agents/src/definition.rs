@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::guardrail::{Guardrail, Guardrails};
 use super::model::Model;
 use super::tool::Tool;
+use super::working_memory::WorkingMemory;
 
 /// What dynamic instructions can read.
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +114,9 @@ pub struct Agent {
     /// Ids of registered agents this one may delegate to (through `delegate_task`).
     pub sub_agents: Vec<String>,
     pub memory: Option<MemoryConfig>,
+    /// What the agent keeps up to date about a user or a conversation
+    /// (`crate::working_memory`).
+    pub working_memory: Option<WorkingMemory>,
     pub telemetry: bool,
     pub hooks: Hooks,
     /// Every generation of this agent is a durable run (recorded call by call), as if each
@@ -152,6 +156,7 @@ impl Agent {
             tools: Vec::new(),
             sub_agents: Vec::new(),
             memory: None,
+            working_memory: None,
             telemetry: false,
             hooks: Hooks::default(),
             durable: false,
@@ -239,6 +244,13 @@ impl Agent {
 
     pub fn memory(mut self, m: MemoryConfig) -> Self {
         self.memory = Some(m);
+        self
+    }
+
+    /// Gives the agent a working memory: the model sees it with the instructions and replaces
+    /// it through the built-in tool `update_working_memory`.
+    pub fn working_memory(mut self, m: WorkingMemory) -> Self {
+        self.working_memory = Some(m);
         self
     }
 

@@ -319,7 +319,7 @@ impl AgentHub {
             hub: self,
             ctx: &ctx,
             journal: journal.as_ref(),
-            tools: self.tools_of(&agent, 0),
+            tools: self.tools_of(&agent, 0, Some(&opts)),
         };
         let outcome = {
             use tracing::Instrument;

@@ -28,6 +28,7 @@ pub mod run_log;
 pub mod runtime;
 pub mod telemetry;
 pub mod usage;
+pub mod working_memory;
 
 pub use definition::{
     Agent, Budget, Hooks, InstructionContext, Instructions, MemoryConfig, OperationContext, Outcome,
@@ -39,3 +40,7 @@ pub use generation::{
 pub use memory::{ConversationKey, ConversationStore, InMemoryConversationStore};
 pub use run_log::{ApprovalAnswer, ApprovalRequest, EntryKind, JournalStep, RunEvent, RunJournal};
 pub use runtime::{AgentHub, MAX_CONTEXT_LIMIT, MAX_HISTORY_BYTES};
+pub use working_memory::{
+    InMemoryWorkingMemoryStore, StoredWorkingMemory, WorkingMemory, WorkingMemoryError,
+    WorkingMemoryKey, WorkingMemoryScope, WorkingMemoryStore,
+};

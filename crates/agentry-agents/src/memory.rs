@@ -5,8 +5,22 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use super::generation::MemoryOwner;
 use super::message::Message;
 use agentry_engine::store::StoreError;
+
+/// The user part of a memory's key (conversation and working memory alike), or `None` when the
+/// caller has no memory: a verified user's memories live under `user:<id>`, apart from the
+/// unverified `userId`s of a trusted setup (taken at their word, `anonymous` when none is
+/// given), so turning authentication on never hands a user a memory someone else wrote in their
+/// name; an anonymous caller when authentication is on has none.
+pub fn namespace(owner: &MemoryOwner, user_id: Option<&str>) -> Option<String> {
+    match owner {
+        MemoryOwner::Trusted => Some(user_id.unwrap_or("anonymous").to_owned()),
+        MemoryOwner::Verified(id) => Some(format!("user:{id}")),
+        MemoryOwner::Anonymous => None,
+    }
+}
 
 /// Whose conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

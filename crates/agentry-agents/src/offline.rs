@@ -19,6 +19,10 @@
 //!   error, not an attempt: `minItems`/`minContains` ≤ 1,000, `minLength` ≤ 10,000,
 //!   `minProperties` and `properties` ≤ 1,000, nesting ≤ 32 levels, smallest instance ≤ 1 MiB.
 //!   Objects are built on a blocking thread, not on an async worker.
+//! - Working memory ([`crate::working_memory`]): `remember that I prefer <units> units in
+//!   <City>` calls `update_working_memory` with `{city, units}` when the agent has that tool, then
+//!   answers `Noted: <City>, <units>.`; `what do you know about me` answers with the working
+//!   memory of the system message (`You prefer <units> units in <City>.`), or `Nothing yet.`.
 //! - Judges ([`crate::judge`]): deterministic scores by the rules of that module.
 //! - `maxOutputTokens` truncates the answer to that many words, with `finishReason: length`.
 
@@ -99,6 +103,46 @@ fn describe_contact(r: &ToolResult) -> String {
         (Some(email), None) => format!("The contact details for order {order} are {email}."),
         (None, Some(phone)) => format!("The contact details for order {order} are {phone}."),
         (None, None) => format!("Order {order} has no contact details on file."),
+    }
+}
+
+/// `remember that I prefer <units> units in <City>`: the `update_working_memory` arguments.
+fn preference_of(text: &str) -> Option<Value> {
+    let rest = after(text, "remember that i prefer ")?;
+    let (units, city) = rest.split_once(" units in ")?;
+    let city = city.trim().trim_end_matches(['?', '!', '.']).trim();
+    let units = units.trim();
+    (!units.is_empty() && !units.contains(' ') && !city.is_empty())
+        .then(|| json!({"city": city, "units": units}))
+}
+
+/// The answer to `what do you know about me`: the working memory the system message carries.
+fn what_i_know(messages: &[Message]) -> String {
+    let Some(memory) = crate::working_memory::read_prompt(messages) else {
+        return "Nothing yet.".to_owned();
+    };
+    match (
+        memory.get("city").and_then(Value::as_str),
+        memory.get("units").and_then(Value::as_str),
+    ) {
+        (Some(city), Some(units)) => format!("You prefer {units} units in {city}."),
+        (Some(city), None) => format!("You are interested in {city}."),
+        (None, Some(units)) => format!("You prefer {units} units."),
+        (None, None) => match memory.as_str() {
+            Some(text) => format!("I know this: {text}"),
+            None => format!("I know this: {memory}"),
+        },
+    }
+}
+
+/// The answer once `update_working_memory` succeeded.
+fn noted(args: &Value) -> String {
+    match (
+        args.get("city").and_then(Value::as_str),
+        args.get("units").and_then(Value::as_str),
+    ) {
+        (Some(city), Some(units)) => format!("Noted: {city}, {units}."),
+        _ => "Noted.".to_owned(),
     }
 }
 
@@ -202,6 +246,7 @@ fn describe_result(r: &ToolResult) -> String {
             result["expression"].as_str().unwrap_or("the expression"),
             result["result"]
         ),
+        crate::working_memory::TOOL_NAME => noted(&r.args),
         _ if name == "delegate_task" || name.starts_with("ask_") => format!(
             "{} answered: {}",
             result["agent"].as_str().unwrap_or("The agent"),
@@ -456,11 +501,21 @@ impl OfflineModel {
                 && let Some(expr) = expression_of(&user_text)
             {
                 Some(call("calculate", json!({"expression": expr})))
+            } else if has_tool(crate::working_memory::TOOL_NAME)
+                && let Some(preference) = preference_of(&user_text)
+            {
+                Some(call(crate::working_memory::TOOL_NAME, preference))
             } else {
                 None
             };
             match pick {
                 Some(c) => (String::new(), vec![c]),
+                None if user_text
+                    .to_lowercase()
+                    .contains("what do you know about me") =>
+                {
+                    (what_i_know(&req.messages), Vec::new())
+                }
                 None => (format!("You said: {user_text}"), Vec::new()),
             }
         };
@@ -615,6 +670,35 @@ mod tests {
             settings: GenerationSettings::default(),
             output_schema: None,
         }
+    }
+
+    #[test]
+    fn remembers_preferences_through_the_working_memory_tool() {
+        let text = "Remember that I prefer metric units in Paris.";
+        assert_eq!(answer(&req(text, &[])).text, format!("You said: {text}"));
+        let mut r = req(text, &["update_working_memory"]);
+        let a = answer(&r);
+        assert_eq!(a.tool_calls[0].tool_name, "update_working_memory");
+        let args = json!({"city": "Paris", "units": "metric"});
+        assert_eq!(a.tool_calls[0].args, args);
+        let call = a.tool_calls[0].clone();
+        with_result(&mut r, call, json!({"workingMemory": args}), false);
+        assert_eq!(answer(&r).text, "Noted: Paris, metric.");
+    }
+
+    #[test]
+    fn tells_what_the_working_memory_holds() {
+        let memory = crate::working_memory::WorkingMemory::schema(
+            crate::working_memory::WorkingMemoryScope::User,
+            json!({"type": "object"}),
+        )
+        .unwrap();
+        let mut r = req("What do you know about me?", &[]);
+        assert_eq!(answer(&r).text, "Nothing yet.");
+        let value = json!({"city": "Paris", "units": "metric"});
+        r.messages[0] =
+            Message::system(crate::working_memory::prompt_section(&memory, Some(&value)));
+        assert_eq!(answer(&r).text, "You prefer metric units in Paris.");
     }
 
     #[test]

@@ -12,7 +12,6 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::definition::{Agent, InstructionContext, OperationContext};
-use super::generation::MemoryOwner;
 use super::generation::{
     AgentError, AgentEvent, GenerateOptions, Generation, ObjectResult, Recorder, TextResult,
     TokenLimit, emit, generation_loop, tool_specs,
@@ -28,6 +27,7 @@ use crate::telemetry::{
     AgentTelemetry, GuardrailReport, ModelCallReport, NoTelemetry, ToolCallReport, UNKNOWN,
 };
 use agentry_engine::clock::{Clock, SystemClock};
+use super::working_memory::{InMemoryWorkingMemoryStore, WorkingMemoryStore};
 use agentry_engine::engine::AgentRunner;
 use agentry_engine::id::{AgentId, UserId};
 use agentry_engine::schema::Schema;
@@ -62,6 +62,8 @@ struct Inner {
     usage: RwLock<Arc<dyn UsageStore>>,
     /// What day it is (the daily budgets).
     clock: RwLock<Arc<dyn Clock>>,
+    /// Where working memories are kept (`crate::working_memory`).
+    working_memory: RwLock<Arc<dyn WorkingMemoryStore>>,
 }
 
 /// The registry of agents and their generation loop. Cheap to clone.
@@ -241,6 +243,7 @@ impl AgentHub {
                 telemetry: RwLock::new(Arc::new(NoTelemetry)),
                 usage: RwLock::new(Arc::new(InMemoryUsageStore::default())),
                 clock: RwLock::new(Arc::new(SystemClock)),
+                working_memory: RwLock::new(Arc::new(InMemoryWorkingMemoryStore::default())),
             }),
         }
     }
@@ -367,6 +370,16 @@ impl AgentHub {
             .unwrap_or_else(|p| p.into_inner()) = telemetry;
     }
 
+    /// Where working memories are kept.
+    pub(super) fn working_memory_store_slot(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, Arc<dyn WorkingMemoryStore>> {
+        self.inner
+            .working_memory
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     pub(super) fn telemetry(&self) -> Arc<dyn AgentTelemetry> {
         self.inner
             .telemetry
@@ -434,9 +447,10 @@ impl AgentHub {
         self.inner.memory.as_ref().map(|m| m.storage().to_owned())
     }
 
-    /// Tool names an agent offers to its model (`delegate_task` when it has sub-agents).
+    /// Tool names an agent offers to its model (`delegate_task` when it has sub-agents,
+    /// `update_working_memory` when it has a working memory).
     pub fn tool_names(&self, agent: &Agent) -> Vec<String> {
-        self.tools_of(agent, 0)
+        self.tools_of(agent, 0, None)
             .iter()
             .map(|t| t.name().to_owned())
             .collect()
@@ -445,11 +459,18 @@ impl AgentHub {
     /// The tools an agent offers to its model, as the model is told of them (name,
     /// description, JSON Schema of the arguments).
     pub fn tool_specs(&self, agent: &Agent) -> Vec<ToolSpec> {
-        tool_specs(&self.tools_of(agent, 0))
+        tool_specs(&self.tools_of(agent, 0, None))
     }
 
-    pub(super) fn tools_of(&self, agent: &Agent, depth: u32) -> Vec<Arc<dyn Tool>> {
+    /// The tools of a generation of `agent` with `opts` (`None`: a listing).
+    pub(super) fn tools_of(
+        &self,
+        agent: &Agent,
+        depth: u32,
+        opts: Option<&GenerateOptions>,
+    ) -> Vec<Arc<dyn Tool>> {
         let mut tools = agent.tools.clone();
+        tools.extend(self.working_memory_tool(agent, opts));
         if !agent.sub_agents.is_empty() {
             tools.push(Arc::new(DelegateTool::new(
                 Arc::downgrade(&self.inner),
@@ -460,19 +481,11 @@ impl AgentHub {
         tools
     }
 
-    /// Whose conversation a call reads and writes, if any. A verified user's histories live
-    /// under `user:<id>`, apart from the unverified `userId`s of a trusted setup, so turning
-    /// authentication on never hands a user a history someone else wrote in their name.
+    /// Whose conversation a call reads and writes, if any (the namespace rule of
+    /// [`crate::memory::namespace`]).
     fn key(agent: &Agent, opts: &GenerateOptions) -> Option<ConversationKey> {
         agent.memory.as_ref()?;
-        let user_id = match &opts.memory_owner {
-            MemoryOwner::Trusted => opts
-                .user_id
-                .clone()
-                .map_or_else(|| "anonymous".to_owned(), UserId::into_string),
-            MemoryOwner::Verified(id) => format!("user:{id}"),
-            MemoryOwner::Anonymous => return None,
-        };
+        let user_id = crate::memory::namespace(&opts.memory_owner, opts.user_id.as_deref())?;
         Some(ConversationKey {
             agent_id: agent.id.clone(),
             user_id,
@@ -493,6 +506,13 @@ impl AgentHub {
             user,
             user_id,
         });
+        let mut instructions = instructions;
+        if let Some(section) = self.working_memory_prompt(agent, opts).await? {
+            if !instructions.is_empty() {
+                instructions.push_str("\n\n");
+            }
+            instructions.push_str(&section);
+        }
         let mut messages = Vec::new();
         if !instructions.is_empty() {
             messages.push(Message::system(instructions));
@@ -797,7 +817,7 @@ impl AgentHub {
     ) -> Result<TextResult, AgentError> {
         let in_memory = InMemory {
             hub: self,
-            tools: self.tools_of(g.agent, g.depth),
+            tools: self.tools_of(g.agent, g.depth, Some(g.opts)),
         };
         let result = generation_loop(self.model_of(g.agent).as_ref(), g, op, &in_memory).await?;
         tracing::info!(agent_id = %g.agent.id, finish_reason = ?result.finish_reason, total_tokens = result.usage.total_tokens, "agent run finished");
@@ -1327,6 +1347,52 @@ mod tests {
         assert_eq!(msgs.len(), 2, "{msgs:?}");
         let msgs = h.prepare(&agent, &[], &opts("c2")).await.unwrap();
         assert!(msgs.is_empty());
+    }
+
+    #[tokio::test]
+    async fn working_memory_is_kept_per_user_and_shown_to_the_model() {
+        use crate::working_memory::{WorkingMemory, WorkingMemoryScope};
+        let h = hub();
+        let memory = WorkingMemory::schema(
+            WorkingMemoryScope::User,
+            json!({"type": "object", "properties": {"city": {"type": "string"}, "units": {"enum": ["metric", "imperial"]}}, "additionalProperties": false}),
+        )
+        .unwrap();
+        h.register(Agent::new("m", "M").working_memory(memory))
+            .unwrap();
+        let agent = h.require(&"m".into()).unwrap();
+        assert!(
+            h.tool_names(&agent)
+                .contains(&"update_working_memory".to_owned())
+        );
+        let id: AgentId = "m".into();
+        let ask = |user: &str, conversation: &str, text: &str| {
+            let opts = GenerateOptions {
+                user_id: Some(user.into()),
+                conversation_id: Some(conversation.into()),
+                ..GenerateOptions::default()
+            };
+            h.generate_text(
+                &id,
+                vec![Message::user(text)],
+                opts,
+                CancellationToken::new(),
+            )
+        };
+        let r = ask("u1", "c1", "remember that I prefer metric units in Paris")
+            .await
+            .unwrap();
+        assert_eq!(r.text, "Noted: Paris, metric.");
+        let r = ask("u1", "c2", "what do you know about me").await.unwrap();
+        assert_eq!(r.text, "You prefer metric units in Paris.");
+        let r = ask("u2", "c1", "what do you know about me").await.unwrap();
+        assert_eq!(r.text, "Nothing yet.");
+        // The schema refuses what it does not allow: the model reads the tool's failure.
+        let r = ask("u2", "c1", "remember that I prefer kelvin units in Oslo")
+            .await
+            .unwrap();
+        assert!(r.tool_results[0].is_error, "{r:?}");
+        assert!(r.text.contains("does not match its schema"), "{}", r.text);
     }
 
     #[tokio::test]

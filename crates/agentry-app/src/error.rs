@@ -108,6 +108,7 @@ error_table! {
     DefinitionNotFound => NOT_FOUND, "definition_not_found", "A definition (or a version of it) that was not deployed through the API (`Definition <name> version <v> not found`).";
     EventNotFound => NOT_FOUND, "event_not_found", "An event the workflow does not declare (or, sent by key, that no workflow declares).";
     ExecutionNotSuspended => NOT_FOUND, "execution_not_suspended", "Resume of an execution that is not suspended (`Execution <id> is not suspended (status: ...)`).";
+    NoWorkingMemory => NOT_FOUND, "no_working_memory", "The working memory of an agent that declares none (`Agent <id> has no working memory`).";
     McpSessionNotFound => NOT_FOUND, "mcp_session_not_found", "MCP: an `Mcp-Session-Id` this server does not know, that ended, or that is another user's (the same answer for all three; initialize again).";
     MethodNotAllowed => METHOD_NOT_ALLOWED, "method_not_allowed", "A known path with a method it does not serve (header `Allow`).";
     NotAcceptable => NOT_ACCEPTABLE, "not_acceptable", "MCP: the request's `Accept` does not allow the answer's media types (`application/json`, `text/event-stream`).";
@@ -123,7 +124,7 @@ error_table! {
     DefinitionConflict => CONFLICT, "definition_conflict", "A deployed definition's version exists with another document (raise `document.version`: a version is never rewritten), or its name is a workflow compiled into the server or read from its definitions folder.";
     DefinitionInUse => CONFLICT, "definition_in_use", "A delete of a deployed definition's version that executions still run or wait on.";
     Conflict => CONFLICT, "conflict", "Too many concurrent changes of one execution; try again.";
-    PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default).";
+    PayloadTooLarge => PAYLOAD_TOO_LARGE, "payload_too_large", "A body over the limit (1 MiB by default), or a working memory over the 16 KiB it may hold.";
     UnsupportedMediaType => UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "A body that is not `application/json` (a definition's: nor `application/yaml`).";
     HostNotAllowed => MISDIRECTED_REQUEST, "host_not_allowed", "The request names a host this server does not answer for (its `Host`, or a trusted proxy's forwarded host): not in `AGENTRY_ALLOWED_HOSTS`, or, without it on a loopback address, not `localhost`, `127.0.0.1` or `[::1]` with the port. A guard against DNS rebinding; every route but the probes.";
     UnsatisfiableSchema => UNPROCESSABLE_ENTITY, "unsatisfiable_schema", "The model could not produce an object valid against the request's schema.";
@@ -200,6 +201,7 @@ impl Code {
             | Code::DefinitionConflict
             | Code::DefinitionInUse
             | Code::ExecutionNotSuspended
+            | Code::NoWorkingMemory
             | Code::McpSessionNotFound
             | Code::MethodNotAllowed
             | Code::NotAcceptable

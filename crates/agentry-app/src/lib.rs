@@ -31,6 +31,7 @@ pub mod runs;
 pub mod schedules;
 pub mod wire;
 pub mod workflows;
+pub mod working_memory;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub use builder::{AppBuilder, BuildError, IntoWorkflow};
 pub use caller::Caller;
 pub use error::{AppError, Code};
 pub use policy::{ADMIN_ROLE, ExecutionPolicy, Policy, owner_or_admin};
+pub use working_memory::WorkingMemoryQuery;
 
 /// The application: the engine and the agents it runs, the access rules, and the metrics they
 /// report to. Cheap to clone; every front end holds one.

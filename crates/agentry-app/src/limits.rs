@@ -49,6 +49,11 @@ pub const MCP_INITIALIZE_VALUES: usize = 64;
 /// an event's key): the engine's bound, which it checks itself.
 pub use agentry_engine::id::MAX_KEY_CHARS;
 
+/// The most bytes of an agent's working memory (its JSON text; a template's Markdown text),
+/// through its tool and `PUT /agents/{id}/memory/working` alike: the agents' bound, which they
+/// check themselves.
+pub use agentry_agents::working_memory::MAX_WORKING_MEMORY_BYTES;
+
 /// The largest `contextLimit` (messages of history loaded per call): the agents' bound.
 pub use agentry_agents::MAX_CONTEXT_LIMIT;
 

@@ -39,6 +39,8 @@ pub const STREAM_TEXT: Route = Route::new("POST", "/agents/{id}/stream");
 pub const GENERATE_OBJECT: Route = Route::new("POST", "/agents/{id}/object");
 pub const STREAM_OBJECT: Route = Route::new("POST", "/agents/{id}/stream-object");
 pub const CHAT: Route = Route::new("POST", "/agents/{id}/chat");
+pub const GET_WORKING_MEMORY: Route = Route::new("GET", "/agents/{id}/memory/working");
+pub const SET_WORKING_MEMORY: Route = Route::new("PUT", "/agents/{id}/memory/working");
 
 pub const LIST_AGENT_RUNS: Route = Route::new("GET", "/agents/{id}/runs");
 pub const LIST_ALL_RUNS: Route = Route::new("GET", "/agent-runs");

@@ -232,6 +232,29 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             ],
         )
         .with_json_body(),
+        // Working memory (extensions.md): like conversation memory, protected in strict mode;
+        // whose memory the policy decides in every mode.
+        sensitive(
+            routes::GET_WORKING_MEMORY,
+            &[
+                AgentNotFound,
+                NoWorkingMemory,
+                Forbidden,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        ),
+        sensitive(
+            routes::SET_WORKING_MEMORY,
+            &[
+                AgentNotFound,
+                NoWorkingMemory,
+                PayloadTooLarge,
+                Internal,
+                DatabaseUnavailable,
+            ],
+        )
+        .with_json_body(),
         // Durable agent runs (extensions.md): read like executions, cancelled like them, an
         // approval answered like a resume.
         sensitive(

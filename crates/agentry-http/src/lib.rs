@@ -36,6 +36,7 @@ pub mod ui_stream;
 pub mod validate;
 pub mod wire;
 pub mod workflows;
+pub mod working_memory;
 pub mod ws;
 
 use std::net::TcpListener;
@@ -222,6 +223,7 @@ pub fn builtin_routes(cfg: &mut ServiceConfig<'_>, front_ends: &FrontEnds) {
         }
     }
     cfg.configure(agents::routes)
+        .configure(working_memory::routes)
         .configure(runs::routes)
         .configure(workflows::routes)
         .configure(operations::routes)

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use agentry_agents::guardrail::{MaxLength, PiiRedaction};
 use agentry_agents::{
     Agent, AgentHub, Approval, Budget, FnTool, InstructionContext, MemoryConfig, Model, Tool,
+    WorkingMemory, WorkingMemoryScope,
 };
 use agentry_engine::queue::Queue;
 use agentry_engine::store::{ExecutionStore, Family, ListQuery};
@@ -776,6 +777,22 @@ fn with_context(base: &'static str) -> impl Fn(&InstructionContext<'_>) -> Strin
     }
 }
 
+/// `assistant`'s working memory: the user's preferred city and units (`examples.md`).
+fn preferences() -> WorkingMemory {
+    WorkingMemory::schema(
+        WorkingMemoryScope::User,
+        json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "units": {"type": "string", "enum": ["metric", "imperial"]}
+            },
+            "additionalProperties": false
+        }),
+    )
+    .expect("a valid schema")
+}
+
 /// The variable naming a remote A2A agent's card URL that the example `assistant` may ask
 /// (the tool `ask_<remote agent id>`).
 pub const EXAMPLE_A2A_AGENT: &str = "AGENTRY_EXAMPLE_A2A_AGENT";
@@ -849,6 +866,7 @@ pub fn register_agents(
         .tool(get_weather())
         .tool(calculate())
         .memory(MemoryConfig::default())
+        .working_memory(preferences())
         .budget(quality.budget);
     hub.register(remote.into_iter().fold(assistant, Agent::tool))?;
     hub.register(

@@ -259,6 +259,7 @@ fn build(
     let engine = Engine::with(db.execution_store(), Arc::new(SystemClock), config);
     let agents = AgentHub::new(default_model(), Some(db.conversation_store()));
     agents.set_usage_store(db.usage_store());
+    agents.set_working_memory_store(db.working_memory_store());
     if settings.examples {
         let quality = settings.example_quality.models(&default_model_settings());
         examples::register_agents(&agents, example_remote_agents()?, quality)

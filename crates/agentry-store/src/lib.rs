@@ -13,11 +13,12 @@ mod schedules;
 mod sql;
 mod sqlite;
 mod usage;
+mod working_memory;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_agents::ConversationStore;
+use agentry_agents::{ConversationStore, WorkingMemoryStore};
 use agentry_engine::definition_store::DefinitionStore;
 use agentry_engine::store::ExecutionStore;
 use agentry_schedules::ScheduleStore;
@@ -29,6 +30,7 @@ pub use schedules::SqlScheduleStore;
 pub use sql::{Dialect, SqlStore};
 pub use sqlite::{SqliteStore, Synchronous};
 pub use usage::SqlUsageStore;
+pub use working_memory::SqlWorkingMemoryStore;
 
 /// How a database is opened, beside its URL.
 #[derive(Debug, Clone, Copy)]
@@ -146,6 +148,14 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqlUsageStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(SqlUsageStore::new(pool.clone())),
+        }
+    }
+
+    /// Agents' working memories on this database.
+    pub fn working_memory_store(&self) -> Arc<dyn WorkingMemoryStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlWorkingMemoryStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlWorkingMemoryStore::new(pool.clone())),
         }
     }
 

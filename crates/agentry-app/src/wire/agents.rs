@@ -32,6 +32,81 @@ pub struct AgentMemory {
     pub config: Value,
 }
 
+impl AgentMemory {
+    /// The conversation memory's settings, with `workingMemory` (its scope and format) when the
+    /// agent keeps one; `None` when it keeps neither.
+    fn of(a: &Agent, storage: &str) -> Option<Self> {
+        let mut config = match (&a.memory, &a.working_memory) {
+            (None, None) => return None,
+            (Some(m), _) => m.describe(storage),
+            (None, Some(_)) => serde_json::json!({"storage": storage}),
+        };
+        if let (Some(w), Some(map)) = (&a.working_memory, config.as_object_mut()) {
+            map.insert("workingMemory".into(), w.describe());
+        }
+        Some(Self { config })
+    }
+}
+
+/// GET and PUT /agents/{id}/memory/working: an agent's working memory in the scope the query
+/// named.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkingMemoryView {
+    pub agent_id: String,
+    /// `user` (one per user, across their conversations) or `conversation`.
+    #[schema(example = "user")]
+    pub scope: &'static str,
+    /// The user whose memory it is: the verified user's id, else the query's `userId`
+    /// (absent for a trusted caller that named none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub user_id: Option<String>,
+    /// The conversation (scope `conversation` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub conversation_id: Option<String>,
+    /// The JSON Schema of the value (a working memory of JSON values).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object, nullable = false)]
+    pub schema: Option<Value>,
+    /// The Markdown template (a working memory of Markdown text, whose value is a string).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub template: Option<String>,
+    /// The current value; `null` when none was written.
+    #[schema(value_type = Object, required = true)]
+    pub value: Option<Value>,
+    /// When the value was last written; `null` when none was.
+    #[schema(value_type = Option<crate::wire::Timestamp>, required = true)]
+    pub updated_at: Option<crate::wire::Timestamp>,
+}
+
+impl WorkingMemoryView {
+    pub fn new(
+        agent: &Agent,
+        memory: &agent::WorkingMemory,
+        whose: (Option<String>, Option<String>),
+        stored: Option<agent::StoredWorkingMemory>,
+    ) -> Self {
+        let (user_id, conversation_id) = whose;
+        let (value, updated_at) = match stored {
+            Some(s) => (Some(s.value), Some(s.updated_at.into())),
+            None => (None, None),
+        };
+        Self {
+            agent_id: agent.id.clone(),
+            scope: memory.scope.as_str(),
+            user_id,
+            conversation_id,
+            schema: memory.json_schema().cloned(),
+            template: memory.markdown_template().map(str::to_owned),
+            value,
+            updated_at,
+        }
+    }
+}
+
 /// The only status an agent shows.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -85,9 +160,7 @@ impl AgentSummary {
             model: hub.model_of(a).name().to_owned(),
             tools: hub.tool_names(a),
             sub_agents,
-            memory: a.memory.as_ref().map(|m| AgentMemory {
-                config: m.describe(&storage),
-            }),
+            memory: AgentMemory::of(a, &storage),
             is_telemetry_enabled: a.telemetry,
         }
     }
