@@ -246,13 +246,7 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         ),
         sensitive(
             routes::SET_WORKING_MEMORY,
-            &[
-                AgentNotFound,
-                NoWorkingMemory,
-                PayloadTooLarge,
-                Internal,
-                DatabaseUnavailable,
-            ],
+            &[AgentNotFound, NoWorkingMemory, Internal, DatabaseUnavailable],
         )
         .with_json_body(),
         // Durable agent runs (extensions.md): read like executions, cancelled like them, an
@@ -788,6 +782,9 @@ mod tests {
             "GET /agents/{id}/runs/{run_id}/stream",
             "GET /agents/{id}/chat/{conversation_id}/stream",
             "POST /agents/{id}/runs/{run_id}/approvals/{approval_id}",
+            // Working memory (extensions.md): like memory.
+            "GET /agents/{id}/memory/working",
+            "PUT /agents/{id}/memory/working",
             // Schedules (extensions.md): read like the executions list.
             "GET /schedules",
             "GET /schedules/{id}",
