@@ -263,7 +263,10 @@ async fn a_conversation_scope_keeps_one_memory_per_conversation(backend: Backend
     let kept = ok_data(status, body);
     assert_eq!(kept["scope"], "conversation");
     assert_eq!(kept["conversationId"], "t1");
-    assert_eq!(kept["value"], json!({"city": "Lisbon", "units": "imperial"}));
+    assert_eq!(
+        kept["value"],
+        json!({"city": "Lisbon", "units": "imperial"})
+    );
     let (status, body) = get(
         &server,
         &memory_path("trip", "?userId=u5&conversationId=t2"),
@@ -375,7 +378,11 @@ async fn users_never_reach_each_other_s_working_memory(backend: Backend) {
             assert_eq!(body["code"], "forbidden");
         }
         let (status, body) = get(&server, &path, Some(&bob)).await;
-        assert_eq!(ok_data(status, body)["value"], Value::Null, "strict {strict}");
+        assert_eq!(
+            ok_data(status, body)["value"],
+            Value::Null,
+            "strict {strict}"
+        );
         let (status, body) = get(&server, &path, Some(&ada)).await;
         assert_eq!(ok_data(status, body)["value"], value);
 
@@ -389,7 +396,14 @@ async fn users_never_reach_each_other_s_working_memory(backend: Backend) {
         )
         .await;
         assert_eq!(data["text"], "Nothing yet.");
-        let data = ask(&server, "assistant", "what do you know about me", json!({}), Some(&ada)).await;
+        let data = ask(
+            &server,
+            "assistant",
+            "what do you know about me",
+            json!({}),
+            Some(&ada),
+        )
+        .await;
         assert_eq!(data["text"], "You prefer metric units in Paris.");
         // Bob's update through the model is Bob's.
         let data = ask(

@@ -246,7 +246,12 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         ),
         sensitive(
             routes::SET_WORKING_MEMORY,
-            &[AgentNotFound, NoWorkingMemory, Internal, DatabaseUnavailable],
+            &[
+                AgentNotFound,
+                NoWorkingMemory,
+                Internal,
+                DatabaseUnavailable,
+            ],
         )
         .with_json_body(),
         // Durable agent runs (extensions.md): read like executions, cancelled like them, an

@@ -12,6 +12,10 @@
 //! <label> <attempt>` before it sleeps and `end <label> <attempt>` after; `needs_ok` appends
 //! `ran <label> <attempt>`.
 //!
+//! `tester-memory` is `tester` with a working memory of the scope `user` (`{city?, units?}`):
+//! the step `memory:<City>:<units>` calls `update_working_memory {city, units}` (answered as
+//! `memory ok`).
+//!
 //! Two workflows come with it: `tester-foreach` (`{items: [ms, ...]}`: maps `sleep-item` over
 //! the items, two at once, each appending `start <index> <attempt>` before it sleeps its item's
 //! milliseconds and `end <index>` after) and `tester-mailbox` (`{ms}`: sleeps, then waits for
@@ -41,7 +45,7 @@ use std::time::Duration;
 
 use agentry_agents::{
     Agent, AgentHub, Approval, ChunkStream, FinishReason, FnTool, Model, ModelChunk, ModelError,
-    ModelRequest, ModelResponse, Role, ToolCall, Usage,
+    ModelRequest, ModelResponse, Role, ToolCall, Usage, WorkingMemory, WorkingMemoryScope,
 };
 use agentry_engine::Engine;
 use agentry_engine::queue::Queue;
@@ -77,10 +81,9 @@ pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> 
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3_600_000);
-    hub.register(tester(
-        PathBuf::from(dir),
-        Duration::from_millis(approval_ms),
-    ))?;
+    let tester = tester(PathBuf::from(dir), Duration::from_millis(approval_ms));
+    hub.register(tester_memory(&tester))?;
+    hub.register(tester)?;
     Ok(())
 }
 
@@ -405,6 +408,24 @@ fn tester(dir: PathBuf, approval: Duration) -> Agent {
         .durable()
 }
 
+/// `tester-memory`: `tester` with a working memory of the scope `user` (`{city?, units?}`), whose
+/// step `memory:<City>:<units>` calls `update_working_memory`.
+fn tester_memory(tester: &Agent) -> Agent {
+    let memory = WorkingMemory::schema(
+        WorkingMemoryScope::User,
+        json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "units": {"enum": ["metric", "imperial"]}},
+            "additionalProperties": false
+        }),
+    )
+    .expect("a valid schema");
+    let mut agent = tester.clone().working_memory(memory);
+    agent.id = "tester-memory".into();
+    agent.name = "Tester Memory".into();
+    agent
+}
+
 /// A model that calls the tools the last user message lists (`steps a:100 ok:b`), one per
 /// model call, then answers with what they returned; `~<ms>` in the message streams its text
 /// word by word, `<ms>` milliseconds apart.
@@ -458,6 +479,14 @@ impl Scripted {
                     .map(|(i, call)| {
                         let (name, args) = match call.split_once(':') {
                             Some(("ok", label)) => ("needs_ok", json!({"label": label})),
+                            Some(("memory", preference)) => {
+                                let (city, units) =
+                                    preference.split_once(':').unwrap_or((preference, ""));
+                                (
+                                    agentry_agents::working_memory::TOOL_NAME,
+                                    json!({"city": city, "units": units}),
+                                )
+                            }
                             Some((label, ms)) => (
                                 "slow_step",
                                 json!({"label": label, "ms": ms.parse::<u64>().unwrap_or(0)}),
@@ -478,9 +507,12 @@ impl Scripted {
             None => {
                 let outcomes: Vec<String> = done
                     .iter()
-                    .map(|r| match r.get("label") {
-                        Some(l) => format!("{} ok", l.as_str().unwrap_or("?")),
-                        None => format!("refused ({})", r["error"].as_str().unwrap_or("?")),
+                    .map(|r| match (r.get("label"), r.get("workingMemory")) {
+                        (Some(l), _) => format!("{} ok", l.as_str().unwrap_or("?")),
+                        (None, Some(_)) => "memory ok".to_owned(),
+                        (None, None) => {
+                            format!("refused ({})", r["error"].as_str().unwrap_or("?"))
+                        }
                     })
                     .collect();
                 ModelResponse {

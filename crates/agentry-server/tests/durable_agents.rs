@@ -1,7 +1,8 @@
 //! Durable agent runs through the real binary: kill -9 in the middle of a slow tool, a dropped
 //! stream re-attached with `Last-Event-ID` (on the same process, and on another PostgreSQL
 //! replica), the SIGTERM hand-off, tool approvals (approved, denied, expired by their deadline,
-//! raced), and strict mode's ownership of runs and approvals.
+//! raced), strict mode's ownership of runs and approvals, and a working memory written once
+//! across a kill -9.
 //!
 //! The `tester` agent (`AGENTRY_TEST_AGENTS`, see `src/test_agents.rs`) calls the tools its
 //! message lists and writes what each does to a log file, so a test counts how often each tool
@@ -134,6 +135,101 @@ on_both_databases!(
     kill_9_mid_tool_then_restart,
     kill_9_mid_tool_then_restart_on_sqlite,
     kill_9_mid_tool_then_restart_on_postgres
+);
+
+/// The working memory of `tester-memory`'s user `u1` (`null` when none was written).
+async fn working_memory_of(r: &Replica) -> Value {
+    let body: Value = client()
+        .get(r.url("/agents/tester-memory/memory/working?userId=u1"))
+        .send()
+        .await
+        .expect("working memory")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(body["success"], true, "{body}");
+    body["data"]["value"].clone()
+}
+
+/// kill -9 once a durable run recorded its `update_working_memory` call (while its next tool
+/// sleeps, before the answer); restarted, the run continues and the memory was written once:
+/// the replay reads the recorded result and does not write again, so a value the user set
+/// through the route in between stays.
+async fn working_memory_across_a_kill_9(database_url: &str) {
+    let dir = scratch_dir();
+    let env = [("AGENTRY_LEASE_TTL", "2s")];
+    let mut first = Replica::with_test_registry(database_url, "wm", &dir, &env);
+    let run = format!("run-{}", uuid::Uuid::new_v4().simple());
+    let url = first.url("/agents/tester-memory/text");
+    let body = json!({
+        "input": "steps memory:Paris:metric b:3000",
+        "options": {"runId": run, "userId": "u1"}
+    });
+    let waiting = tokio::spawn(async move { client().post(url).json(&body).send().await.ok() });
+    wait_until("tool b started", || {
+        log_lines(&dir).contains(&"start b 1".to_owned())
+    })
+    .await;
+    // The tool call is recorded with its result, and the memory written.
+    let s = run_state(&first, "tester-memory", &run)
+        .await
+        .expect("the run");
+    let update = s["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["id"] == "tool-1-0")
+        .cloned()
+        .expect("the update's step");
+    let paris = json!({"city": "Paris", "units": "metric"});
+    assert_eq!(
+        update["result"],
+        json!({"workingMemory": paris}),
+        "{update}"
+    );
+    assert_eq!(working_memory_of(&first).await, paris);
+    // The user changes it before the crash.
+    let rome = json!({"city": "Rome", "units": "metric"});
+    let resp = client()
+        .put(first.url("/agents/tester-memory/memory/working?userId=u1"))
+        .json(&json!({"value": rome}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(resp.status(), 200);
+    first.signal("-KILL");
+    let _ = first.child.wait();
+    let _ = waiting.await;
+
+    let again = Replica::with_test_registry(database_url, "wm", &dir, &env);
+    let done = wait_for_run(&again, "tester-memory", &run, "the run completes", |s| {
+        s["status"] == "completed"
+    })
+    .await;
+    assert_eq!(done["text"], "done: memory ok, b ok", "{done}");
+    let steps = done["steps"].as_array().expect("steps");
+    let update = steps
+        .iter()
+        .find(|s| s["id"] == "tool-1-0")
+        .expect("the update's step");
+    assert_eq!(update["attempt"], 1, "{update}");
+    assert_eq!(
+        update["result"],
+        json!({"workingMemory": paris}),
+        "{update}"
+    );
+    // Written once, before the crash: the replay did not write Paris over Rome.
+    assert_eq!(working_memory_of(&again).await, rome);
+    let log = log_lines(&dir);
+    assert_eq!(count(&log, "end b 2"), 1, "{log:?}");
+    drop(again);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+on_both_databases!(
+    working_memory_across_a_kill_9,
+    working_memory_across_a_kill_9_on_sqlite,
+    working_memory_across_a_kill_9_on_postgres
 );
 
 /// A stream of `tester` dropped after its first tool result, re-attached with `Last-Event-ID`
