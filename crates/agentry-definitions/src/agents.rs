@@ -34,6 +34,8 @@ pub struct AgentFile {
     pub sub_agents: Vec<String>,
     /// `memory.contextLimit`; `None` without `memory` (no conversation memory).
     pub memory: Option<Option<usize>>,
+    /// `workingMemory`; `None` without it.
+    pub working_memory: Option<WorkingMemorySpec>,
     pub durable: bool,
     /// The secrets it reads (`$secrets.<name>`).
     pub secrets: Vec<String>,
@@ -85,6 +87,17 @@ impl AgentFile {
     pub fn secret_values(&self, secrets: &secrets::Secrets) -> Redacted {
         secrets.available(&self.secrets)
     }
+}
+
+/// An agent's `workingMemory`: what it keeps up to date about a user or a conversation, as
+/// JSON valid against `schema` or as Markdown text in `template`'s shape (exactly one is
+/// given). The schema's validity and the bounds are checked where the agent is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkingMemorySpec {
+    /// `conversation` or `user`.
+    pub scope: String,
+    pub schema: Option<Value>,
+    pub template: Option<String>,
 }
 
 /// The model of an agent: an OpenAI-compatible endpoint.
@@ -468,6 +481,11 @@ impl Reader<'_> {
             })
             .collect();
         self.names(&tools, &approvals);
+        if let Some(schema) = doc.pointer("/workingMemory/schema")
+            && let Err(e) = agentry_engine::schema::Schema::compile(schema.clone())
+        {
+            self.problem("/workingMemory/schema", e.to_string());
+        }
         AgentFile {
             file: self.file.to_owned(),
             name: text(doc, "name").unwrap_or_else(|| id.clone()),
@@ -480,6 +498,11 @@ impl Reader<'_> {
                 m.get("contextLimit")
                     .and_then(Value::as_u64)
                     .map(|n| n as usize)
+            }),
+            working_memory: doc.get("workingMemory").map(|w| WorkingMemorySpec {
+                scope: text(w, "scope").unwrap_or_default(),
+                schema: w.get("schema").cloned(),
+                template: text(w, "template"),
             }),
             durable: doc.get("durable").and_then(Value::as_bool).unwrap_or(true),
             secrets,

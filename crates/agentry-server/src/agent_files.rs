@@ -18,14 +18,14 @@ use agentry_agents::guardrail::{
 };
 use agentry_agents::{
     Agent, AgentHub, Approval, Budget, FnTool, MemoryConfig, Model, OfflineModel, Tool,
-    ToolContext, ToolProgress, WithApproval,
+    ToolContext, ToolProgress, WithApproval, WorkingMemory, WorkingMemoryScope,
 };
 use agentry_app::AppBuilder;
 use agentry_app::definitions::CompiledDefinition;
 use agentry_definitions::Problem;
 use agentry_definitions::agents::{
-    AgentFile, ApprovalRule, GuardrailKind, GuardrailSpec, HttpTool, McpTransport, ToolKind, ToolSource, bearer,
-    stdio_environment,
+    AgentFile, ApprovalRule, GuardrailKind, GuardrailSpec, HttpTool, McpTransport, ToolKind,
+    ToolSource, WorkingMemorySpec, bearer, stdio_environment,
 };
 use agentry_definitions::outbound::Outbound;
 use agentry_definitions::secrets::Redacted;
@@ -176,6 +176,11 @@ async fn agent(file: &AgentFile, cx: &Context<'_>) -> Result<Agent, Vec<Problem>
             None => {}
         }
     }
+    let working_memory = file.working_memory.as_ref().and_then(|spec| {
+        working_memory(spec)
+            .map_err(|(pointer, reason)| problem(pointer, reason))
+            .ok()
+    });
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -187,6 +192,7 @@ async fn agent(file: &AgentFile, cx: &Context<'_>) -> Result<Agent, Vec<Problem>
     agent.memory = file.memory.map(|limit| MemoryConfig {
         default_context_limit: limit.unwrap_or(MemoryConfig::default().default_context_limit),
     });
+    agent.working_memory = working_memory;
     agent.durable = file.durable;
     agent.fallback_models = endpoint.fallbacks(file);
     agent.guardrails = guardrails;
@@ -199,6 +205,28 @@ async fn agent(file: &AgentFile, cx: &Context<'_>) -> Result<Agent, Vec<Problem>
         .map(|tool| Redacting::wrap(tool, &secrets))
         .collect();
     Ok(agent)
+}
+
+/// A file's `workingMemory` as the agents' [`WorkingMemory`], or where and why it cannot be
+/// (a schema that is not a valid JSON Schema, or over the size a working memory's shape may
+/// have).
+fn working_memory(spec: &WorkingMemorySpec) -> Result<WorkingMemory, (&'static str, String)> {
+    let scope = WorkingMemoryScope::parse(&spec.scope).ok_or((
+        "/workingMemory/scope",
+        format!("{:?} is not a scope (conversation or user)", spec.scope),
+    ))?;
+    match (&spec.schema, &spec.template) {
+        (Some(schema), _) => {
+            WorkingMemory::schema(scope, schema.clone()).map_err(|e| ("/workingMemory/schema", e))
+        }
+        (None, Some(template)) => {
+            WorkingMemory::template(scope, template).map_err(|e| ("/workingMemory/template", e))
+        }
+        (None, None) => Err((
+            "/workingMemory",
+            "a working memory needs a schema or a template".to_owned(),
+        )),
+    }
 }
 
 /// Where an agent file's model answers.

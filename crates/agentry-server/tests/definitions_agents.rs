@@ -467,6 +467,85 @@ fn check(dir: &Folder) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+/// An agent file keeping the user's preferences (`workingMemory` with a schema, scope `user`).
+const PREFERENCES: &str = "
+id: prefs
+instructions: You keep the user's preferences.
+workingMemory:
+  scope: user
+  schema:
+    type: object
+    properties:
+      city: { type: string }
+      units: { enum: [metric, imperial] }
+    additionalProperties: false
+";
+
+/// An agent file keeping notes per conversation (`workingMemory` with a Markdown template).
+const NOTES: &str = "
+id: notes
+workingMemory: { scope: conversation, template: \"# Notes\\n- \" }
+";
+
+/// A working memory declared in agent files: the model keeps it, the route reads it, and its
+/// shape is checked by `agentry check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_memory_declared_in_an_agent_file() {
+    within(async {
+        let dir = Folder::new(&[
+            ("agents/prefs.yaml".into(), PREFERENCES.into()),
+            ("agents/notes.yaml".into(), NOTES.into()),
+        ]);
+        let (code, out) = check(&dir);
+        assert_eq!(code, 0, "{out}");
+        let s = serve(&dir, &[]);
+        let (status, body) = post(
+            &s,
+            "/agents/prefs/text",
+            &json!({"input": "remember that I prefer metric units in Paris", "options": {"userId": "u1"}}),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["data"]["text"], "Noted: Paris, metric.", "{body}");
+        let (status, body) =
+            answer(client().get(s.url("/agents/prefs/memory/working?userId=u1"))).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["data"]["scope"], "user");
+        assert_eq!(
+            body["data"]["value"],
+            json!({"city": "Paris", "units": "metric"})
+        );
+        let (status, body) =
+            answer(client().get(s.url("/agents/notes/memory/working?conversationId=c1"))).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["data"]["scope"], "conversation");
+        assert_eq!(body["data"]["template"], "# Notes\n- ");
+        assert_eq!(body["data"]["value"], Value::Null);
+    })
+    .await;
+
+    let bad = Folder::new(&[
+        (
+            "agents/a.yaml".into(),
+            "id: a\nworkingMemory: { scope: team, schema: { type: object }, template: x }\n".into(),
+        ),
+        (
+            "agents/b.yaml".into(),
+            "id: b\nworkingMemory: { scope: user, schema: { type: 7 } }\n".into(),
+        ),
+    ]);
+    let (code, out) = check(&bad);
+    assert_eq!(code, 1, "{out}");
+    for want in [
+        "agents/a.yaml: /workingMemory/scope:",
+        "agents/a.yaml: /workingMemory:",
+        "agents/b.yaml: /workingMemory/schema:",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+}
+
 #[test]
 fn check_passes_good_agent_files_and_names_each_problem_of_bad_ones() {
     let good = Folder::new(&examples(3141));

@@ -39,6 +39,7 @@ static AGENT: Construct = closed(
         ("model", Shape::Obj(&MODEL)),
         ("subAgents", STRINGS),
         ("memory", Shape::Obj(&MEMORY)),
+        ("workingMemory", Shape::Obj(&WORKING_MEMORY)),
         ("durable", BOOL),
         ("secrets", STRINGS),
         ("tools", Shape::List(&Shape::Obj(&TOOL))),
@@ -116,6 +117,19 @@ static MEMORY: Construct = closed(
     &[("contextLimit", Shape::Int { min: 1, max: 100 })],
     &[],
 );
+
+static WORKING_MEMORY: Construct = Construct {
+    rules: &[Rule::ExactlyOne(&["schema", "template"])],
+    ..closed(
+        "`workingMemory`",
+        &[
+            ("scope", Shape::Str(Text::OneOf(&["conversation", "user"]))),
+            ("schema", OBJECT),
+            ("template", NON_EMPTY),
+        ],
+        &["scope"],
+    )
+};
 
 static APPROVAL: Construct = closed(
     "an approval rule",
