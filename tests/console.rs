@@ -95,7 +95,8 @@ async fn the_console_is_served_from_the_binary() {
 /// generated resume form, a bad resume, live timelines, cancel, a deadline that passes, the
 /// workflow operations on an execution's page (retry, fork, an event sent and its mailbox), the
 /// queues (the Queues page, executions queued behind a slow one of the same key, a queued one
-/// cancelled from its page), the chat with a tool call, durable agent runs (tool approvals answered from the approvals page,
+/// cancelled from its page), the chat with a tool call, an agent's working memory (shown, edited,
+/// refused, the signed-in user's only), durable agent runs (tool approvals answered from the approvals page,
 /// a run's page and the chat, across a reload; an agent's runs paged), sign-in with a valid and
 /// an expired token, the log tail polled in strict mode, and no console error or failed request
 /// on any page.

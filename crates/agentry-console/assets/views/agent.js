@@ -1,10 +1,11 @@
-// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory), a chat with it, and
-// its durable runs (`?status=` filters them).
+// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory), its working memory
+// (when it keeps one), a chat with it, and its durable runs (`?status=` filters them).
 
 import { api, seg } from "../api.js";
 import { chat } from "../chat.js";
 import { facts, h, json, replace } from "../dom.js";
 import { runList } from "./agent-runs.js";
+import { workingMemory } from "./working-memory.js";
 
 export async function render({ main, params, query, signal, title }) {
   const agent = await api(`/agents/${seg(params.id)}`, { signal });
@@ -36,6 +37,7 @@ export async function render({ main, params, query, signal, title }) {
       ["Memory", agent.memory ? h("pre", {}, json(agent.memory.config)) : h("span", { class: "muted" }, "none: every call stands alone")],
       ["Telemetry", agent.isTelemetryEnabled ? "on" : "off"],
     ]),
+    workingMemory(agent, signal),
     chat(agent, signal),
     runList(agent, query, signal),
   );
