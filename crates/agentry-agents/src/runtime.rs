@@ -23,11 +23,11 @@ use super::model::{Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
 use super::partial::parse_partial;
 use super::tool::{Tool, ToolContext};
 use super::usage::{InMemoryUsageStore, UsageKey, UsageStore};
+use super::working_memory::{InMemoryWorkingMemoryStore, WorkingMemoryStore};
 use crate::telemetry::{
     AgentTelemetry, GuardrailReport, ModelCallReport, NoTelemetry, ToolCallReport, UNKNOWN,
 };
 use agentry_engine::clock::{Clock, SystemClock};
-use super::working_memory::{InMemoryWorkingMemoryStore, WorkingMemoryStore};
 use agentry_engine::engine::AgentRunner;
 use agentry_engine::id::{AgentId, UserId};
 use agentry_engine::schema::Schema;
@@ -292,14 +292,8 @@ impl AgentHub {
     /// Whose tokens a generation spends (and whose daily budget it draws on): the namespace of
     /// its conversation memory, `anonymous` for a caller with no user.
     pub fn usage_user(opts: &GenerateOptions) -> String {
-        match &opts.memory_owner {
-            MemoryOwner::Trusted => opts
-                .user_id
-                .clone()
-                .map_or_else(|| "anonymous".to_owned(), UserId::into_string),
-            MemoryOwner::Verified(id) => format!("user:{id}"),
-            MemoryOwner::Anonymous => "anonymous".to_owned(),
-        }
+        crate::memory::namespace(&opts.memory_owner, opts.user_id.as_deref())
+            .unwrap_or_else(|| "anonymous".to_owned())
     }
 
     /// The tokens a generation of `agent` may spend (none without a budget), or its refusal

@@ -516,7 +516,8 @@ impl Reader<'_> {
             fallback_models: strings(doc, "fallbackModels"),
             budget: (
                 doc.pointer("/budget/tokensPerRun").and_then(Value::as_u64),
-                doc.pointer("/budget/tokensPerUserDay").and_then(Value::as_u64),
+                doc.pointer("/budget/tokensPerUserDay")
+                    .and_then(Value::as_u64),
             ),
         }
     }

@@ -470,7 +470,12 @@ impl AgentTelemetry for Metrics {
     fn guardrail(&self, report: &GuardrailReport<'_>) {
         let action = if report.tripped { "tripped" } else { "rewrote" };
         self.guardrails
-            .with_label_values(&[report.agent, report.guardrail, report.point.as_str(), action])
+            .with_label_values(&[
+                report.agent,
+                report.guardrail,
+                report.point.as_str(),
+                action,
+            ])
             .inc();
     }
 }

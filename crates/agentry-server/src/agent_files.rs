@@ -262,9 +262,9 @@ impl Endpoint {
         match self {
             Endpoint::Default => None,
             Endpoint::Offline => Some(Arc::new(OfflineModel)),
-            Endpoint::OpenAi(settings) => Some(Arc::new(agentry_openai::OpenAiModel::new(
-                settings.clone(),
-            ))),
+            Endpoint::OpenAi(settings) => {
+                Some(Arc::new(agentry_openai::OpenAiModel::new(settings.clone())))
+            }
         }
     }
 
@@ -310,8 +310,8 @@ fn guardrail(
             })
         }
         (GuardrailKind::DenyList(patterns), name) => {
-            let g = DenyList::new(patterns)
-                .map_err(|e| (format!("{}/denyList", spec.pointer), e))?;
+            let g =
+                DenyList::new(patterns).map_err(|e| (format!("{}/denyList", spec.pointer), e))?;
             Arc::new(match name {
                 Some(name) => g.named(name),
                 None => g,

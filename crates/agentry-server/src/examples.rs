@@ -835,7 +835,9 @@ impl Quality {
                 .collect(),
             None => {
                 if !self.fallback_models.is_empty() {
-                    tracing::info!("AGENTRY_FALLBACK_MODELS is set but no endpoint is: the offline model serves, and never fails");
+                    tracing::info!(
+                        "AGENTRY_FALLBACK_MODELS is set but no endpoint is: the offline model serves, and never fails"
+                    );
                 }
                 Vec::new()
             }
@@ -902,7 +904,12 @@ pub fn register_agents(
             .output_guardrail(Arc::new(PiiRedaction::new()))
             .budget(quality.budget)
             .durable();
-    hub.register(quality.fallbacks.into_iter().fold(operator, Agent::fallback_model))?;
+    hub.register(
+        quality
+            .fallbacks
+            .into_iter()
+            .fold(operator, Agent::fallback_model),
+    )?;
     Ok(())
 }
 

@@ -651,13 +651,8 @@ budget: { tokensPerRun: 1000 }
             ("the secret  plan".to_owned(), "no-secrets"),
             ("you are rude".to_owned(), "polite"),
         ] {
-            let (status, body) = post(
-                &s,
-                "/agents/guarded/text",
-                &json!({"input": text}),
-                None,
-            )
-            .await;
+            let (status, body) =
+                post(&s, "/agents/guarded/text", &json!({"input": text}), None).await;
             assert_eq!(status, 422, "{body}");
             assert_eq!(body["code"], "guardrail_tripped");
             assert!(
@@ -673,12 +668,21 @@ budget: { tokensPerRun: 1000 }
         "id: x\nguardrails: { output: [{ denyList: ['('] }] }\n".into(),
     )]);
     let out = Command::new(env!("CARGO_BIN_EXE_agentry"))
-        .args(["serve", "--bind", "127.0.0.1:0", "--database-url", "sqlite::memory:"])
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--database-url",
+            "sqlite::memory:",
+        ])
         .args(["--definitions", dir.path()])
         .env("AGENTRY_NO_EXAMPLES", "1")
         .output()
         .expect("agentry serve");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("agents/x.yaml: /guardrails/output/0/denyList"), "{err}");
+    assert!(
+        err.contains("agents/x.yaml: /guardrails/output/0/denyList"),
+        "{err}"
+    );
 }

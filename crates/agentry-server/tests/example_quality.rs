@@ -78,8 +78,7 @@ async fn the_operator_falls_back_redacts_and_budgets_hold() {
         let (status, body, _) = text(&s, "operator", "ada").await;
         assert_eq!(status, 200, "{body}\n{}", s.log());
         assert_eq!(
-            body["data"]["text"],
-            "Reach the customer at [email] or [phone].",
+            body["data"]["text"], "Reach the customer at [email] or [phone].",
             "{body}"
         );
         let run = body["data"]["runId"].as_str().unwrap();
@@ -90,7 +89,11 @@ async fn the_operator_falls_back_redacts_and_budgets_hold() {
         assert_eq!(state["data"]["steps"][0]["model"], "backup", "{state}");
         // The writer has no fallbacks: the provider's own failure.
         let (status, body, _) = text(&s, "writer", "ada").await;
-        assert_eq!((status, body["code"].as_str()), (502, Some("model_unavailable")), "{body}");
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (502, Some("model_unavailable")),
+            "{body}"
+        );
         // 600 tokens were spent of 1000: the next answer spends the rest, then the budget
         // refuses (usage is counted as answers come: give it a moment).
         let (status, body, _) = text(&s, "operator", "ada").await;
