@@ -367,6 +367,17 @@ async fn a_daily_budget_is_refused_with_retry_after_and_resets_the_next_day() {
     assert_eq!(body["code"], "budget_exceeded");
     // Another user's budget is their own.
     assert_eq!(ask("u2").send().await.unwrap().status(), 200);
+    // The usage says so.
+    let usage = server.get_data("/agents/writer/usage?userId=u1").await;
+    assert_eq!(usage["tokensPerUserDay"], 40, "{usage}");
+    assert_eq!(usage["remainingToday"], 0, "{usage}");
+    assert!(usage["todayTokens"].as_u64().unwrap() >= 40, "{usage}");
+    assert_eq!(usage["days"].as_array().unwrap().len(), 1, "{usage}");
+    assert_eq!(usage["days"][0]["day"], usage["today"], "{usage}");
+    let (status, body) = server.get_json("/agents/writer/usage?days=91").await;
+    assert_failure(status, &body, 400);
+    let (status, body) = server.get_json("/agents/nope/usage").await;
+    assert_failure(status, &body, 404);
     // The next day (UTC), the budget is back.
     let tomorrow = chrono::Utc::now() + chrono::Duration::seconds(retry as i64 + 1);
     server

@@ -29,6 +29,7 @@ pub mod queues;
 pub mod routes;
 pub mod runs;
 pub mod schedules;
+pub mod usage;
 pub mod wire;
 pub mod workflows;
 pub mod working_memory;
@@ -44,6 +45,7 @@ pub use builder::{AppBuilder, BuildError, IntoWorkflow};
 pub use caller::Caller;
 pub use error::{AppError, Code};
 pub use policy::{ADMIN_ROLE, ExecutionPolicy, Policy, owner_or_admin};
+pub use usage::UsageQuery;
 pub use working_memory::WorkingMemoryQuery;
 
 /// The application: the engine and the agents it runs, the access rules, and the metrics they

@@ -140,12 +140,13 @@ impl Policy {
         }
     }
 
-    /// Whose working memory the caller reaches when it names `user_id` (GET and PUT
-    /// `/agents/{id}/memory/working`), in every mode: a verified user reaches only their own
-    /// (403 for a `userId` that names someone else, admins included: a working memory is a
-    /// user's, not an execution); an anonymous caller when authentication is on has none (401);
+    /// Whose memory the caller reaches when it names `user_id` (GET and PUT
+    /// `/agents/{id}/memory/working`, and the token usage of `GET /agents/{id}/usage`), in
+    /// every mode: a verified user reaches only their own
+    /// (403 for a `userId` that names someone else, admins included: a memory is a user's, not
+    /// an execution); an anonymous caller when authentication is on has none (401);
     /// a trusted setup (no authentication) takes `userId` at its word.
-    pub fn working_memory_owner(
+    pub fn memory_owner(
         &self,
         caller: &Caller,
         user_id: Option<&str>,
@@ -154,12 +155,12 @@ impl Policy {
             MemoryOwner::Verified(id) if user_id.is_some_and(|claimed| claimed != id) => {
                 Err(AppError::new(
                     Code::Forbidden,
-                    "Forbidden: a working memory is only its user's (userId names another user)",
+                    "Forbidden: a memory is only its user's (userId names another user)",
                 ))
             }
             MemoryOwner::Anonymous => Err(AppError::new(
                 Code::AuthenticationRequired,
-                "Authentication required: a working memory belongs to a verified user",
+                "Authentication required: a memory belongs to a verified user",
             )),
             owner => Ok(owner),
         }

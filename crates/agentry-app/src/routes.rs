@@ -41,6 +41,7 @@ pub const STREAM_OBJECT: Route = Route::new("POST", "/agents/{id}/stream-object"
 pub const CHAT: Route = Route::new("POST", "/agents/{id}/chat");
 pub const GET_WORKING_MEMORY: Route = Route::new("GET", "/agents/{id}/memory/working");
 pub const SET_WORKING_MEMORY: Route = Route::new("PUT", "/agents/{id}/memory/working");
+pub const AGENT_USAGE: Route = Route::new("GET", "/agents/{id}/usage");
 
 pub const LIST_AGENT_RUNS: Route = Route::new("GET", "/agents/{id}/runs");
 pub const LIST_ALL_RUNS: Route = Route::new("GET", "/agent-runs");

@@ -1,6 +1,6 @@
 //! The working memory use cases: reading and setting an agent's working memory (GET and PUT
 //! `/agents/{id}/memory/working`) as a caller. Whose memory is decided once: the policy says
-//! whom the caller may name ([`crate::Policy::working_memory_owner`]), and the agents' namespace
+//! whom the caller may name ([`crate::Policy::memory_owner`]), and the agents' namespace
 //! rule (the one of conversation memory) makes the key, so a generation and these routes always
 //! reach the same memory.
 
@@ -139,7 +139,7 @@ impl App {
         }
         let owner = self
             .policy()
-            .working_memory_owner(caller, query.user_id.as_deref())?;
+            .memory_owner(caller, query.user_id.as_deref())?;
         let key = memory
             .key(
                 &agent.id,

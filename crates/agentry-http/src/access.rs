@@ -249,11 +249,17 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             &[
                 AgentNotFound,
                 NoWorkingMemory,
+                Forbidden,
                 Internal,
                 DatabaseUnavailable,
             ],
         )
         .with_json_body(),
+        // Token usage: a user's, like their memory.
+        sensitive(
+            routes::AGENT_USAGE,
+            &[AgentNotFound, Forbidden, Internal, DatabaseUnavailable],
+        ),
         // Durable agent runs (extensions.md): read like executions, cancelled like them, an
         // approval answered like a resume.
         sensitive(

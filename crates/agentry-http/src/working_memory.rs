@@ -1,5 +1,6 @@
 //! GET and PUT /agents/{id}/memory/working: an agent's working memory, read and set as the
-//! caller (whose memory it is, the policy decides in `agentry-app`).
+//! caller; GET /agents/{id}/usage: the tokens the agent spent for the caller (whose memory and
+//! usage it is, the policy decides in `agentry-app`).
 
 use actix_web::{HttpResponse, get, put, web};
 use agentry_app::WorkingMemoryQuery;
@@ -10,7 +11,7 @@ use crate::AppState;
 use crate::auth::Requester;
 use crate::envelope::{self, Success};
 use crate::error::ApiError;
-use crate::wire::agents::WorkingMemoryView;
+use crate::wire::agents::{UsageView, WorkingMemoryView};
 
 /// The query of both routes: whose working memory.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
@@ -98,7 +99,51 @@ pub async fn set_working_memory(
     ))
 }
 
-/// Registers both routes.
+/// The query of the usage route: whose, and how many days.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct UsageParams {
+    /// The user (a trusted setup takes it at its word; a verified caller may only name
+    /// themselves, and is the user when it names nobody).
+    user_id: Option<String>,
+    /// How many UTC days back, today included: 1 to 90 (default 7).
+    days: Option<String>,
+}
+
+/// GET /agents/{id}/usage
+#[utoipa::path(
+    tag = "agents",
+    operation_id = "getAgentUsage",
+    summary = "The tokens an agent spent for a user",
+    description = "The tokens the agent's model calls spent for a user, per UTC day, beside \
+        the agent's budgets: today's, what is left of the day's budget (a generation beyond it \
+        is refused with `429 budget_exceeded` and `Retry-After`) and when it resets.",
+    params(
+        ("id" = String, Path, description = "The agent's id.", example = "assistant"),
+        UsageParams,
+    ),
+    responses((status = 200, description = "The usage.", body = Success<UsageView>)),
+)]
+#[get("/agents/{id}/usage")]
+pub async fn get_usage(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    params: web::Query<UsageParams>,
+    caller: Requester,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner().into();
+    let p = params.into_inner();
+    let query = agentry_app::UsageQuery {
+        user_id: p.user_id,
+        days: p.days,
+    };
+    Ok(envelope::ok(app.app.usage(&caller.0, &id, query).await?))
+}
+
+/// Registers the three routes.
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
-    cfg.service(get_working_memory).service(set_working_memory);
+    cfg.service(get_working_memory)
+        .service(set_working_memory)
+        .service(get_usage);
 }

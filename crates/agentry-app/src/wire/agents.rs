@@ -489,3 +489,43 @@ impl ObjectEvent {
         }
     }
 }
+
+/// An agent's token usage for a user (`GET /agents/{id}/usage`): today's, what is left of the
+/// day's budget, and day by day.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageView {
+    pub agent_id: String,
+    /// The user: the verified user's id, else the query's `userId` (absent for a trusted
+    /// caller that named none: the `anonymous` user's usage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub user_id: Option<String>,
+    /// The agent's budget per run (`null`: none).
+    #[schema(required = true)]
+    pub tokens_per_run: Option<u64>,
+    /// The agent's budget per user per UTC day (`null`: none).
+    #[schema(required = true)]
+    pub tokens_per_user_day: Option<u64>,
+    /// Today (UTC), `YYYY-MM-DD`.
+    #[schema(example = "2026-11-29")]
+    pub today: String,
+    /// Tokens spent today.
+    pub today_tokens: u64,
+    /// What is left of today's budget (`null` without a daily budget).
+    #[schema(required = true)]
+    pub remaining_today: Option<u64>,
+    /// When the day's budget resets (midnight UTC).
+    pub resets_at: crate::wire::Timestamp,
+    /// Tokens per day with any, oldest first, over the days asked for.
+    pub days: Vec<DayUsage>,
+}
+
+/// The tokens spent on one UTC day.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DayUsage {
+    #[schema(example = "2026-11-29")]
+    pub day: String,
+    pub tokens: u64,
+}
