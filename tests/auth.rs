@@ -355,6 +355,7 @@ async fn every_public_route_answers_without_a_token() {
         let req = match r.method {
             "GET" => server.client.get(url),
             "POST" => server.client.post(url).json(&json!({"input": "hi"})),
+            "PUT" => server.client.put(url).json(&json!({"value": {}})),
             m => panic!("unexpected method {m}"),
         };
         let status = req.send().await.unwrap().status();
