@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::definition::{Agent, InstructionContext, OperationContext};
 use super::generation::{
-    AgentError, AgentEvent, GenerateOptions, Generation, ObjectResult, Recorder, TextResult,
-    TokenLimit, emit, generation_loop, tool_specs,
+    AgentError, AgentEvent, GenerateOptions, Generation, MemoryOwner, ObjectResult, Recorder,
+    TextResult, TokenLimit, emit, generation_loop, tool_specs,
 };
 use super::guardrail::{self, Applied, GuardPoint, Guardrail, StreamGuard, Tripped};
 use super::memory::{ConversationKey, ConversationStore};
@@ -466,10 +466,13 @@ impl AgentHub {
         let mut tools = agent.tools.clone();
         tools.extend(self.working_memory_tool(agent, opts));
         if !agent.sub_agents.is_empty() {
+            // A delegated task's memory is its caller's (a listing never calls the tool).
+            let owner = opts.map_or(MemoryOwner::Anonymous, |o| o.memory_owner.clone());
             tools.push(Arc::new(DelegateTool::new(
                 Arc::downgrade(&self.inner),
                 agent.sub_agents.clone(),
                 depth,
+                owner,
             )));
         }
         tools
@@ -1033,10 +1036,12 @@ struct DelegateTool {
     allowed: Vec<String>,
     parameters: Value,
     depth: u32,
+    /// Whose memory the delegating generation reads: the sub-agent's is the same user's.
+    owner: MemoryOwner,
 }
 
 impl DelegateTool {
-    fn new(hub: Weak<Inner>, allowed: Vec<String>, depth: u32) -> Self {
+    fn new(hub: Weak<Inner>, allowed: Vec<String>, depth: u32, owner: MemoryOwner) -> Self {
         let parameters = json!({
             "type": "object",
             "properties": {
@@ -1050,6 +1055,7 @@ impl DelegateTool {
             allowed,
             parameters,
             depth,
+            owner,
         }
     }
 }
@@ -1095,6 +1101,7 @@ impl Tool for DelegateTool {
             // A sub-agent keeps no conversation of its own for a delegated task.
             conversation_id: None,
             context: ctx.context.clone(),
+            memory_owner: self.owner.clone(),
             ..GenerateOptions::default()
         };
         let input = [Message::user(task)];
@@ -1387,6 +1394,51 @@ mod tests {
             .unwrap();
         assert!(r.tool_results[0].is_error, "{r:?}");
         assert!(r.text.contains("does not match its schema"), "{}", r.text);
+    }
+
+    #[tokio::test]
+    async fn a_delegated_task_keeps_the_callers_working_memory() {
+        use crate::working_memory::{WorkingMemory, WorkingMemoryKey, WorkingMemoryScope};
+        let h = hub();
+        let memory =
+            WorkingMemory::schema(WorkingMemoryScope::User, json!({"type": "object"})).unwrap();
+        h.register(Agent::new("m", "M").working_memory(memory))
+            .unwrap();
+        h.register(Agent::new("boss", "Boss").sub_agent("m"))
+            .unwrap();
+        let boss = AgentId::from("boss");
+        let ask = |owner: MemoryOwner| {
+            let opts = GenerateOptions {
+                user_id: Some("u1".into()),
+                memory_owner: owner,
+                ..GenerateOptions::default()
+            };
+            h.generate_text(
+                &boss,
+                vec![Message::user(
+                    "ask m to remember that I prefer metric units in Paris",
+                )],
+                opts,
+                CancellationToken::new(),
+            )
+        };
+        let key = |user: &str| WorkingMemoryKey {
+            agent_id: "m".into(),
+            user_id: user.into(),
+            conversation_id: None,
+        };
+        let r = ask(MemoryOwner::Verified("u1".into())).await.unwrap();
+        assert!(r.text.contains("Noted: Paris, metric."), "{}", r.text);
+        let kept = h.working_memory(&key("user:u1")).await.unwrap();
+        assert_eq!(
+            kept.unwrap().value,
+            json!({"city": "Paris", "units": "metric"})
+        );
+        // Never the unverified namespace of the same name, and nothing for an anonymous caller.
+        assert_eq!(h.working_memory(&key("u1")).await.unwrap(), None);
+        let r = ask(MemoryOwner::Anonymous).await.unwrap();
+        assert!(r.text.contains("has no working memory"), "{}", r.text);
+        assert_eq!(h.working_memory(&key("u1")).await.unwrap(), None);
     }
 
     #[tokio::test]
