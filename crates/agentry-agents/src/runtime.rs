@@ -364,14 +364,9 @@ impl AgentHub {
             .unwrap_or_else(|p| p.into_inner()) = telemetry;
     }
 
-    /// Where working memories are kept.
-    pub(super) fn working_memory_store_slot(
-        &self,
-    ) -> std::sync::RwLockWriteGuard<'_, Arc<dyn WorkingMemoryStore>> {
-        self.inner
-            .working_memory
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
+    /// Where working memories are kept (`crate::working_memory` reads and sets it).
+    pub(super) fn working_memory_slot(&self) -> &RwLock<Arc<dyn WorkingMemoryStore>> {
+        &self.inner.working_memory
     }
 
     pub(super) fn telemetry(&self) -> Arc<dyn AgentTelemetry> {
@@ -498,12 +493,11 @@ impl AgentHub {
     ) -> Result<Vec<Message>, AgentError> {
         let user = opts.context.get("user");
         let user_id = opts.caller_id();
-        let instructions = agent.instructions.render(&InstructionContext {
+        let mut instructions = agent.instructions.render(&InstructionContext {
             context: &opts.context,
             user,
             user_id,
         });
-        let mut instructions = instructions;
         if let Some(section) = self.working_memory_prompt(agent, opts).await? {
             if !instructions.is_empty() {
                 instructions.push_str("\n\n");

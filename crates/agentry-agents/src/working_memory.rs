@@ -413,14 +413,20 @@ impl Tool for UpdateWorkingMemory {
 impl AgentHub {
     /// Keeps working memories in `store` (by default in process).
     pub fn set_working_memory_store(&self, store: Arc<dyn WorkingMemoryStore>) {
-        *self.working_memory_store_slot() = store;
+        *self
+            .working_memory_slot()
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = store;
     }
 
     fn working_memory_store(&self) -> Arc<dyn WorkingMemoryStore> {
-        self.working_memory_store_slot().clone()
+        self.working_memory_slot()
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
-    /// The working memory under `key` of `agent` (which declares one), if one was written.
+    /// The working memory under `key`, if one was written.
     pub async fn working_memory(
         &self,
         key: &WorkingMemoryKey,
