@@ -24,6 +24,7 @@ pub mod guardrail;
 pub mod judge;
 pub mod memory;
 pub mod partial;
+pub mod recall;
 pub mod run_log;
 pub mod runtime;
 pub mod telemetry;
@@ -38,6 +39,10 @@ pub use generation::{
     AgentError, AgentEvent, GenerateOptions, MemoryOwner, ObjectResult, TextResult,
 };
 pub use memory::{ConversationKey, ConversationStore, InMemoryConversationStore};
+pub use recall::{
+    Embedder, OfflineEmbedder, RecallError, RecallQuery, RecallScope, RecallStore, RecalledKind,
+    RecalledMessage, SemanticRecall, recall,
+};
 pub use run_log::{ApprovalAnswer, ApprovalRequest, EntryKind, JournalStep, RunEvent, RunJournal};
 pub use runtime::{AgentHub, MAX_CONTEXT_LIMIT, MAX_HISTORY_BYTES};
 pub use working_memory::{

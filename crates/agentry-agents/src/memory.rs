@@ -1,7 +1,7 @@
 //! Conversation memory: the trait a database implements, and an in-memory implementation.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
@@ -40,26 +40,52 @@ pub trait ConversationStore: Send + Sync + 'static {
     fn storage(&self) -> &str;
 }
 
-/// Memory kept in process.
+/// Memory kept in process. Each message gets an id, increasing in the order of appending (as
+/// the databases' `agent_messages.id`), which semantic recall ([`crate::recall`]) refers to.
 #[derive(Debug, Default)]
 pub struct InMemoryConversationStore {
-    rows: Mutex<HashMap<ConversationKey, Vec<Message>>>,
+    rows: Mutex<Rows>,
+}
+
+/// What [`InMemoryConversationStore`] holds.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    /// Each conversation's messages with their ids, oldest first.
+    pub(crate) conversations: HashMap<ConversationKey, Vec<(i64, Message)>>,
+    /// The id of the last message appended.
+    pub(crate) last_id: i64,
+    /// Semantic recall's embeddings, by message id (`None`: nothing to embed).
+    pub(crate) embeddings: HashMap<i64, Option<Vec<f32>>>,
+}
+
+impl InMemoryConversationStore {
+    pub(crate) fn rows(&self) -> MutexGuard<'_, Rows> {
+        self.rows.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[async_trait]
 impl ConversationStore for InMemoryConversationStore {
     async fn load(&self, key: &ConversationKey, limit: usize) -> Result<Vec<Message>, StoreError> {
-        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
-        let all = rows.get(key).cloned().unwrap_or_default();
+        let rows = self.rows();
+        let all = rows
+            .conversations
+            .get(key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let skip = all.len().saturating_sub(limit);
-        Ok(all.into_iter().skip(skip).collect())
+        Ok(all[skip..].iter().map(|(_, m)| m.clone()).collect())
     }
 
     async fn append(&self, key: &ConversationKey, messages: &[Message]) -> Result<(), StoreError> {
-        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
-        rows.entry(key.clone())
-            .or_default()
-            .extend_from_slice(messages);
+        let mut rows = self.rows();
+        let mut id = rows.last_id;
+        let conversation = rows.conversations.entry(key.clone()).or_default();
+        for m in messages {
+            id += 1;
+            conversation.push((id, m.clone()));
+        }
+        rows.last_id = id;
         Ok(())
     }
 
