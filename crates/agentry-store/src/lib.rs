@@ -8,6 +8,7 @@ mod definitions;
 mod memory;
 mod postgres;
 mod queues;
+mod recall;
 mod row;
 mod schedules;
 mod sql;
@@ -18,6 +19,7 @@ mod working_memory;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentry_agents::recall::RecallStore;
 use agentry_agents::{ConversationStore, WorkingMemoryStore};
 use agentry_engine::definition_store::DefinitionStore;
 use agentry_engine::store::ExecutionStore;
@@ -26,6 +28,7 @@ use agentry_schedules::ScheduleStore;
 pub use definitions::SqlDefinitionStore;
 pub use memory::SqlConversationStore;
 pub use postgres::PgStore;
+pub use recall::{DEFAULT_MEMORY_BUDGET, RecallDialect, SqlRecallStore};
 pub use schedules::SqlScheduleStore;
 pub use sql::{Dialect, SqlStore};
 pub use sqlite::{SqliteStore, Synchronous};
@@ -156,6 +159,15 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqlWorkingMemoryStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(SqlWorkingMemoryStore::new(pool.clone())),
+        }
+    }
+
+    /// Semantic recall's embeddings on this database, searched through indexes the store keeps
+    /// in memory: make one per process and share it.
+    pub fn recall_store(&self) -> Arc<dyn RecallStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlRecallStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlRecallStore::new(pool.clone())),
         }
     }
 
