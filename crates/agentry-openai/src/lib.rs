@@ -35,6 +35,13 @@
 //!   anything else is `Other`) and usage (prompt, completion, total, cached input tokens,
 //!   reasoning tokens; missing counts are 0).
 //!
+//! # Embeddings
+//!
+//! [`OpenAiEmbedder`] implements [`agentry_agents::Embedder`] on `POST {base_url}/embeddings`
+//! (`{model, input: [...]}`, vectors read from `data[].embedding` by `index`), with the chat
+//! model's HTTP client, time-outs, headers and error mapping; a 429's `Retry-After` (in seconds)
+//! is kept in the error's `retry_after`.
+//!
 //! # Errors and streams
 //!
 //! Failures become `ModelError`s naming the cause: `HTTP 401 Unauthorized: invalid_request_error:
@@ -53,6 +60,7 @@
 //! rather than async-openai's typed response, so compatible servers that omit fields or report
 //! unknown finish reasons still work.
 
+mod embedding;
 mod error;
 mod request;
 mod response;
@@ -60,6 +68,8 @@ mod stream;
 
 use std::fmt;
 use std::time::Duration;
+
+pub use embedding::OpenAiEmbedder;
 
 use agentry_agents::{ChunkStream, Model, ModelError, ModelRequest, ModelResponse};
 use async_openai::Client;
@@ -135,20 +145,42 @@ pub struct OpenAiModel {
     base_url: String,
 }
 
-/// The async-openai client of `config`, whose calls time out when the endpoint stays silent
-/// for `read_timeout` (a hung provider fails as timed out instead of holding the request).
-fn client(config: OpenAIConfig, read_timeout: Duration) -> Client<OpenAIConfig> {
+/// The HTTP client of every call to the endpoint: its calls time out when the endpoint stays
+/// silent for `read_timeout` (a hung provider fails as timed out instead of holding the
+/// request). `None` when it cannot be built (the caller then uses a default one).
+fn http_client(read_timeout: Duration) -> Option<reqwest::Client> {
     let http = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(read_timeout)
         .build();
-    match http {
-        Ok(http) => Client::with_config(config).with_http_client(http),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot build the HTTP client with time-outs; using the default one");
-            Client::with_config(config)
-        }
+    http.map_err(|e| {
+        tracing::warn!(error = %e, "cannot build the HTTP client with time-outs; using the default one");
+    })
+    .ok()
+}
+
+/// The async-openai client of `config` on [`http_client`].
+fn client(config: OpenAIConfig, read_timeout: Duration) -> Client<OpenAIConfig> {
+    match http_client(read_timeout) {
+        Some(http) => Client::with_config(config).with_http_client(http),
+        None => Client::with_config(config),
     }
+}
+
+/// The configuration of `settings`, set explicitly: `OpenAIConfig::default()` would otherwise
+/// read `OPENAI_API_KEY`/`OPENAI_BASE_URL` behind the settings' back. Also returns the base URL
+/// (without a trailing slash).
+fn config(settings: &OpenAiSettings) -> (OpenAIConfig, String) {
+    let base_url = settings
+        .base_url
+        .as_deref()
+        .unwrap_or(OPENAI_API_BASE)
+        .trim_end_matches('/')
+        .to_owned();
+    let config = OpenAIConfig::new()
+        .with_api_base(base_url.clone())
+        .with_api_key(settings.api_key.clone().unwrap_or_default());
+    (config, base_url)
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -162,17 +194,7 @@ impl fmt::Debug for OpenAiModel {
 
 impl OpenAiModel {
     pub fn new(settings: OpenAiSettings) -> Self {
-        let base_url = settings
-            .base_url
-            .as_deref()
-            .unwrap_or(OPENAI_API_BASE)
-            .trim_end_matches('/')
-            .to_owned();
-        // Everything is set explicitly: `OpenAIConfig::default()` would otherwise read
-        // `OPENAI_API_KEY`/`OPENAI_BASE_URL` behind the settings' back.
-        let config = OpenAIConfig::new()
-            .with_api_base(base_url.clone())
-            .with_api_key(settings.api_key.unwrap_or_default());
+        let (config, base_url) = config(&settings);
         Self {
             client: client(config, DEFAULT_READ_TIMEOUT),
             model: settings.model,
