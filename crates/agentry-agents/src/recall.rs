@@ -658,8 +658,9 @@ pub struct EmbedderSettings {
     pub min_backoff: Duration,
     /// The longest wait after failures.
     pub max_backoff: Duration,
-    /// How often it looks again from the first message (a message whose id was taken before an
-    /// older one committed, on PostgreSQL, is then not missed).
+    /// How often it looks again from where its cursor was one such period ago: a message that
+    /// committed after one of greater id (on PostgreSQL, whose ids are taken before commit) is
+    /// then not missed. Longer than any insert of messages may take.
     pub rescan: Duration,
 }
 
@@ -675,11 +676,14 @@ impl Default for EmbedderSettings {
     }
 }
 
-/// Failures in a row of one thing (an agent's embedder, the store) and when to try again.
+/// Failures in a row of one thing (an agent's embedder, the store), and when to try again
+/// (`None`: being tried again now; the streak ends at the first success).
 #[derive(Debug, Clone, Copy)]
 struct Backoff {
     failures: u32,
-    until: Instant,
+    until: Option<Instant>,
+    /// An agent's messages not embedded have ids greater than this.
+    behind: i64,
 }
 
 impl Backoff {
@@ -687,6 +691,7 @@ impl Backoff {
         previous: Option<Backoff>,
         settings: &EmbedderSettings,
         asked: Option<Duration>,
+        behind: i64,
     ) -> Self {
         let failures = previous.map_or(0, |b| b.failures) + 1;
         let doubled = settings
@@ -698,18 +703,26 @@ impl Backoff {
         });
         Self {
             failures,
-            until: Instant::now() + wait,
+            until: Some(Instant::now() + wait),
+            behind: previous.map_or(behind, |b| b.behind.min(behind)),
         }
+    }
+
+    /// How long is left to wait, if anything.
+    fn left(&self, now: Instant) -> Option<Duration> {
+        self.until.filter(|u| *u > now).map(|u| u - now)
     }
 }
 
 /// What [`run_embedder`] remembers between passes.
 #[derive(Debug)]
 struct EmbedderState {
-    /// Messages up to this id were all taken by an earlier pass (a cursor; a rescan starts
-    /// again from 0).
+    /// Messages up to this id were all taken by an earlier pass (a cursor).
     after: i64,
+    /// The cursor when the last rescan was due: the next one goes back to it.
+    rescan_from: i64,
     rescan_at: Instant,
+    /// The agents whose embedder failed last time it was called.
     agents: HashMap<String, Backoff>,
     store: Option<Backoff>,
 }
@@ -739,6 +752,7 @@ pub async fn run_embedder(
 ) {
     let mut state = EmbedderState {
         after: 0,
+        rescan_from: 0,
         rescan_at: Instant::now() + settings.rescan,
         agents: HashMap::new(),
         store: None,
@@ -771,32 +785,35 @@ async fn embed_pass(
     settings: &EmbedderSettings,
 ) -> Pass {
     let now = Instant::now();
-    if let Some(b) = state.store
-        && b.until > now
-    {
-        return Pass::Idle(b.until - now);
+    if let Some(left) = state.store.and_then(|b| b.left(now)) {
+        return Pass::Idle(left);
     }
     if now >= state.rescan_at {
-        state.after = 0;
+        let from = std::mem::replace(&mut state.rescan_from, state.after);
+        state.after = state.after.min(from);
         state.rescan_at = now + settings.rescan;
     }
-    // An agent back from a backoff has messages behind the cursor.
-    let before = state.agents.len();
     state
         .agents
-        .retain(|id, b| b.until > now && agents.iter().any(|(a, _)| a == id));
-    if state.agents.len() < before {
-        state.after = 0;
+        .retain(|id, _| agents.iter().any(|(a, _)| a == id));
+    for b in state.agents.values_mut() {
+        if b.until.is_some_and(|u| u <= now) {
+            // Back from a backoff: its messages may be behind the cursor.
+            b.until = None;
+            state.after = state.after.min(b.behind);
+        }
     }
     let active: Vec<String> = agents
         .iter()
         .map(|(id, _)| id.clone())
-        .filter(|id| !state.agents.contains_key(id))
+        .filter(|id| state.agents.get(id).is_none_or(|b| b.until.is_none()))
         .collect();
-    let next_retry = state.agents.values().map(|b| b.until - now).min();
-    let idle = next_retry.map_or(settings.interval, |r| r.min(settings.interval));
+    let idle = |state: &EmbedderState| {
+        let next_retry = state.agents.values().filter_map(|b| b.left(now)).min();
+        next_retry.map_or(settings.interval, |r| r.min(settings.interval))
+    };
     if active.is_empty() {
-        return Pass::Idle(idle);
+        return Pass::Idle(idle(state));
     }
     let batch = match store
         .unembedded(&active, state.after, settings.batch.max(1))
@@ -804,17 +821,13 @@ async fn embed_pass(
     {
         Ok(batch) => batch,
         Err(e) => {
-            let b = Backoff::next(state.store, settings, None);
+            let b = Backoff::next(state.store, settings, None, 0);
             tracing::warn!(error = %e, failures = b.failures, "cannot read the messages to embed; retrying later");
             state.store = Some(b);
-            return Pass::Idle(b.until - now);
+            return Pass::Idle(b.left(now).unwrap_or_default());
         }
     };
-    state.store = None;
     let full = batch.len() >= settings.batch.max(1);
-    let Some(last) = batch.last().map(|m| m.id) else {
-        return Pass::Idle(idle);
-    };
     for (agent_id, embedder) in agents {
         let mine: Vec<&UnembeddedMessage> =
             batch.iter().filter(|m| &m.agent_id == agent_id).collect();
@@ -824,7 +837,12 @@ async fn embed_pass(
         let embeddings = match embed_messages(embedder.as_ref(), &mine).await {
             Ok(e) => e,
             Err(e) => {
-                let b = Backoff::next(state.agents.get(agent_id).copied(), settings, e.retry_after);
+                let b = Backoff::next(
+                    state.agents.get(agent_id).copied(),
+                    settings,
+                    e.retry_after,
+                    mine[0].id - 1,
+                );
                 tracing::warn!(agent = %agent_id, embedder = %embedder.name(), error = %e, failures = b.failures,
                     "embedding messages failed; retrying later");
                 state.agents.insert(agent_id.clone(), b);
@@ -832,14 +850,23 @@ async fn embed_pass(
             }
         };
         if let Err(e) = store.store_embeddings(embedder.name(), &embeddings).await {
-            let b = Backoff::next(state.store, settings, None);
+            let b = Backoff::next(state.store, settings, None, 0);
             tracing::warn!(error = %e, failures = b.failures, "cannot store embeddings; retrying later");
             state.store = Some(b);
-            return Pass::Idle(b.until - now);
+            return Pass::Idle(b.left(now).unwrap_or_default());
         }
     }
-    state.after = last;
-    if full { Pass::Busy } else { Pass::Idle(idle) }
+    state.store = None;
+    // An agent tried again without failing ends its streak.
+    state.agents.retain(|_, b| b.until.is_some());
+    if let Some(last) = batch.last() {
+        state.after = last.id;
+    }
+    if full {
+        Pass::Busy
+    } else {
+        Pass::Idle(idle(state))
+    }
 }
 
 /// The embeddings of `messages` by `embedder` (one call): user and assistant messages with text
@@ -953,6 +980,84 @@ mod tests {
         assert_eq!(back[1].content.chars().count(), MAX_RECALLED_CHARS + 1);
         assert!(recall_prompt(&[]).is_none());
         assert!(recalled_from_prompt(&[Message::system("plain instructions")]).is_empty());
+    }
+
+    /// An embedder that is always down.
+    struct Down(std::sync::atomic::AtomicUsize);
+
+    #[async_trait]
+    impl Embedder for Down {
+        fn name(&self) -> &str {
+            "down"
+        }
+
+        fn dimensions(&self) -> usize {
+            4
+        }
+
+        async fn embed(&self, _: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(ModelError::of(ModelErrorKind::Unavailable, "HTTP 503"))
+        }
+    }
+
+    /// A failing embedder is called again after 1, 2, 4, 8 ... seconds, while an agent beside
+    /// it has its messages embedded at once; every message stays there to be taken again.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_embedder_backs_off_and_the_others_go_on() {
+        use crate::memory::{ConversationKey, ConversationStore};
+        let store = Arc::new(InMemoryConversationStore::default());
+        let key = |agent: &str| ConversationKey {
+            agent_id: agent.into(),
+            user_id: "u".into(),
+            conversation_id: "c".into(),
+        };
+        store
+            .append(&key("down"), &[Message::user("pizza")])
+            .await
+            .unwrap();
+        store
+            .append(&key("up"), &[Message::user("olives")])
+            .await
+            .unwrap();
+        let down = Arc::new(Down(Default::default()));
+        let listed = down.clone();
+        let agents: RecallAgents = Arc::new(move || {
+            vec![
+                ("down".to_owned(), listed.clone() as Arc<dyn Embedder>),
+                (
+                    "up".to_owned(),
+                    Arc::new(OfflineEmbedder) as Arc<dyn Embedder>,
+                ),
+            ]
+        });
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(run_embedder(
+            store.clone(),
+            agents,
+            Arc::new(Notify::new()),
+            cancel.clone(),
+            EmbedderSettings::default(),
+        ));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let ids = |agent: &str| vec![agent.to_owned()];
+        assert!(
+            store
+                .unembedded(&ids("up"), 0, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(down.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Calls at 0, 1, 3, 7 and 15 seconds.
+        tokio::time::sleep(Duration::from_millis(15_500)).await;
+        assert_eq!(down.0.load(std::sync::atomic::Ordering::SeqCst), 5);
+        assert_eq!(
+            store.unembedded(&ids("down"), 0, 10).await.unwrap().len(),
+            1
+        );
+        cancel.cancel();
+        task.await.unwrap();
     }
 
     #[test]
