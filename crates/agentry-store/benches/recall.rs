@@ -137,9 +137,14 @@ async fn main() {
     for (before, after) in [(0, 0), (2, 2)] {
         // A new process: its first search loads the index.
         let search = SqlRecallStore::new(pool.clone());
-        let config =
-            SemanticRecall::new(Arc::new(OfflineEmbedder), RecallScope::User, 10, before, after)
-                .unwrap();
+        let config = SemanticRecall::new(
+            Arc::new(OfflineEmbedder),
+            RecallScope::User,
+            10,
+            before,
+            after,
+        )
+        .unwrap();
         let mut queries = Words(99);
         let mut times = Vec::with_capacity(searches);
         let mut found = 0;
