@@ -101,12 +101,23 @@ impl<DB: Database> SqlRecallStore<DB> {
 /// Whose index: (agent, user, dimensions).
 type IndexKey = (String, String, usize);
 
-#[derive(Debug)]
 struct Indexes {
     budget: usize,
     map: Mutex<HashMap<IndexKey, Arc<Entry>>>,
     /// Ticks at each use, to find the index used least lately.
     clock: AtomicU64,
+}
+
+impl std::fmt::Debug for Indexes {
+    /// The indexes' sizes, not their vectors.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let map = self.lock();
+        f.debug_struct("Indexes")
+            .field("budget", &self.budget)
+            .field("indexes", &map.len())
+            .field("bytes", &map.values().map(|e| e.bytes()).sum::<usize>())
+            .finish()
+    }
 }
 
 impl Indexes {
@@ -152,7 +163,6 @@ impl Indexes {
     }
 }
 
-#[derive(Debug)]
 struct Entry {
     index: tokio::sync::Mutex<UserIndex>,
     bytes: AtomicUsize,
@@ -166,7 +176,6 @@ impl Entry {
 }
 
 /// One agent's embeddings of one user's messages (of one length), quantised.
-#[derive(Debug)]
 struct UserIndex {
     dimensions: usize,
     /// Per row: its message, its conversation (an index into `conversations`), its scale.

@@ -17,7 +17,7 @@ use agentry_agents::{
     ToolResult,
 };
 use agentry_engine::store::StoreError;
-use agentry_store::Database;
+use agentry_store::{Database, SqlRecallStore};
 use async_trait::async_trait;
 use serde_json::json;
 use tokio::sync::Notify;
@@ -452,4 +452,59 @@ async fn postgres() {
     contract(db.conversation_store().as_ref(), store, other.as_ref()).await;
     db.close().await;
     pg.drop_now().await;
+}
+
+/// Indexes past the memory budget are dropped, least lately used first (never the one just
+/// used), and a dropped index is loaded again by its next search.
+#[tokio::test]
+async fn sqlite_indexes_stay_within_their_budget() {
+    let db = Database::connect("sqlite::memory:").await.unwrap();
+    db.migrate().await.unwrap();
+    let Database::Sqlite(pool) = &db else {
+        unreachable!()
+    };
+    let memory = db.conversation_store();
+    let writer = SqlRecallStore::new(pool.clone());
+    for user in ["u1", "u2"] {
+        memory
+            .append(
+                &key("a", user, "c"),
+                &[Message::user(format!("pizza for {user}"))],
+            )
+            .await
+            .unwrap();
+    }
+    let pending = writer.unembedded(&["a".into()], 0, 10).await.unwrap();
+    let embeddings: Vec<MessageEmbedding> = pending
+        .iter()
+        .map(|m| MessageEmbedding {
+            message_id: m.id,
+            vector: Some(OfflineEmbedder::vector(&m.message.content)),
+        })
+        .collect();
+    writer
+        .store_embeddings("offline", &embeddings)
+        .await
+        .unwrap();
+
+    let store = SqlRecallStore::new(pool.clone()).with_memory_budget(1);
+    let found = store.search(&query("a", "u1", "pizza")).await.unwrap();
+    assert_eq!(texts(&found), ["pizza for u1"]);
+    let one = store.index_bytes();
+    assert!(one > 0);
+    let found = store.search(&query("a", "u2", "pizza")).await.unwrap();
+    assert_eq!(texts(&found), ["pizza for u2"]);
+    // Only u2's index is left.
+    assert!(
+        store.index_bytes() <= one + 64,
+        "{} {one}",
+        store.index_bytes()
+    );
+    let unbounded = SqlRecallStore::new(pool.clone());
+    unbounded.search(&query("a", "u1", "pizza")).await.unwrap();
+    unbounded.search(&query("a", "u2", "pizza")).await.unwrap();
+    assert!(unbounded.index_bytes() >= 2 * one - 64);
+    let found = store.search(&query("a", "u1", "pizza")).await.unwrap();
+    assert_eq!(texts(&found), ["pizza for u1"]);
+    db.close().await;
 }
