@@ -408,3 +408,92 @@ async fn a_run_budget_stops_the_loop() {
     assert!(msg.contains("budget of 3"), "{msg}");
     server.stop().await;
 }
+
+/// Asks the example `assistant` as `user` in `conversation` (durable when asked).
+async fn ask_assistant(
+    server: &TestServer,
+    user: &str,
+    conversation: &str,
+    input: &str,
+    durable: bool,
+) -> Value {
+    let (status, body) = server
+        .post_json(
+            "/agents/assistant/text",
+            &json!({"input": input, "options": {
+                "userId": user, "conversationId": conversation, "durable": durable}}),
+        )
+        .await;
+    ok_data(status, body)
+}
+
+/// Semantic recall finds what a user said in another conversation, once it is embedded (off
+/// the request path), and never what another user said; a durable run shows what it recalled.
+async fn recall_stays_within_the_user(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    ask_assistant(&server, "ada", "ada-1", "I love pizza with olives", false).await;
+    ask_assistant(&server, "bob", "bob-1", "I hate pizza", false).await;
+    let mut answer = Value::Null;
+    for _ in 0..100 {
+        answer = ask_assistant(&server, "ada", "ada-2", "what did I say about pizza", false).await;
+        if answer["text"] != "I don't recall." {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answer["text"], "Earlier you said: \"I love pizza with olives\"",
+        "{answer}"
+    );
+    // Bob's own, never Ada's.
+    let mut bob = Value::Null;
+    for _ in 0..100 {
+        bob = ask_assistant(&server, "bob", "bob-2", "what did I say about pizza", false).await;
+        if bob["text"] != "I don't recall." {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(bob["text"], "Earlier you said: \"I hate pizza\"", "{bob}");
+    let olives = ask_assistant(
+        &server,
+        "bob",
+        "bob-3",
+        "what did I say about olives",
+        false,
+    )
+    .await;
+    assert_eq!(olives["text"], "I don't recall.", "{olives}");
+
+    // A durable run's first model call shows what recall added.
+    let run = ask_assistant(&server, "ada", "ada-3", "what did I say about olives", true).await;
+    assert_eq!(
+        run["text"], "Earlier you said: \"I love pizza with olives\"",
+        "{run}"
+    );
+    let state = server
+        .get_data(&format!(
+            "/agents/assistant/runs/{}",
+            run["runId"].as_str().unwrap()
+        ))
+        .await;
+    let recalled = &state["steps"][0]["recalled"];
+    assert!(
+        recalled
+            .as_array()
+            .is_some_and(|r| r.iter().any(|m| m["content"] == "I love pizza with olives")),
+        "{state}"
+    );
+    assert!(!state.to_string().contains("I hate pizza"), "{state}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_stays_within_the_user_sqlite() {
+    recall_stays_within_the_user(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_stays_within_the_user_postgres() {
+    recall_stays_within_the_user(Backend::Postgres).await;
+}

@@ -205,6 +205,7 @@ impl TestServer {
     /// test has been answered by now, so the stop is not graceful: a graceful one would wait for
     /// the client's idle keep-alive connections to go.
     pub async fn stop(mut self) {
+        self.agents.shutdown();
         self.handle.stop(false).await;
         if let Some(task) = self.task.take() {
             task.await

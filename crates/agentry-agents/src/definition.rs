@@ -129,6 +129,8 @@ pub struct Agent {
     pub fallback_models: Vec<Arc<dyn Model>>,
     /// Its token budgets.
     pub budget: Budget,
+    /// Semantic recall of the scope's earlier messages (needs conversation memory).
+    pub recall: Option<crate::recall::SemanticRecall>,
 }
 
 /// The most tokens an agent may spend: per run, and per user per UTC day (a generation over a
@@ -163,7 +165,15 @@ impl Agent {
             guardrails: Guardrails::default(),
             fallback_models: Vec::new(),
             budget: Budget::default(),
+            recall: None,
         }
+    }
+
+    /// Adds semantic recall: before each generation, the earlier messages of the scope nearest
+    /// to the request are added to the context.
+    pub fn semantic_recall(mut self, recall: crate::recall::SemanticRecall) -> Self {
+        self.recall = Some(recall);
+        self
     }
 
     /// Adds a guardrail of the request's messages, checked before the model.

@@ -10,6 +10,9 @@
 //!   result in, `issue_refund` with `{orderId, amount, reason}`; then it answers `Refunded
 //!   <amount> for order <orderId>.`, or, when the refund was denied approval, `The refund of
 //!   <amount> for order <orderId> was not approved: <reason>.`
+//! - Recall: `what did I say about <word>` answers `Earlier you said: "<message>"`, quoting the newest
+//!   earlier user message with the word among those semantic recall added and the
+//!   conversation's, or `I don't recall.`
 //! - Contacts: `contact details for order <orderId>`, when the agent has `lookup_order`, calls
 //!   it with `{orderId}`, then answers `The contact details for order <orderId> are <email> and
 //!   <phone>.` (or that the order has none on file).
@@ -132,6 +135,35 @@ fn what_i_know(messages: &[Message]) -> String {
             Some(text) => format!("I know this: {text}"),
             None => format!("I know this: {memory}"),
         },
+    }
+}
+
+/// The word of `what did I say about <word>`.
+fn topic_of(text: &str) -> Option<String> {
+    let rest = after(text, "what did i say about ")?;
+    let word = rest.trim().trim_end_matches(['?', '!', '.']).trim();
+    (!word.is_empty()).then(|| word.to_owned())
+}
+
+/// The answer to `what did I say about <word>`: the newest earlier user message that contains
+/// the word, among those semantic recall added ([`crate::recall::recall_prompt`]) and the
+/// conversation's before the question (`asked`: the question's index), quoted; else that it
+/// does not recall.
+fn what_you_said(messages: &[Message], asked: usize, word: &str) -> String {
+    let word = word.to_lowercase();
+    let recalled = crate::recall::recalled_from_prompt(messages);
+    let earlier = messages[..asked.min(messages.len())]
+        .iter()
+        .filter(|m| m.role == Role::User);
+    let said = recalled
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .chain(earlier)
+        .filter(|m| topic_of(&m.content).is_none())
+        .rfind(|m| m.content.to_lowercase().contains(&word));
+    match said {
+        Some(m) => format!("Earlier you said: \"{}\"", m.content.trim()),
+        None => "I don't recall.".to_owned(),
     }
 }
 
@@ -516,7 +548,13 @@ impl OfflineModel {
                 {
                     (what_i_know(&req.messages), Vec::new())
                 }
-                None => (format!("You said: {user_text}"), Vec::new()),
+                None => match topic_of(&user_text) {
+                    Some(word) => (
+                        what_you_said(&req.messages, last_user.unwrap_or(0), &word),
+                        Vec::new(),
+                    ),
+                    None => (format!("You said: {user_text}"), Vec::new()),
+                },
             }
         };
 

@@ -275,6 +275,8 @@ pub struct JournalStep<'a> {
     pub call: Option<ToolCall>,
     pub result: Option<ToolResult>,
     pub approval: Option<ApprovalAnswer>,
+    /// The earlier messages semantic recall added to the first model call's context.
+    pub recalled: Vec<Message>,
 }
 
 fn parsed<T: serde::de::DeserializeOwned>(value: Option<&Value>) -> Option<T> {
@@ -362,9 +364,16 @@ impl<'a> RunJournal<'a> {
                     call: None,
                     result: None,
                     approval: None,
+                    recalled: Vec::new(),
                 };
                 match kind {
-                    EntryKind::ModelCall => step.answer = parsed(record.output.as_ref()),
+                    EntryKind::ModelCall => {
+                        step.answer = parsed(record.output.as_ref());
+                        // The first call's record holds the messages it was sent.
+                        if let Some(sent) = parsed::<Vec<Message>>(Some(&record.input)) {
+                            step.recalled = crate::recall::recalled_from_prompt(&sent);
+                        }
+                    }
                     EntryKind::ToolCall => {
                         step.call = parsed(record.input.get("call").or(Some(&record.input)));
                         step.result = parsed(record.output.as_ref());

@@ -21,6 +21,7 @@ use super::memory::{ConversationKey, ConversationStore};
 use super::message::{FinishReason, Message, Role, ToolCall, ToolResult, Usage};
 use super::model::{Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
 use super::partial::parse_partial;
+use super::recall::{self, RecallStore};
 use super::tool::{Tool, ToolContext};
 use super::usage::{InMemoryUsageStore, UsageKey, UsageStore};
 use super::working_memory::{InMemoryWorkingMemoryStore, WorkingMemoryStore};
@@ -58,6 +59,12 @@ struct Inner {
     memory: Option<Arc<dyn ConversationStore>>,
     /// Who is told of every model and tool call (metrics).
     telemetry: RwLock<Arc<dyn AgentTelemetry>>,
+    /// Where semantic recall keeps and searches embeddings (none: no recall).
+    recall: RwLock<Option<Arc<dyn RecallStore>>>,
+    /// Wakes the embedding loop when messages are remembered.
+    embed_wake: Arc<tokio::sync::Notify>,
+    /// Stops the hub's background work.
+    background: CancellationToken,
     /// Tokens spent per agent, user and day (the daily budgets).
     usage: RwLock<Arc<dyn UsageStore>>,
     /// What day it is (the daily budgets).
@@ -241,6 +248,9 @@ impl AgentHub {
                 default_model: RwLock::new(default_model),
                 memory,
                 telemetry: RwLock::new(Arc::new(NoTelemetry)),
+                recall: RwLock::new(None),
+                embed_wake: Arc::new(tokio::sync::Notify::new()),
+                background: CancellationToken::new(),
                 usage: RwLock::new(Arc::new(InMemoryUsageStore::default())),
                 clock: RwLock::new(Arc::new(SystemClock)),
                 working_memory: RwLock::new(Arc::new(InMemoryWorkingMemoryStore::default())),
@@ -513,10 +523,93 @@ impl AgentHub {
                 .load(&key, opts.context_limit.min(MAX_CONTEXT_LIMIT))
                 .await
                 .map_err(memory_error)?;
-            messages.extend(newest_within(history, MAX_HISTORY_BYTES));
+            let history = newest_within(history, MAX_HISTORY_BYTES);
+            if let Some(recalled) = self.recalled(agent, &key, input, history.len()).await {
+                messages.push(recalled);
+            }
+            messages.extend(history);
         }
         messages.extend_from_slice(input);
         Ok(messages)
+    }
+
+    /// The messages semantic recall finds for the request's last user message in the scope's
+    /// earlier messages (those already in the context left out), as one system message. A
+    /// recall that fails (its embedder or database) is logged and left out: the generation goes
+    /// on with its conversation memory.
+    async fn recalled(
+        &self,
+        agent: &Agent,
+        key: &ConversationKey,
+        input: &[Message],
+        in_context: usize,
+    ) -> Option<Message> {
+        let config = agent.recall.as_ref()?;
+        let store = self.recall_store()?;
+        let query = input.iter().rev().find(|m| m.role == Role::User)?;
+        match recall::recall(
+            store.as_ref(),
+            config,
+            &key.agent_id,
+            &key.user_id,
+            &key.conversation_id,
+            &query.content,
+            in_context,
+        )
+        .await
+        {
+            Ok(found) => {
+                let hits = found
+                    .iter()
+                    .filter(|r| r.kind == recall::RecalledKind::Hit)
+                    .count();
+                tracing::info!(agent_id = %agent.id, hits, messages = found.len(), "semantic recall");
+                recall::recall_prompt(&found)
+            }
+            Err(e) => {
+                tracing::warn!(agent_id = %agent.id, error = %e, "semantic recall failed: the generation goes on without it");
+                None
+            }
+        }
+    }
+
+    /// Where semantic recall searches, when it is set.
+    pub fn recall_store(&self) -> Option<Arc<dyn RecallStore>> {
+        self.inner
+            .recall
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Sets where semantic recall keeps and searches its embeddings, and starts embedding the
+    /// messages of the agents that have recall, off the request path, woken as messages are
+    /// remembered (until [`AgentHub::shutdown`]). Call it once, inside the runtime.
+    pub fn set_recall_store(&self, store: Arc<dyn RecallStore>) {
+        *self.inner.recall.write().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
+        let hub = Arc::downgrade(&self.inner);
+        let agents: recall::RecallAgents = Arc::new(move || {
+            let Some(inner) = hub.upgrade() else {
+                return Vec::new();
+            };
+            let agents = inner.agents.read().unwrap_or_else(|p| p.into_inner());
+            agents
+                .iter()
+                .filter_map(|a| Some((a.id.clone(), a.recall.as_ref()?.embedder().clone())))
+                .collect()
+        });
+        tokio::spawn(recall::run_embedder(
+            store,
+            agents,
+            self.inner.embed_wake.clone(),
+            self.inner.background.child_token(),
+            recall::EmbedderSettings::default(),
+        ));
+    }
+
+    /// Stops the hub's background work (the embedding loop).
+    pub fn shutdown(&self) {
+        self.inner.background.cancel();
     }
 
     pub(super) async fn remember(
@@ -534,6 +627,9 @@ impl AgentHub {
                 .collect();
             msgs.push(Message::assistant(answer));
             mem.append(&key, &msgs).await.map_err(memory_error)?;
+            if agent.recall.is_some() {
+                self.inner.embed_wake.notify_one();
+            }
         }
         Ok(())
     }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentry_agents::guardrail::{MaxLength, PiiRedaction};
 use agentry_agents::{
-    Agent, AgentHub, Approval, Budget, FnTool, InstructionContext, MemoryConfig, Model, Tool,
-    WorkingMemory, WorkingMemoryScope,
+    Agent, AgentHub, Approval, Budget, FnTool, InstructionContext, MemoryConfig, Model,
+    OfflineEmbedder, RecallScope, SemanticRecall, Tool, WorkingMemory, WorkingMemoryScope,
 };
 use agentry_engine::queue::Queue;
 use agentry_engine::store::{ExecutionStore, Family, ListQuery};
@@ -869,6 +869,10 @@ pub fn register_agents(
         .tool(calculate())
         .memory(MemoryConfig::default())
         .working_memory(preferences())
+        .semantic_recall(
+            SemanticRecall::new(Arc::new(OfflineEmbedder), RecallScope::User, 3, 0, 1)
+                .expect("a valid recall"),
+        )
         .budget(quality.budget);
     hub.register(remote.into_iter().fold(assistant, Agent::tool))?;
     hub.register(

@@ -260,6 +260,7 @@ fn build(
     let agents = AgentHub::new(default_model(), Some(db.conversation_store()));
     agents.set_usage_store(db.usage_store());
     agents.set_working_memory_store(db.working_memory_store());
+    agents.set_recall_store(db.recall_store());
     if settings.examples {
         let quality = settings.example_quality.models(&default_model_settings());
         examples::register_agents(&agents, example_remote_agents()?, quality)
@@ -414,6 +415,7 @@ impl Running {
             handle
         });
         shutdown_signal().await;
+        self.agents.shutdown();
         if let Some(m) = metrics {
             m.stop(true).await;
         }

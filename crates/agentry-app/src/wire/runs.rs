@@ -110,6 +110,9 @@ pub struct RunStep {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub text: Option<String>,
+    /// The first model call's: the earlier messages semantic recall added to its context.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recalled: Vec<RunMessage>,
     /// A model call's tool calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -240,6 +243,7 @@ impl From<&agent::JournalStep<'_>> for RunStep {
             usage: model.map(|m| m.usage.into()),
             model: model.and_then(|m| m.model.clone()),
             text: model.map(|m| m.text.clone()),
+            recalled: step.recalled.iter().map(Into::into).collect(),
             tool_calls: model.map(|m| m.tool_calls.iter().map(Into::into).collect()),
             call: step.call.as_ref().map(Into::into),
             is_error: step
