@@ -131,6 +131,8 @@ pub struct Agent {
     pub budget: Budget,
     /// Semantic recall of the scope's earlier messages (needs conversation memory).
     pub recall: Option<crate::recall::SemanticRecall>,
+    /// Scorers run on a sample of its generations, after the answer.
+    pub live_scoring: Option<crate::scorers::LiveScoring>,
 }
 
 /// The most tokens an agent may spend: per run, and per user per UTC day (a generation over a
@@ -166,6 +168,7 @@ impl Agent {
             fallback_models: Vec::new(),
             budget: Budget::default(),
             recall: None,
+            live_scoring: None,
         }
     }
 
@@ -173,6 +176,12 @@ impl Agent {
     /// to the request are added to the context.
     pub fn semantic_recall(mut self, recall: crate::recall::SemanticRecall) -> Self {
         self.recall = Some(recall);
+        self
+    }
+
+    /// Scores a sample of its generations after each answer, off the request path.
+    pub fn live_scoring(mut self, scoring: crate::scorers::LiveScoring) -> Self {
+        self.live_scoring = Some(scoring);
         self
     }
 

@@ -321,12 +321,16 @@ impl AgentHub {
             journal: journal.as_ref(),
             tools: self.tools_of(&agent, 0, Some(&opts)),
         };
+        let began = std::time::Instant::now();
+        let span = generation_span(&agent, name);
         let outcome = {
             use tracing::Instrument;
-            run.generate(&g, &op)
-                .instrument(generation_span(&agent, name))
-                .await
+            run.generate(&g, &op).instrument(span.clone()).await
         };
+        if let Ok(r) = &outcome {
+            let run_id = Some(ctx.execution_id.as_str());
+            self.score_later(&agent, run_id, &input.messages, r, began.elapsed(), &span);
+        }
         drop(tx);
         if let Some(forward) = forward {
             let _ = forward.await;

@@ -27,6 +27,7 @@ pub mod partial;
 pub mod recall;
 pub mod run_log;
 pub mod runtime;
+pub mod scorers;
 pub mod telemetry;
 pub mod usage;
 pub mod working_memory;
@@ -45,6 +46,7 @@ pub use recall::{
 };
 pub use run_log::{ApprovalAnswer, ApprovalRequest, EntryKind, JournalStep, RunEvent, RunJournal};
 pub use runtime::{AgentHub, MAX_CONTEXT_LIMIT, MAX_HISTORY_BYTES};
+pub use scorers::{LiveScoring, Score, ScoreInput, ScoreStore, Scorer, StoredScore};
 pub use working_memory::{
     InMemoryWorkingMemoryStore, StoredWorkingMemory, WorkingMemory, WorkingMemoryError,
     WorkingMemoryKey, WorkingMemoryScope, WorkingMemoryStore,

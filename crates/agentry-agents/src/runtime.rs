@@ -71,6 +71,8 @@ struct Inner {
     clock: RwLock<Arc<dyn Clock>>,
     /// Where working memories are kept (`crate::working_memory`).
     working_memory: RwLock<Arc<dyn WorkingMemoryStore>>,
+    /// Live scoring's queue and where its scores are stored.
+    scoring: Arc<crate::scorers::ScoringQueue>,
 }
 
 /// The registry of agents and their generation loop. Cheap to clone.
@@ -254,6 +256,7 @@ impl AgentHub {
                 usage: RwLock::new(Arc::new(InMemoryUsageStore::default())),
                 clock: RwLock::new(Arc::new(SystemClock)),
                 working_memory: RwLock::new(Arc::new(InMemoryWorkingMemoryStore::default())),
+                scoring: Arc::default(),
             }),
         }
     }
@@ -377,6 +380,25 @@ impl AgentHub {
     /// Where working memories are kept (`crate::working_memory` reads and sets it).
     pub(super) fn working_memory_slot(&self) -> &RwLock<Arc<dyn WorkingMemoryStore>> {
         &self.inner.working_memory
+    }
+
+    /// Keeps live scores in `store` (in memory until set).
+    pub fn set_score_store(&self, store: Arc<dyn crate::scorers::ScoreStore>) {
+        self.inner.scoring.set_store(store);
+    }
+
+    /// Where live scores are kept.
+    pub fn score_store(&self) -> Arc<dyn crate::scorers::ScoreStore> {
+        self.inner.scoring.store()
+    }
+
+    /// Generations sampled for scoring that were dropped because the scoring queue was full.
+    pub fn scores_dropped(&self) -> u64 {
+        self.inner.scoring.dropped()
+    }
+
+    pub(crate) fn scoring(&self) -> &Arc<crate::scorers::ScoringQueue> {
+        &self.inner.scoring
     }
 
     pub(super) fn telemetry(&self) -> Arc<dyn AgentTelemetry> {
@@ -877,6 +899,7 @@ impl AgentHub {
             "generateText"
         };
         let op = operation(g.agent, g.opts, name);
+        let began = Instant::now();
         let outcome = {
             use tracing::Instrument;
             async {
@@ -887,7 +910,10 @@ impl AgentHub {
                     limit,
                     ..*g
                 };
-                self.run_text_body(&g, &op).await
+                let r = self.run_text_body(&g, &op).await?;
+                // Scored later, of the input as guarded; the span is the generation's.
+                self.score_later(&g, None, &r, began.elapsed(), &tracing::Span::current());
+                Ok(r)
             }
             .instrument(generation_span(g.agent, name))
             .await

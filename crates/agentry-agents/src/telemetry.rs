@@ -44,6 +44,16 @@ pub struct GuardrailReport<'a> {
     pub tripped: bool,
 }
 
+/// One scorer's score of a generation, as live scoring reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreReport<'a> {
+    pub agent: &'a str,
+    /// The scorer's name (a scorer the agent declared: the series stay bounded).
+    pub scorer: &'a str,
+    /// From 0 to 1.
+    pub value: f64,
+}
+
 pub trait AgentTelemetry: Send + Sync + 'static {
     fn guardrail(&self, report: &GuardrailReport<'_>) {
         let _ = report;
@@ -55,6 +65,16 @@ pub trait AgentTelemetry: Send + Sync + 'static {
 
     fn tool_call(&self, call: &ToolCallReport<'_>) {
         let _ = call;
+    }
+
+    /// A live score (off the request path, after the answer).
+    fn score(&self, score: &ScoreReport<'_>) {
+        let _ = score;
+    }
+
+    /// A generation of `agent` sampled for scoring was not scored: the scoring queue was full.
+    fn score_dropped(&self, agent: &str) {
+        let _ = agent;
     }
 }
 
