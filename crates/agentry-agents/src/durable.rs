@@ -329,7 +329,7 @@ impl AgentHub {
         };
         if let Ok(r) = &outcome {
             let run_id = Some(ctx.execution_id.as_str());
-            self.score_later(&agent, run_id, &input.messages, r, began.elapsed(), &span);
+            self.score_later(&g, run_id, r, began.elapsed(), &span);
         }
         drop(tx);
         if let Some(forward) = forward {

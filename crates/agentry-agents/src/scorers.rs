@@ -549,6 +549,8 @@ pub struct StoredScore {
     pub agent_id: String,
     /// A durable run's execution id, or an in-memory generation's own id (`gen_<uuid>`).
     pub run_id: String,
+    /// The verified user whose generation it scores (none without authentication).
+    pub owner: Option<String>,
     pub scorer: String,
     pub value: f64,
     pub passed: bool,
@@ -562,8 +564,8 @@ pub struct ScoreQuery {
     pub agent_id: String,
     /// Only this scorer's.
     pub scorer: Option<String>,
-    /// Only these runs' (a caller's own runs in strict mode); `None`: every run's.
-    pub run_ids: Option<Vec<String>>,
+    /// Only this user's generations' (a caller's own in strict mode); `None`: everyone's.
+    pub owner: Option<String>,
     pub limit: usize,
     pub offset: usize,
 }
@@ -625,7 +627,7 @@ impl ScoreStore for InMemoryScoreStore {
             .filter(|s| {
                 s.agent_id == q.agent_id
                     && q.scorer.as_ref().is_none_or(|n| *n == s.scorer)
-                    && q.run_ids.as_ref().is_none_or(|ids| ids.contains(&s.run_id))
+                    && q.owner.as_ref().is_none_or(|o| s.owner.as_ref() == Some(o))
             })
             .cloned()
             .collect();
@@ -644,6 +646,7 @@ impl ScoreStore for InMemoryScoreStore {
 /// A generation waiting to be scored.
 pub(crate) struct Job {
     pub(crate) agent_id: String,
+    pub(crate) owner: Option<String>,
     pub(crate) run_id: String,
     pub(crate) scorers: Vec<Arc<dyn Scorer>>,
     pub(crate) input: ScoreInput,
@@ -738,6 +741,7 @@ async fn score_job(store: &Arc<dyn ScoreStore>, job: Job) {
         .into_iter()
         .map(|s| StoredScore {
             agent_id: job.agent_id.clone(),
+            owner: job.owner.clone(),
             run_id: job.run_id.clone(),
             scorer: s.scorer,
             value: s.value,
@@ -776,13 +780,13 @@ impl crate::runtime::AgentHub {
     /// fails: the worker scores it later, or the queue is full and it is dropped (counted).
     pub(crate) fn score_later(
         &self,
-        agent: &crate::definition::Agent,
+        g: &crate::generation::Generation<'_>,
         run_id: Option<&str>,
-        input: &[crate::message::Message],
         result: &crate::generation::TextResult,
         latency: Duration,
         generation: &tracing::Span,
     ) {
+        let agent = g.agent;
         let Some(live) = &agent.live_scoring else {
             return;
         };
@@ -793,14 +797,20 @@ impl crate::runtime::AgentHub {
             || format!("gen_{}", uuid::Uuid::now_v7().simple()),
             str::to_owned,
         );
-        let question = input
+        let question = g
+            .input
             .iter()
             .rev()
             .find(|m| m.role == crate::message::Role::User)
             .map(|m| m.content.clone())
             .unwrap_or_default();
+        let owner = match &g.opts.memory_owner {
+            crate::generation::MemoryOwner::Verified(id) => Some(id.clone()),
+            _ => None,
+        };
         let job = Job {
             agent_id: agent.id.clone(),
+            owner,
             span: score_span(&agent.id, &run_id, generation),
             run_id,
             scorers: live
@@ -954,6 +964,7 @@ mod tests {
         let at = |s: i64| DateTime::<Utc>::from_timestamp(1_700_000_000 + s, 0).unwrap();
         let score = |run: &str, scorer: &str, value: f64, t: i64| StoredScore {
             agent_id: "a".into(),
+            owner: None,
             run_id: run.into(),
             scorer: scorer.into(),
             value,

@@ -258,6 +258,7 @@ fn build(
 ) -> anyhow::Result<(Engine, AgentHub)> {
     let engine = Engine::with(db.execution_store(), Arc::new(SystemClock), config);
     let agents = AgentHub::new(default_model(), Some(db.conversation_store()));
+    agents.set_score_store(db.score_store());
     agents.set_usage_store(db.usage_store());
     agents.set_working_memory_store(db.working_memory_store());
     agents.set_recall_store(db.recall_store());

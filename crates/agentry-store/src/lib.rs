@@ -11,6 +11,7 @@ mod queues;
 mod recall;
 mod row;
 mod schedules;
+mod scores;
 mod sql;
 mod sqlite;
 mod usage;
@@ -30,6 +31,7 @@ pub use memory::SqlConversationStore;
 pub use postgres::PgStore;
 pub use recall::{DEFAULT_MEMORY_BUDGET, RecallDialect, SqlRecallStore};
 pub use schedules::SqlScheduleStore;
+pub use scores::SqlScoreStore;
 pub use sql::{Dialect, SqlStore};
 pub use sqlite::{SqliteStore, Synchronous};
 pub use usage::SqlUsageStore;
@@ -168,6 +170,14 @@ impl Database {
         match self {
             Database::Sqlite(pool) => Arc::new(SqlRecallStore::new(pool.clone())),
             Database::Postgres(pool) => Arc::new(SqlRecallStore::new(pool.clone())),
+        }
+    }
+
+    /// Agents' live scores on this database.
+    pub fn score_store(&self) -> Arc<dyn agentry_agents::ScoreStore> {
+        match self {
+            Database::Sqlite(pool) => Arc::new(SqlScoreStore::new(pool.clone())),
+            Database::Postgres(pool) => Arc::new(SqlScoreStore::new(pool.clone())),
         }
     }
 
