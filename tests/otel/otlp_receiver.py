@@ -49,6 +49,8 @@ def record(request):
                         "attributes": attributes(s.attributes),
                         "links": [{"traceId": l.trace_id.hex(), "spanId": l.span_id.hex()}
                                   for l in s.links],
+                        "events": [{"name": e.name, "attributes": attributes(e.attributes)}
+                                   for e in s.events],
                         "status": s.status.code,
                         "resource": resource,
                     }) + "\n")

@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_agents::telemetry::{AgentTelemetry, GuardrailReport, ModelCallReport, ToolCallReport};
+use agentry_agents::telemetry::{
+    AgentTelemetry, GuardrailReport, ModelCallReport, ScoreReport, ToolCallReport,
+};
 use agentry_engine::event::{EventKind, WorkflowEvent};
 use agentry_engine::store::ExecutionRecord;
 use agentry_engine::telemetry::Telemetry;
@@ -32,6 +34,9 @@ const WAIT_BUCKETS: &[f64] = &[
 const COMMIT_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
+
+/// Buckets of live scores, from 0 to 1.
+const SCORE_BUCKETS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 
 /// Every metric of one server.
 pub struct Metrics {
@@ -59,6 +64,8 @@ pub struct Metrics {
     queue_depth: IntGaugeVec,
     queue_wait: HistogramVec,
     queue_starts: IntCounterVec,
+    scores: HistogramVec,
+    scores_dropped: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -243,6 +250,19 @@ impl Metrics {
                 "agentry_guardrail_actions_total",
                 "Guardrails that acted, by agent, guardrail, point (input, output or tool) and action (tripped or rewrote).",
                 &["agent", "guardrail", "point", "action"],
+            ),
+            scores: histogram(
+                &r,
+                "agentry_agent_score",
+                "Live scores of agents' generations (0 to 1), by agent and scorer.",
+                &["agent", "scorer"],
+                SCORE_BUCKETS,
+            ),
+            scores_dropped: counter(
+                &r,
+                "agentry_agent_scores_dropped_total",
+                "Generations sampled for live scoring but not scored (the scoring queue was full), by agent.",
+                &["agent"],
             ),
             commit_duration: histogram(
                 &r,
@@ -478,6 +498,16 @@ impl AgentTelemetry for Metrics {
             ])
             .inc();
     }
+
+    fn score(&self, score: &ScoreReport<'_>) {
+        self.scores
+            .with_label_values(&[score.agent, score.scorer])
+            .observe(score.value);
+    }
+
+    fn score_dropped(&self, agent: &str) {
+        self.scores_dropped.with_label_values(&[agent]).inc();
+    }
 }
 
 #[cfg(test)]
@@ -494,6 +524,11 @@ mod tests {
             model: "offline",
             duration: Duration::from_millis(1),
             tokens: Some((3, 4)),
+        });
+        m.score(&ScoreReport {
+            agent: "assistant",
+            scorer: "relevance",
+            value: 0.75,
         });
         m.dequeued("enrich-customer", &[Duration::from_millis(20)]);
         m.queue_depth("enrich-customer", 7);
@@ -532,6 +567,16 @@ mod tests {
             text.contains(
                 "agentry_model_tokens_total{agent=\"assistant\",kind=\"output\",model=\"offline\"} 4"
             ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "agentry_agent_score_bucket{agent=\"assistant\",scorer=\"relevance\",le=\"0.8\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("agentry_agent_score_sum{agent=\"assistant\",scorer=\"relevance\"} 0.75"),
             "{text}"
         );
         drop(guard);

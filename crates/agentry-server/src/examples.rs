@@ -852,6 +852,29 @@ impl Quality {
     }
 }
 
+/// The share of `assistant`'s generations scored live (`0` to `1`; default `1`).
+pub const EXAMPLE_SCORE_RATE: &str = "AGENTRY_EXAMPLE_SCORE_RATE";
+
+/// `assistant`'s live scoring: relevance and faithfulness judged by `judge` (the server's
+/// model), an answer within 30 seconds and 10,000 tokens, on the share of generations
+/// [`EXAMPLE_SCORE_RATE`] gives.
+fn assistant_scoring(judge: Arc<dyn agentry_agents::Model>) -> agentry_agents::LiveScoring {
+    use agentry_agents::scorers::{Faithfulness, LatencyBelow, Relevance, TokensBelow};
+    let rate = std::env::var(EXAMPLE_SCORE_RATE)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(1.0);
+    agentry_agents::LiveScoring::new(
+        vec![
+            Arc::new(Relevance::new(judge.clone())),
+            Arc::new(Faithfulness::new(judge)),
+            Arc::new(LatencyBelow(Duration::from_secs(30))),
+            Arc::new(TokensBelow(10_000)),
+        ],
+        rate,
+    )
+}
+
 /// Registers the example agents: `assistant`, `writer`, `supervisor`, `operator`. `remote`:
 /// tools `assistant` also has (a remote A2A agent, [`EXAMPLE_A2A_AGENT`]); `quality`: fallback
 /// models and budgets.
@@ -873,7 +896,8 @@ pub fn register_agents(
             SemanticRecall::new(Arc::new(OfflineEmbedder), RecallScope::User, 3, 0, 1)
                 .expect("a valid recall"),
         )
-        .budget(quality.budget);
+        .budget(quality.budget)
+        .live_scoring(assistant_scoring(hub.default_model()));
     hub.register(remote.into_iter().fold(assistant, Agent::tool))?;
     hub.register(
         Agent::new("writer", "Writer")

@@ -2,7 +2,8 @@
 //! (`tests/otel/otlp_receiver.py`, decoding `ExportTraceServiceRequest` with pip
 //! `opentelemetry-proto`, over HTTP or, with `grpcio`, over gRPC; installed into `.venv-tools`
 //! by `scripts/install-test-deps.sh`): the spans of a workflow run and of an agent call with a
-//! tool arrive with their parents, names and GenAI attributes; a client's `traceparent` is
+//! tool arrive with their parents, names and GenAI attributes, and its live scores as the events of
+//! a `score` span linked to the agent's; a client's `traceparent` is
 //! continued; a resumed execution links to the trace that started it; the same over gRPC; and
 //! with the collector down, requests are served and the dropped spans are counted in
 //! `/metrics`.
@@ -213,6 +214,7 @@ fn spans_arrive_with_their_parents_names_and_genai_attributes() {
     let all = receiver.spans_once(|all| {
         named(all, "execution expense-approval").len() >= 2
             && !named(all, "chat offline").is_empty()
+            && !named(all, "score assistant").is_empty()
     });
     check_workflow_run(&all);
 
@@ -261,6 +263,27 @@ fn spans_arrive_with_their_parents_names_and_genai_attributes() {
     let tool = one(&all, "execute_tool get_weather", trace);
     assert_eq!(tool["parentSpanId"], invoke["spanId"]);
     assert_eq!(tool["attributes"]["gen_ai.tool.name"], "get_weather");
+
+    // Its live scores, after the answer: a `score` span of its own, linked to the generation's,
+    // with one event per scorer.
+    let score = named(&all, "score assistant")[0];
+    assert_eq!(score["links"][0]["spanId"], invoke["spanId"], "{score}");
+    assert_eq!(score["links"][0]["traceId"], trace);
+    let events = score["events"].as_array().unwrap();
+    let value = |scorer: &str| {
+        events
+            .iter()
+            .find(|e| e["name"] == "score" && e["attributes"]["agentry.score.scorer"] == scorer)
+            .unwrap_or_else(|| panic!("no {scorer} event: {score}"))["attributes"]
+            ["agentry.score.value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(value("latency"), 1.0);
+    assert_eq!(value("tokens"), 1.0);
+    assert_eq!(value("faithfulness"), 1.0, "21°C is the tool's number");
+    // `what` is the one word of the question of four letters or more the answer lacks.
+    assert!((value("relevance") - 2.0 / 3.0).abs() < 1e-9, "{score}");
 
     // The resumed run links to the trace that started the execution.
     let runs = named(&all, "execution expense-approval");

@@ -1,6 +1,7 @@
 //! `GET /metrics` as Prometheus reads it: the real binary with `--metrics-bind` (metrics on
 //! their own address, a 404 on the main one), Debian's `promtool check metrics` on what it
-//! serves, and a real `prometheus` server scraping it until a PromQL query counts the runs made.
+//! serves, and a real `prometheus` server scraping it until a PromQL query counts the runs made
+//! (and averages the example assistant's live scores).
 //! Prometheus is installed by `scripts/install-test-deps.sh` (the README's set-up).
 
 mod common;
@@ -70,12 +71,41 @@ fn prometheus_scrapes_the_metrics_and_counts_the_runs() {
         );
         assert_eq!(status, 200, "{body}");
     }
+    // The example assistant scores each of its generations after the answer.
+    let (status, body) = request(
+        &addr,
+        "POST",
+        "/agents/assistant/text",
+        &[],
+        r#"{"input":"What is the weather in Paris?"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
     let (status, body) = request(&addr, "GET", "/metrics", &[], "");
     assert_eq!(status, 404, "not on the main address: {body}");
 
-    // promtool lints what is served: nothing to report.
-    let (status, text) = request(&metrics, "GET", "/metrics", &[], "");
-    assert_eq!(status, 200, "GET /metrics on {metrics}: {text}");
+    // promtool lints what is served (live scores included, once they are in): nothing to report.
+    let scored = "agentry_agent_score_count{agent=\"assistant\",scorer=\"faithfulness\"} 1";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (status, text) = request(&metrics, "GET", "/metrics", &[], "");
+        assert_eq!(status, 200, "GET /metrics on {metrics}: {text}");
+        if text.contains(scored) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no live score: {text}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for scorer in ["relevance", "latency", "tokens"] {
+        let series =
+            format!("agentry_agent_score_count{{agent=\"assistant\",scorer=\"{scorer}\"}} 1");
+        assert!(text.contains(&series), "{series}: {text}");
+    }
+    assert!(
+        text.contains(
+            "agentry_agent_score_bucket{agent=\"assistant\",scorer=\"tokens\",le=\"1\"} 1"
+        ),
+        "{text}"
+    );
     assert!(
         text.contains("agentry_executions_completed_total{workflow=\"word-count\"} 7"),
         "{text}"
@@ -147,5 +177,11 @@ fn prometheus_scrapes_the_metrics_and_counts_the_runs() {
     }
     assert!(up, "the target never came up");
     assert_eq!(counted.as_deref(), Some("7"), "PromQL counts the runs made");
+    // And the scores: the mean of the assistant's latency scores.
+    let mean = prometheus_api(
+        &prom_addr,
+        "/api/v1/query?query=sum(agentry_agent_score_sum%7Bscorer%3D%22latency%22%7D)%2Fsum(agentry_agent_score_count%7Bscorer%3D%22latency%22%7D)",
+    );
+    assert_eq!(mean["result"][0]["value"][1], "1", "{mean}");
     let _ = std::fs::remove_dir_all(&dir);
 }
