@@ -7,6 +7,7 @@ pub mod agent_files;
 pub mod auth;
 pub mod calc;
 pub mod definitions;
+pub mod eval;
 pub mod examples;
 pub mod front_ends;
 mod test_agents;

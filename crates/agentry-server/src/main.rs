@@ -1,4 +1,4 @@
-//! The `agentry` binary: `serve` (the default), `migrate`, `prune`, `token`.
+//! The `agentry` binary: `serve` (the default), `migrate`, `prune`, `token`, `check`, `eval`.
 
 use agentry_server::{AuthSettings, Settings, open_database, redact, start};
 use clap::{Args, Parser, Subcommand};
@@ -32,6 +32,77 @@ enum Command {
     /// Serverless Workflow schema and what agentry runs, `DIR/agents/*.{yaml,yml}` as agent
     /// files): every problem with its file, JSON pointer and reason; exits 1 when there is any.
     Check(CheckArgs),
+    /// Run an eval dataset (JSONL: `input`, optional `expected`, `expectedToolCalls`,
+    /// `schema`, `name`) against an agent, on a running server (`--server`) or in this process
+    /// (an in-memory SQLite with the examples): prints each scorer's mean and the failures,
+    /// writes JSON and JUnit XML when asked, exits 1 when a mean is below its threshold.
+    Eval(EvalArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct EvalArgs {
+    /// The dataset: one JSON case a line.
+    dataset: std::path::PathBuf,
+    /// The agent to evaluate.
+    #[arg(long)]
+    agent: String,
+    /// A running server's base URL (http://127.0.0.1:3141); without it, the server is started
+    /// in this process on an in-memory SQLite with the examples.
+    #[arg(long)]
+    server: Option<String>,
+    /// The bearer token sent to `--server`.
+    #[arg(long, env = "AGENTRY_EVAL_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A scorer to run (repeatable): exact, contains, json, tool-calls, latency, tokens,
+    /// relevance, faithfulness (the last two judged by the configured model) [default: the
+    /// deterministic ones the dataset's fields allow, with latency and tokens].
+    #[arg(long = "scorer", value_parser = agentry_server::eval::Choice::parse)]
+    scorers: Vec<agentry_server::eval::Choice>,
+    /// SCORER=MIN (repeatable): exit 1 when the scorer's mean is below MIN (0 to 1).
+    #[arg(long = "threshold", value_parser = agentry_server::eval::parse_threshold)]
+    thresholds: Vec<(agentry_server::eval::Choice, f64)>,
+    /// The `latency` scorer's limit per answer: 500ms, 30s, 2m.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    max_latency: std::time::Duration,
+    /// The `tokens` scorer's limit per answer (input and output tokens).
+    #[arg(long, default_value_t = 10_000)]
+    max_tokens: u64,
+    /// The longest one case may take.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// Writes the report as JSON here.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Writes the report as JUnit XML here.
+    #[arg(long)]
+    junit: Option<std::path::PathBuf>,
+}
+
+/// `agentry eval`: exits 1 when a threshold is not met.
+async fn eval(args: EvalArgs) -> anyhow::Result<()> {
+    use agentry_server::eval;
+    let opts = eval::EvalOptions {
+        agent: args.agent,
+        target: match args.server {
+            Some(url) => eval::Target::Server {
+                url,
+                token: args.token,
+            },
+            None => eval::Target::InProcess,
+        },
+        scorers: (!args.scorers.is_empty()).then_some(args.scorers),
+        thresholds: args.thresholds,
+        max_latency: args.max_latency,
+        max_tokens: args.max_tokens,
+        timeout: args.timeout,
+    };
+    let report = eval::run(&args.dataset, &opts).await?;
+    print!("{}", eval::table(&report));
+    eval::write_files(&report, args.json.as_ref(), args.junit.as_ref())?;
+    if !report.passed {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug, Clone)]
@@ -410,6 +481,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(Command::Token(args)) = cli.command {
         return token(args);
     }
+    // An eval prints its table alone: the server it may start in process logs nothing.
+    if let Some(Command::Eval(args)) = cli.command {
+        return eval(args).await;
+    }
     let traces = init_tracing();
     let outcome = run(cli).await;
     if let Some(t) = traces {
@@ -429,7 +504,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Serve(args)) => serve(*args).await,
         Some(Command::Prune(args)) => prune(args).await,
-        Some(Command::Token(_)) => unreachable!("handled above"),
+        Some(Command::Token(_) | Command::Eval(_)) => unreachable!("handled above"),
         Some(Command::Check(args)) => check(&args.dir),
         None => serve(cli.serve).await,
     }
