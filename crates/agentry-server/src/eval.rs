@@ -1,7 +1,8 @@
 //! `agentry eval DATASET.jsonl --agent ID`: runs an eval dataset against an agent (on a running
 //! server over HTTP, or on the application started in this process on an in-memory SQLite with
 //! the examples), scores each answer, prints a table of each scorer's mean and the failures,
-//! writes JSON and JUnit XML, and says whether every threshold is met.
+//! writes JSON and JUnit XML, and says whether every threshold is met (and every case was
+//! answered: a case without an answer fails the eval, whatever the thresholds).
 //!
 //! A dataset has one JSON object a line: `input` (the question), and optionally `expected` (the
 //! answer expected: `exact` and `contains` score against it), `expectedToolCalls`
@@ -305,11 +306,12 @@ impl Client {
             .await
             .map_err(|e| format!("HTTP {status}: not JSON ({e})"))?;
         if !status.is_success() {
-            let message = v["error"]["message"]
+            // The envelope: `{success: false, error: <message>, code}`.
+            let message = v["error"]
                 .as_str()
                 .map_or_else(|| v.to_string(), str::to_owned);
-            let code = v["error"]["code"].as_str().unwrap_or("");
-            return Err(format!("HTTP {}: {code} {message}", status.as_u16()));
+            let code = v["code"].as_str().unwrap_or("error");
+            return Err(format!("HTTP {}: {code}: {message}", status.as_u16()));
         }
         Ok(v["data"].clone())
     }
@@ -367,7 +369,9 @@ pub struct Report {
     pub dataset: String,
     pub cases: Vec<CaseResult>,
     pub summary: Vec<Summary>,
-    /// Every threshold is met.
+    /// Cases the agent gave no answer to.
+    pub errors: usize,
+    /// Every threshold is met and every case was answered.
     pub passed: bool,
 }
 
@@ -450,10 +454,12 @@ pub async fn run(dataset: &Path, opts: &EvalOptions) -> anyhow::Result<Report> {
     }
     let cases = outcome?;
     let summary = summarize(&choices, &cases, &opts.thresholds);
+    let errors = cases.iter().filter(|c| c.error.is_some()).count();
     Ok(Report {
         agent: opts.agent.clone(),
         dataset: dataset.display().to_string(),
-        passed: summary.iter().all(|s| s.met),
+        passed: errors == 0 && summary.iter().all(|s| s.met),
+        errors,
         cases,
         summary,
     })
@@ -666,6 +672,9 @@ pub fn table(report: &Report) -> String {
         out.push_str("\nevery threshold is met\n");
     } else {
         let _ = writeln!(out, "\nbelow thresholds: {}", below.join(", "));
+    }
+    if report.errors > 0 {
+        let _ = writeln!(out, "{} cases had no answer", report.errors);
     }
     out
 }

@@ -35,7 +35,8 @@ enum Command {
     /// Run an eval dataset (JSONL: `input`, optional `expected`, `expectedToolCalls`,
     /// `schema`, `name`) against an agent, on a running server (`--server`) or in this process
     /// (an in-memory SQLite with the examples): prints each scorer's mean and the failures,
-    /// writes JSON and JUnit XML when asked, exits 1 when a mean is below its threshold.
+    /// writes JSON and JUnit XML when asked, exits 1 when a mean is below its threshold or a
+    /// case got no answer.
     Eval(EvalArgs),
 }
 
@@ -78,7 +79,7 @@ struct EvalArgs {
     junit: Option<std::path::PathBuf>,
 }
 
-/// `agentry eval`: exits 1 when a threshold is not met.
+/// `agentry eval`: exits 1 when a threshold is not met or a case got no answer.
 async fn eval(args: EvalArgs) -> anyhow::Result<()> {
     use agentry_server::eval;
     let opts = eval::EvalOptions {
