@@ -567,7 +567,27 @@ pub struct ScoreQuery {
     /// Only this user's generations' (a caller's own in strict mode); `None`: everyone's.
     pub owner: Option<String>,
     pub limit: usize,
-    pub offset: usize,
+    /// Only those listed after this one (newest first): the last of the previous page.
+    pub after: Option<ScoreKey>,
+}
+
+/// Where a score is in an agent's list: newest first, then by run id and scorer, descending.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScoreKey {
+    pub created_at: DateTime<Utc>,
+    pub run_id: String,
+    pub scorer: String,
+}
+
+impl StoredScore {
+    /// Its place in its agent's list.
+    pub fn key(&self) -> ScoreKey {
+        ScoreKey {
+            created_at: self.created_at,
+            run_id: self.run_id.clone(),
+            scorer: self.scorer.clone(),
+        }
+    }
 }
 
 /// Where scores are kept.
@@ -580,7 +600,8 @@ pub trait ScoreStore: Send + Sync + 'static {
     /// The scores of one run, by scorer.
     async fn of_run(&self, agent_id: &str, run_id: &str) -> Result<Vec<StoredScore>, StoreError>;
 
-    /// The scores `query` selects, newest first, and how many it selects in all.
+    /// The scores `query` selects, newest first, and how many there are in all (whatever
+    /// `after` and `limit`).
     async fn list(&self, query: &ScoreQuery) -> Result<(Vec<StoredScore>, u64), StoreError>;
 }
 
@@ -631,13 +652,15 @@ impl ScoreStore for InMemoryScoreStore {
             })
             .cloned()
             .collect();
-        // Newest first; the same instant by run id then scorer, descending (as the SQL store).
-        selected.sort_by(|a, b| {
-            (b.created_at, &b.run_id, &b.scorer).cmp(&(a.created_at, &a.run_id, &a.scorer))
-        });
         let total = selected.len() as u64;
+        // Newest first; the same instant by run id then scorer, descending (as the SQL store).
+        selected.sort_by_key(|s| std::cmp::Reverse(s.key()));
         Ok((
-            selected.into_iter().skip(q.offset).take(q.limit).collect(),
+            selected
+                .into_iter()
+                .filter(|s| q.after.as_ref().is_none_or(|a| s.key() < *a))
+                .take(q.limit)
+                .collect(),
             total,
         ))
     }

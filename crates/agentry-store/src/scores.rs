@@ -53,8 +53,32 @@ impl From<ScoreRow> for StoredScore {
 const SELECT: &str =
     "SELECT agent_id, run_id, owner, scorer, value, passed, reason, created_ms FROM agent_scores";
 
-/// The `WHERE` of `q`.
+/// The `WHERE` of `q`, its cursor included.
 fn filter<DB>(b: &mut QueryBuilder<DB>, q: &ScoreQuery)
+where
+    DB: Database,
+    for<'t> String: Encode<'t, DB> + Type<DB>,
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+{
+    filter_all(b, q);
+    if let Some(a) = &q.after {
+        let ms = a.created_at.timestamp_millis();
+        b.push(" AND (created_ms < ")
+            .push_bind(ms)
+            .push(" OR (created_ms = ")
+            .push_bind(ms)
+            .push(" AND (run_id < ")
+            .push_bind(a.run_id.clone())
+            .push(" OR (run_id = ")
+            .push_bind(a.run_id.clone())
+            .push(" AND scorer < ")
+            .push_bind(a.scorer.clone())
+            .push("))))");
+    }
+}
+
+/// The `WHERE` of `q` without its cursor.
+fn filter_all<DB>(b: &mut QueryBuilder<DB>, q: &ScoreQuery)
 where
     DB: Database,
     for<'t> String: Encode<'t, DB> + Type<DB>,
@@ -126,7 +150,7 @@ where
 
     async fn list(&self, query: &ScoreQuery) -> Result<(Vec<StoredScore>, u64), StoreError> {
         let mut count = QueryBuilder::<DB>::new("SELECT COUNT(*) FROM agent_scores");
-        filter(&mut count, query);
+        filter_all(&mut count, query);
         let (total,): (i64,) = count
             .build_query_as()
             .fetch_one(&self.pool)
@@ -135,9 +159,7 @@ where
         let mut q = QueryBuilder::<DB>::new(SELECT);
         filter(&mut q, query);
         q.push(" ORDER BY created_ms DESC, run_id DESC, scorer DESC LIMIT ")
-            .push_bind(i64::try_from(query.limit).unwrap_or(i64::MAX))
-            .push(" OFFSET ")
-            .push_bind(i64::try_from(query.offset).unwrap_or(i64::MAX));
+            .push_bind(i64::try_from(query.limit).unwrap_or(i64::MAX));
         let rows: Vec<ScoreRow> = q
             .build_query_as()
             .fetch_all(&self.pool)

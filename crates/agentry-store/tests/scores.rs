@@ -58,10 +58,20 @@ async fn contract(store: &dyn ScoreStore) {
     assert_eq!(all, [r2.clone(), r1b.clone(), r1a.clone()]);
     let page = ScoreQuery {
         limit: 1,
-        offset: 1,
+        after: Some(r2.key()),
         ..query("a")
     };
     assert_eq!(store.list(&page).await.unwrap(), (vec![r1b.clone()], 3));
+    let last = ScoreQuery {
+        after: Some(r1b.key()),
+        ..query("a")
+    };
+    assert_eq!(store.list(&last).await.unwrap(), (vec![r1a.clone()], 3));
+    let none = ScoreQuery {
+        after: Some(r1a.key()),
+        ..query("a")
+    };
+    assert_eq!(store.list(&none).await.unwrap(), (vec![], 3));
     let relevance = ScoreQuery {
         scorer: Some("relevance".into()),
         ..query("a")
