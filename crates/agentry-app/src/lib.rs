@@ -29,6 +29,7 @@ pub mod queues;
 pub mod routes;
 pub mod runs;
 pub mod schedules;
+pub mod scores;
 pub mod usage;
 pub mod wire;
 pub mod workflows;

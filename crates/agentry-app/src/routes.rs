@@ -51,6 +51,7 @@ pub const RESUME_CHAT: Route = Route::new("GET", "/agents/{id}/chat/{conversatio
 pub const CANCEL_RUN: Route = Route::new("POST", "/agents/{id}/runs/{run_id}/cancel");
 pub const ANSWER_APPROVAL: Route =
     Route::new("POST", "/agents/{id}/runs/{run_id}/approvals/{approval_id}");
+pub const LIST_AGENT_SCORES: Route = Route::new("GET", "/agents/{id}/scores");
 
 pub const LIST_WORKFLOWS: Route = Route::new("GET", "/workflows");
 pub const GET_WORKFLOW: Route = Route::new("GET", "/workflows/{id}");

@@ -279,7 +279,9 @@ impl App {
         run_id: &ExecutionId,
     ) -> Result<RunState, AppError> {
         let rec = self.owned_run(caller, id, run_id).await?;
-        Ok(RunState::new(&rec))
+        let mut state = RunState::new(&rec);
+        state.scores = self.run_scores(id, run_id.as_str()).await?;
+        Ok(state)
     }
 
     /// Re-attaches to a run's events after `after` (the default: all), following it live until

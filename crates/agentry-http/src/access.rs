@@ -268,6 +268,11 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
         ),
         sensitive(routes::LIST_ALL_RUNS, &[Internal, DatabaseUnavailable]),
         sensitive(routes::GET_RUN, &READ_RUN),
+        // Live scores of an agent's generations (issue 38): read like its runs.
+        sensitive(
+            routes::LIST_AGENT_SCORES,
+            &[AgentNotFound, Internal, DatabaseUnavailable],
+        ),
         sensitive(routes::ATTACH_RUN, &READ_RUN),
         sensitive(
             routes::RESUME_CHAT,

@@ -1,6 +1,7 @@
 //! Durable agent runs (issue "durable agent runs"): the lists, a run's state, re-attaching to its
-//! stream (raw events, or the AI SDK's UI message stream), the chat resume URL, cancel, and the
-//! answer to a tool approval. Each parses, calls one use case of `agentry-app` and renders.
+//! stream (raw events, or the AI SDK's UI message stream), the chat resume URL, cancel, the
+//! answer to a tool approval, and an agent's live scores. Each parses, calls one use case of
+//! `agentry-app` and renders.
 
 use actix_web::Either;
 use actix_web::{HttpRequest, HttpResponse, Responder, get, post, web};
@@ -14,8 +15,10 @@ use crate::auth::Requester;
 use crate::envelope::{self, Success};
 use crate::error::ApiError;
 use crate::wire::runs::{ApprovalResult, RunList, RunState};
+use crate::wire::scores::ScoreList;
 use crate::workflows::last_event_text;
 use agentry_app::runs::{AgentStream, RunEventId};
+use agentry_app::scores::ScoreListRequest;
 
 /// The query of a run list: a status, the page size and the cursor.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
@@ -40,6 +43,18 @@ pub struct AllRunListParams {
     /// Only runs with this status (`running`, `suspended`, `completed`, `error`,
     /// `cancelled`).
     status: Option<String>,
+    /// How many per page: 1 to 100 (default 20).
+    limit: Option<String>,
+    /// The `nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+/// The query of an agent's score list: a scorer, the page size and the cursor.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ScoreListParams {
+    /// Only this scorer's scores (`relevance`, `latency`, ...).
+    scorer: Option<String>,
     /// How many per page: 1 to 100 (default 20).
     limit: Option<String>,
     /// The `nextCursor` of the previous page.
@@ -330,6 +345,37 @@ pub async fn answer_approval(
     Ok(envelope::ok(result))
 }
 
+/// GET /agents/{id}/scores
+#[utoipa::path(
+    tag = "runs",
+    operation_id = "listAgentScores",
+    summary = "An agent's live scores, newest first",
+    description = "Pages through the scores the agent's live scorers gave its sampled \
+        generations (after each answer, off the request path), newest first, optionally of one \
+        scorer; `nextCursor` (null on the last page) fetches the next page. `runId` is a \
+        durable run's id (whose detail carries its scores too) or an in-memory generation's \
+        own (`gen_<uuid>`). In strict mode a user sees only the scores of their own \
+        generations (an admin sees all).",
+    params(("id" = String, Path, description = "The agent's id.", example = "assistant"), ScoreListParams),
+    responses((status = 200, description = "One page.", body = Success<ScoreList>)),
+)]
+#[get("/agents/{id}/scores")]
+pub async fn list_agent_scores(
+    app: web::Data<AppState>,
+    id: web::Path<String>,
+    params: web::Query<ScoreListParams>,
+    caller: Requester,
+) -> Result<HttpResponse, ApiError> {
+    let p = params.into_inner();
+    let request = ScoreListRequest {
+        scorer: p.scorer,
+        limit: p.limit,
+        cursor: p.cursor,
+    };
+    let id = AgentId::from(id.into_inner());
+    Ok(envelope::ok(app.app.scores(&caller.0, &id, request).await?))
+}
+
 /// Registers the run routes (each `.service` also adds its path to the OpenAPI document).
 pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
     cfg.service(list_agent_runs)
@@ -338,5 +384,6 @@ pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
         .service(attach_run)
         .service(resume_chat)
         .service(cancel_run)
-        .service(answer_approval);
+        .service(answer_approval)
+        .service(list_agent_scores);
 }

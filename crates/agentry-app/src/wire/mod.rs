@@ -15,6 +15,7 @@ pub mod operations;
 pub mod queues;
 pub mod runs;
 pub mod schedules;
+pub mod scores;
 pub mod server;
 pub mod workflows;
 

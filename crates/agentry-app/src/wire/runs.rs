@@ -223,6 +223,8 @@ pub struct RunState {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub lease: Option<super::LeaseRecord>,
+    /// Its live scores, by scorer (once it completed and was sampled for scoring).
+    pub scores: Vec<super::scores::Score>,
 }
 
 impl From<&agent::JournalStep<'_>> for RunStep {
@@ -287,6 +289,7 @@ impl RunState {
                     node: l.node.clone(),
                     epoch: l.epoch,
                 }),
+            scores: Vec::new(),
         }
     }
 }
