@@ -1,9 +1,11 @@
 // /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory), its working memory
-// (when it keeps one), a chat with it, and its durable runs (`?status=` filters them).
+// (when it keeps one), a chat with it, its durable runs (`?status=` filters them) and its live
+// scores.
 
 import { api, seg } from "../api.js";
 import { chat } from "../chat.js";
 import { facts, h, json, replace } from "../dom.js";
+import { agentScores } from "../scores.js";
 import { runList } from "./agent-runs.js";
 import { workingMemory } from "./working-memory.js";
 
@@ -40,5 +42,6 @@ export async function render({ main, params, query, signal, title }) {
     workingMemory(agent, signal),
     chat(agent, signal),
     runList(agent, query, signal),
+    agentScores(agent, signal),
   );
 }

@@ -1,7 +1,7 @@
 // /console/agents/<id>/runs/<runId>: one durable run of an agent. Its status, conversation,
 // user, times and usage; the tool calls waiting for approval, each with Approve / Deny; its
-// answer (or error); its steps in order (model calls, tool calls, approvals: attempt, times,
-// usage, what each did); and its messages as the model sees them. While the run is not over,
+// answer (or error); its live scores; its steps in order (model calls, tool calls, approvals:
+// attempt, times, usage, what each did); and its messages as the model sees them. While the run is not over,
 // its state is read again every two seconds (tab visible) and the parts that changed are drawn
 // again in place.
 
@@ -9,6 +9,7 @@ import { api, seg } from "../api.js";
 import { consoleUrl, duration, facts, h, json, jsonDetails, replace, setStatus, statusBadge, time } from "../dom.js";
 import { poll } from "../live.js";
 import { RUN_TERMINAL, agentLink, approvalCard, errorText, runPath, syncCards } from "../runs.js";
+import { scoreTable } from "../scores.js";
 
 const STEP_KIND = { "model-call": "model call", "tool-call": "tool call", approval: "approval" };
 
@@ -38,6 +39,7 @@ export async function render({ main, params, signal, title }) {
     approvals,
   );
   const answer = h("section", { "aria-labelledby": "run-answer-title" });
+  const scores = h("section", { "aria-labelledby": "run-scores-title", hidden: true });
   const actions = h("div", { class: "actions" });
   const steps = h("ol", { class: "timeline", "aria-label": "Steps" });
   const messages = h("ol", { class: "plain run-messages", "aria-label": "Messages" });
@@ -61,6 +63,7 @@ export async function render({ main, params, signal, title }) {
         summary,
         approvalsSection,
         answer,
+        scores,
         h("section", { "aria-labelledby": "run-actions-title" }, h("h2", { id: "run-actions-title" }, "Actions"), actions),
         h("section", { "aria-labelledby": "run-steps-title" }, h("h2", { id: "run-steps-title" }, "Steps"), steps),
       ),
@@ -121,6 +124,12 @@ export async function render({ main, params, signal, title }) {
         parts.push(h("p", { class: "muted" }, RUN_TERMINAL.has(state.status) ? "No text." : "No text yet."));
       }
       replace(answer, parts);
+    }
+
+    if (changed("scores", state.scores)) {
+      const list = state.scores || [];
+      scores.hidden = list.length === 0;
+      replace(scores, h("h2", { id: "run-scores-title" }, "Scores"), scoreTable(list, { agentId, label: "Scores", showRun: false }));
     }
 
     if (changed("actions", state.status)) drawActions();
