@@ -1,6 +1,6 @@
 //! `agentry eval DATASET.jsonl --agent ID`: runs an eval dataset against an agent (on a running
 //! server over HTTP, or on the application started in this process on an in-memory SQLite with
-//! the examples), scores each answer, prints a table of each scorer's mean and the failures,
+//! the examples and, when given, a definitions folder's agent files), scores each answer, prints a table of each scorer's mean and the failures,
 //! writes JSON and JUnit XML, and says whether every threshold is met (and every case was
 //! answered: a case without an answer fails the eval, whatever the thresholds).
 //!
@@ -191,8 +191,9 @@ pub fn parse_threshold(s: &str) -> Result<(Choice, f64), String> {
 pub enum Target {
     /// A running server (its base URL), with a bearer token when it asks for one.
     Server { url: String, token: Option<String> },
-    /// The application started here, on an in-memory SQLite with the examples.
-    InProcess,
+    /// The application started here, on an in-memory SQLite with the examples, and the agent
+    /// files and workflows of a definitions folder when one is given.
+    InProcess { definitions: Option<PathBuf> },
 }
 
 /// What an eval is asked.
@@ -430,11 +431,12 @@ pub async fn run(dataset: &Path, opts: &EvalOptions) -> anyhow::Result<Report> {
     // In process: the server itself, on a port of its own, for the time of the eval.
     let (client, local) = match &opts.target {
         Target::Server { url, token } => (Client::new(url, token.clone(), opts.timeout)?, None),
-        Target::InProcess => {
+        Target::InProcess { definitions } => {
             let settings = crate::Settings {
                 bind: "127.0.0.1:0".into(),
                 database_url: "sqlite::memory:".into(),
                 examples: true,
+                definitions: definitions.clone(),
                 ..crate::Settings::default()
             };
             let running = crate::start(&settings).await?;

@@ -51,6 +51,10 @@ struct EvalArgs {
     /// in this process on an in-memory SQLite with the examples.
     #[arg(long)]
     server: Option<String>,
+    /// In process: also the agent files (`DIR/agents/*.{yaml,yml}`) and workflows of this
+    /// definitions folder.
+    #[arg(long, env = "AGENTRY_DEFINITIONS", conflicts_with = "server")]
+    definitions: Option<std::path::PathBuf>,
     /// The bearer token sent to `--server`.
     #[arg(long, env = "AGENTRY_EVAL_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -89,7 +93,9 @@ async fn eval(args: EvalArgs) -> anyhow::Result<()> {
                 url,
                 token: args.token,
             },
-            None => eval::Target::InProcess,
+            None => eval::Target::InProcess {
+                definitions: args.definitions,
+            },
         },
         scorers: (!args.scorers.is_empty()).then_some(args.scorers),
         thresholds: args.thresholds,

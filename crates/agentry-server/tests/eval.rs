@@ -29,6 +29,7 @@ fn agentry() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_agentry"));
     c.env_remove("AGENTRY_JWT_SECRET")
         .env_remove("AGENTRY_EVAL_TOKEN")
+        .env_remove("AGENTRY_DEFINITIONS")
         .env_remove("OPENAI_API_KEY")
         .env_remove("AGENTRY_OPENAI_BASE_URL")
         .env("RUST_LOG", "warn");
@@ -257,6 +258,38 @@ fn below_a_threshold_it_exits_1_with_the_failures_in_junit() {
     );
     // exact and contains of line 1, tool-calls of line 2, json of line 3, a threshold.
     assert_eq!(x["suite"]["failures"], 5, "{x}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn in_process_it_runs_the_agent_files_of_a_definitions_folder() {
+    let d = dir();
+    std::fs::create_dir_all(d.join("defs/agents")).unwrap();
+    std::fs::write(
+        d.join("defs/agents/echo.yaml"),
+        "id: echo\nname: Echo\ninstructions: Repeat what you are told.\n",
+    )
+    .unwrap();
+    let data = d.join("echo.jsonl");
+    std::fs::write(
+        &data,
+        r#"{"input": "ping", "expected": "You said: ping", "expectedToolCalls": []}"#,
+    )
+    .unwrap();
+    let defs = d.join("defs");
+    let out = eval(&[
+        data.to_str().unwrap(),
+        "--agent",
+        "echo",
+        "--definitions",
+        defs.to_str().unwrap(),
+        "--threshold",
+        "exact=1",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("1 cases of"), "{table}");
+    assert!(table.contains("every threshold is met"), "{table}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
