@@ -1,8 +1,9 @@
 //! `agentry eval DATASET.jsonl --agent ID`: runs an eval dataset against an agent (on a running
 //! server over HTTP, or on the application started in this process on an in-memory SQLite with
-//! the examples and, when given, a definitions folder's agent files), scores each answer, prints a table of each scorer's mean and the failures,
-//! writes JSON and JUnit XML, and says whether every threshold is met (and every case was
-//! answered: a case without an answer fails the eval, whatever the thresholds).
+//! the examples and, when given, a definitions folder's agent files), scores each answer, prints
+//! a table of each scorer's mean and the failures, writes JSON and JUnit XML, and says whether
+//! every threshold is met (and every case was answered: a case without an answer fails the eval,
+//! whatever the thresholds).
 //!
 //! A dataset has one JSON object a line: `input` (the question), and optionally `expected` (the
 //! answer expected: `exact` and `contains` score against it), `expectedToolCalls`
