@@ -275,9 +275,13 @@ export async function render({ main, params, signal, title }) {
   }
 
   draw();
+  // Live scores come a moment after the answer (when the agent scores this run): a completed
+  // run without any is read again a few times more.
+  let scoreReads = 0;
   poll(
     async () => {
       if (!RUN_TERMINAL.has(state.status)) await refreshState();
+      else if (state.status === "completed" && !(state.scores || []).length && scoreReads++ < 5) await refreshState();
     },
     2000,
     signal,
