@@ -44,6 +44,9 @@ def test_the_agent_page_lists_its_scores_and_filters_them(page, api, base):
     expect(row.first.get_by_role("link", name=run_id)).to_have_attribute(
         "href", f"/console/agents/{AGENT}/runs/{run_id}"
     )
+    expect(page.get_by_test_id("live-scoring")).to_have_text(
+        "relevance, faithfulness, latency, tokens · 100% of generations"
+    )
     means = section.get_by_role("list", name="Mean by scorer")
     expect(means.locator('[data-scorer="tokens"]')).to_contain_text("tokens 1.000")
 

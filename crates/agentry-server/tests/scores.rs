@@ -83,6 +83,20 @@ fn live_scores_are_stored_listed_and_kept_to_their_owner() {
         token("root", &["admin"]),
     );
 
+    // The agent's detail says how it scores.
+    let (status, body) = request(
+        &addr,
+        "GET",
+        "/agents/assistant",
+        &[("Authorization", &format!("Bearer {ada}"))],
+        "",
+    );
+    let detail = data(status, &body);
+    assert_eq!(
+        detail["liveScoring"],
+        serde_json::json!({"scorers": ["relevance", "faithfulness", "latency", "tokens"], "sampleRate": 1.0})
+    );
+
     // Ada: one generation in memory, one durable run.
     ask(&addr, &ada, r#"{"input":"What is the weather in Paris?"}"#);
     let run = ask(

@@ -175,6 +175,20 @@ pub struct AgentDetail {
     /// Each tool of `tools`: its name, description and the JSON Schema of its arguments (tools
     /// from MCP servers with the schemas their servers declared).
     pub tool_definitions: Vec<ToolDefinition>,
+    /// When the agent scores its generations live: its scorers and on what share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub live_scoring: Option<LiveScoringConfig>,
+}
+
+/// An agent's live scoring, as its detail shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveScoringConfig {
+    /// The scorers' names (`GET /agents/{id}/scores?scorer=` takes each).
+    pub scorers: Vec<String>,
+    /// The share of its generations scored, from 0 to 1.
+    pub sample_rate: f64,
 }
 
 /// One tool as the model sees it.
@@ -200,6 +214,10 @@ impl AgentDetail {
                     parameters: t.parameters,
                 })
                 .collect(),
+            live_scoring: a.live_scoring.as_ref().map(|l| LiveScoringConfig {
+                scorers: l.scorers.iter().map(|s| s.name().to_owned()).collect(),
+                sample_rate: l.rate,
+            }),
         }
     }
 }

@@ -38,6 +38,17 @@ export async function render({ main, params, query, signal, title }) {
       ],
       ["Memory", agent.memory ? h("pre", {}, json(agent.memory.config)) : h("span", { class: "muted" }, "none: every call stands alone")],
       ["Telemetry", agent.isTelemetryEnabled ? "on" : "off"],
+      [
+        "Live scoring",
+        agent.liveScoring
+          ? h(
+              "span",
+              { "data-testid": "live-scoring" },
+              agent.liveScoring.scorers.map((s, i) => [i ? ", " : "", h("code", {}, s)]),
+              ` · ${Math.round(agent.liveScoring.sampleRate * 100)}% of generations`,
+            )
+          : h("span", { class: "muted" }, "none"),
+      ],
     ]),
     workingMemory(agent, signal),
     chat(agent, signal),
