@@ -355,6 +355,49 @@ async fn logs_of_an_agent_run() {
     s.stop().await;
 }
 
+/// The example assistant's live scores are logged (the events of its `score` span, which the
+/// OTLP export sends as span events), with the agent's id, after the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_scores_of_an_agent_are_logged() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let data = s
+        .post_data(
+            "/agents/assistant/text",
+            &json!({"input": "What is the weather in Oslo?"}),
+        )
+        .await;
+    assert!(data["text"].is_string(), "{data}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let scores = loop {
+        let scores: Vec<Value> = logs(&s, "?agentId=assistant")
+            .await
+            .into_iter()
+            .filter(|r| r["message"] == "score")
+            .collect();
+        if scores.len() == 4 || Instant::now() > deadline {
+            break scores;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut scorers: Vec<&str> = scores
+        .iter()
+        .map(|r| r["fields"]["agentry.score.scorer"].as_str().unwrap_or("?"))
+        .collect();
+    scorers.sort();
+    assert_eq!(
+        scorers,
+        ["faithfulness", "latency", "relevance", "tokens"],
+        "{scores:?}"
+    );
+    let tokens = scores
+        .iter()
+        .find(|r| r["fields"]["agentry.score.scorer"] == "tokens")
+        .unwrap();
+    assert_eq!(tokens["fields"]["agentry.score.value"], 1.0, "{tokens}");
+    assert_eq!(tokens["fields"]["agentry.score.passed"], true, "{tokens}");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_rejects_invalid_parameters() {
     let s = TestServer::start(Backend::Sqlite).await;
