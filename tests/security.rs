@@ -493,8 +493,10 @@ async fn the_calculator_crash_is_refused_and_the_server_lives_on() {
 
 async fn memory_belongs_to_a_verified_identity(backend: Backend) {
     let _shared = ALONE.read().await;
+    // The supervisor: conversation memory, and no semantic recall (the assistant's would bring
+    // a user's other conversations into a fresh one).
     let settings = AuthSettings {
-        public_routes: Some("POST /agents/assistant/text".into()),
+        public_routes: Some("POST /agents/supervisor/text".into()),
         ..jwt(false)
     };
     let s = TestServer::start_with(backend, settings, |h| h).await;
@@ -506,30 +508,30 @@ async fn memory_belongs_to_a_verified_identity(backend: Backend) {
     };
 
     // u1, verified, in conversation c: the second call carries the first exchange (4 + 6 words).
-    let first = prompt_tokens(&text_as(&s, "assistant", Some(&u1), &body(&conv)).await);
-    let second = prompt_tokens(&text_as(&s, "assistant", Some(&u1), &body(&conv)).await);
+    let first = prompt_tokens(&text_as(&s, "supervisor", Some(&u1), &body(&conv)).await);
+    let second = prompt_tokens(&text_as(&s, "supervisor", Some(&u1), &body(&conv)).await);
     assert_eq!(second, first + 10);
-    let fresh = prompt_tokens(&text_as(&s, "assistant", Some(&u1), &body(&new_id())).await);
+    let fresh = prompt_tokens(&text_as(&s, "supervisor", Some(&u1), &body(&new_id())).await);
     assert_eq!(fresh, first, "a fresh conversation has no history");
 
     // An anonymous caller claiming u1 in the same conversation reads nothing: its prompt is that
     // of an anonymous call in a fresh conversation (whose instructions do not name a user).
-    let anonymous_fresh = prompt_tokens(&text_as(&s, "assistant", None, &body(&new_id())).await);
-    let anonymous = prompt_tokens(&text_as(&s, "assistant", None, &body(&conv)).await);
+    let anonymous_fresh = prompt_tokens(&text_as(&s, "supervisor", None, &body(&new_id())).await);
+    let anonymous = prompt_tokens(&text_as(&s, "supervisor", None, &body(&conv)).await);
     assert_eq!(
         anonymous, anonymous_fresh,
         "the anonymous call read u1's history"
     );
     // ... and wrote nothing: u1 sees exactly its own two exchanges.
-    let third = prompt_tokens(&text_as(&s, "assistant", Some(&u1), &body(&conv)).await);
+    let third = prompt_tokens(&text_as(&s, "supervisor", Some(&u1), &body(&conv)).await);
     assert_eq!(third, first + 20, "u1's history changed");
 
     // Without a token there is no memory at all, whatever userId and conversationId say.
     let conv2 = new_id();
     let anon_body = json!({"input": "remember the blue door",
                            "options": {"userId": "anon", "conversationId": conv2}});
-    let a1 = prompt_tokens(&text_as(&s, "assistant", None, &anon_body).await);
-    let a2 = prompt_tokens(&text_as(&s, "assistant", None, &anon_body).await);
+    let a1 = prompt_tokens(&text_as(&s, "supervisor", None, &anon_body).await);
+    let a2 = prompt_tokens(&text_as(&s, "supervisor", None, &anon_body).await);
     assert_eq!(a1, anonymous_fresh);
     assert_eq!(a2, a1, "anonymous calls accumulated memory");
 
@@ -549,7 +551,7 @@ async fn memory_belongs_to_a_verified_identity(backend: Backend) {
     // contextLimit is 0 to 100.
     let (status, resp) = post(
         &s,
-        "/agents/assistant/text",
+        "/agents/supervisor/text",
         Some(&u1),
         &json!({"input": "hi", "options": {"conversationId": conv, "contextLimit": 101}}),
     )
@@ -558,7 +560,7 @@ async fn memory_belongs_to_a_verified_identity(backend: Backend) {
     assert!(msg.contains("options.contextLimit"), "{msg}");
     let data = text_as(
         &s,
-        "assistant",
+        "supervisor",
         Some(&u1),
         &json!({"input": "remember the blue door",
                 "options": {"conversationId": conv, "contextLimit": 100}}),

@@ -501,7 +501,7 @@ fn luhn(digits: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Rewrites e-mail addresses, card numbers and phone numbers as `[email]`, `[card]`, `[phone]`.
