@@ -800,17 +800,23 @@ pub const EXAMPLE_A2A_AGENT: &str = "AGENTRY_EXAMPLE_A2A_AGENT";
 /// The example agents' quality settings (running.md): `operator`'s fallback models, on the
 /// default model's endpoint (`AGENTRY_FALLBACK_MODELS`), and every example agent's daily token
 /// budget per user (`AGENTRY_TOKEN_BUDGET_PER_USER_DAY`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Quality {
     pub fallback_models: Vec<String>,
     pub token_budget_per_user_day: Option<u64>,
+    /// The share of `assistant`'s generations scored live (`AGENTRY_EXAMPLE_SCORE_RATE`, 0 to
+    /// 1); `None`: all of them on the offline model, a tenth on an endpoint (each scored
+    /// generation costs two judge calls there).
+    pub score_rate: Option<f64>,
 }
 
 /// What [`Quality`] makes of the example agents.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct QualityModels {
     pub fallbacks: Vec<Arc<dyn Model>>,
     pub budget: Budget,
+    /// The share of `assistant`'s generations scored live.
+    pub score_rate: f64,
 }
 
 /// The most characters of a message `operator` takes (its input guardrail).
@@ -842,28 +848,27 @@ impl Quality {
                 Vec::new()
             }
         };
+        let score_rate = self
+            .score_rate
+            .unwrap_or(if endpoint.is_some() { 0.1 } else { 1.0 });
         QualityModels {
             fallbacks,
             budget: Budget {
                 tokens_per_run: None,
                 tokens_per_user_day: self.token_budget_per_user_day,
             },
+            score_rate,
         }
     }
 }
 
-/// The share of `assistant`'s generations scored live (`0` to `1`; default `1`).
-pub const EXAMPLE_SCORE_RATE: &str = "AGENTRY_EXAMPLE_SCORE_RATE";
-
 /// `assistant`'s live scoring: relevance and faithfulness judged by `judge` (the server's
-/// model), an answer within 30 seconds and 10,000 tokens, on the share of generations
-/// [`EXAMPLE_SCORE_RATE`] gives.
-fn assistant_scoring(judge: Arc<dyn agentry_agents::Model>) -> agentry_agents::LiveScoring {
+/// model), an answer within 30 seconds and 10,000 tokens, on `rate` of its generations.
+fn assistant_scoring(
+    judge: Arc<dyn agentry_agents::Model>,
+    rate: f64,
+) -> agentry_agents::LiveScoring {
     use agentry_agents::scorers::{Faithfulness, LatencyBelow, Relevance, TokensBelow};
-    let rate = std::env::var(EXAMPLE_SCORE_RATE)
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(1.0);
     agentry_agents::LiveScoring::new(
         vec![
             Arc::new(Relevance::new(judge.clone())),
@@ -897,7 +902,7 @@ pub fn register_agents(
                 .expect("a valid recall"),
         )
         .budget(quality.budget)
-        .live_scoring(assistant_scoring(hub.default_model()));
+        .live_scoring(assistant_scoring(hub.default_model(), quality.score_rate));
     hub.register(remote.into_iter().fold(assistant, Agent::tool))?;
     hub.register(
         Agent::new("writer", "Writer")
@@ -1052,7 +1057,7 @@ mod tests {
     #[test]
     fn the_operator_is_durable_and_refunds_over_100_need_approval() {
         let hub = AgentHub::new(Arc::new(agentry_agents::OfflineModel), None);
-        register_agents(&hub, Vec::new(), QualityModels::default()).unwrap();
+        register_agents(&hub, Vec::new(), Quality::default().models(&None)).unwrap();
         let operator = hub.agent(&"operator".into()).unwrap();
         assert_eq!(operator.name, "Operator");
         assert!(operator.durable);

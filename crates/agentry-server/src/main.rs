@@ -374,10 +374,23 @@ struct ServeArgs {
     /// budget_exceeded with Retry-After [default: no budget]
     #[arg(long, env = "AGENTRY_TOKEN_BUDGET_PER_USER_DAY", value_parser = clap::value_parser!(u64).range(1..))]
     token_budget_per_user_day: Option<u64>,
+    /// The share of the example `assistant`'s generations scored live, 0 to 1 [default: 1 on
+    /// the offline model, 0.1 on an endpoint]
+    #[arg(long, env = "AGENTRY_EXAMPLE_SCORE_RATE", value_parser = parse_rate)]
+    example_score_rate: Option<f64>,
     /// Durability tests only: abort the process at `<point>:<workflowId>:<stepId>`, the point
     /// being `before-step`, `after-effect` or `after-checkpoint` (docs/DURABILITY.md).
     #[arg(long, env = "AGENTRY_CRASH_AT", hide = true, value_parser = agentry_server::CrashAt::parse)]
     crash_at: Option<agentry_server::CrashAt>,
+}
+
+/// A share from 0 to 1.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| (0.0..=1.0).contains(r))
+        .ok_or_else(|| format!("{s:?} is not a number from 0 to 1"))
 }
 
 /// A size in bytes: a number, optionally followed by `KiB`, `MiB` or `GiB`; at least 1 KiB.
@@ -587,6 +600,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .filter(|m| !m.is_empty())
                 .collect(),
             token_budget_per_user_day: args.token_budget_per_user_day,
+            score_rate: args.example_score_rate,
         },
     };
     let running = start(&settings).await?;

@@ -19,7 +19,7 @@ pub const START_LIMIT: Duration = Duration::from_secs(15);
 /// The longest one wait for an execution's state may take.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 /// Settings a developer's environment may carry that would change the server under test.
-pub const ENV_CLEARED: [&str; 29] = [
+pub const ENV_CLEARED: [&str; 31] = [
     "DATABASE_URL",
     "AGENTRY_DEFINITIONS_WATCH",
     "AGENTRY_EVENTS_SINK",
@@ -43,6 +43,8 @@ pub const ENV_CLEARED: [&str; 29] = [
     "AGENTRY_MODEL",
     "AGENTRY_FALLBACK_MODELS",
     "AGENTRY_TOKEN_BUDGET_PER_USER_DAY",
+    "AGENTRY_EXAMPLE_SCORE_RATE",
+    "AGENTRY_EVAL_TOKEN",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",
