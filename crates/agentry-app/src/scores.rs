@@ -8,7 +8,7 @@ use crate::App;
 use crate::caller::Caller;
 use crate::error::{AppError, Code};
 use crate::wire::scores::{Score, ScoreList, parse_score_cursor, score_cursor};
-use crate::workflows::{DEFAULT_PAGE, MAX_PAGE};
+use crate::workflows::page_size;
 
 /// The longest scorer name a filter may give.
 pub const MAX_SCORER_CHARS: usize = 128;
@@ -49,18 +49,7 @@ impl App {
     ) -> Result<ScoreList, AppError> {
         self.agents.require(id).map_err(AppError::agent)?;
         let owner = self.policy.list_owner(caller)?;
-        let limit = match request.limit.as_deref().filter(|l| !l.is_empty()) {
-            None => DEFAULT_PAGE,
-            Some(l) => l
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=MAX_PAGE).contains(n))
-                .ok_or_else(|| {
-                    AppError::bad_request(format!(
-                        "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
-                    ))
-                })?,
-        };
+        let limit = page_size(request.limit.as_deref())?;
         let after = match request.cursor.as_deref().filter(|c| !c.is_empty()) {
             None => None,
             Some(c) => {

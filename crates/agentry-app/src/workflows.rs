@@ -74,6 +74,22 @@ fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
 
+/// A page's size from a query's `limit` (empty or absent: [`DEFAULT_PAGE`]), or the 400.
+pub(crate) fn page_size(limit: Option<&str>) -> Result<u32, AppError> {
+    match limit.filter(|l| !l.is_empty()) {
+        None => Ok(DEFAULT_PAGE),
+        Some(l) => l
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                AppError::bad_request(format!(
+                    "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
+                ))
+            }),
+    }
+}
+
 impl ListRequest {
     /// The store's query, or the 400 naming what is wrong.
     fn query(self, owner: Option<UserId>) -> Result<ListQuery, AppError> {
@@ -85,18 +101,7 @@ impl ListRequest {
                 ))
             })?),
         };
-        let limit = match given(self.limit) {
-            None => DEFAULT_PAGE,
-            Some(l) => l
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=MAX_PAGE).contains(n))
-                .ok_or_else(|| {
-                    AppError::bad_request(format!(
-                        "Invalid limit {l:?}: expected a number from 1 to {MAX_PAGE}"
-                    ))
-                })?,
-        };
+        let limit = page_size(self.limit.as_deref())?;
         let before = match given(self.cursor) {
             None => None,
             Some(c) => Some(
