@@ -101,18 +101,6 @@ impl Guardrails {
             GuardPoint::Tool => &self.tool,
         }
     }
-
-    /// Names by point, for listings.
-    pub fn describe(&self) -> Value {
-        let names = |g: &[Arc<dyn Guardrail>]| -> Vec<String> {
-            g.iter().map(|g| g.name().to_owned()).collect()
-        };
-        serde_json::json!({
-            "input": names(&self.input),
-            "output": names(&self.output),
-            "tool": names(&self.tool),
-        })
-    }
 }
 
 /// A guardrail that tripped.

@@ -1,7 +1,10 @@
 //! Agents: their detail, the results of a generation and the events of the agent streams. (The
 //! bodies of the agent routes are in `crate::input`: each is its own parser and schema.)
 
-use agentry_agents::{self as agent, Agent, AgentError, AgentEvent as DomainEvent, AgentHub};
+use agentry_agents::guardrail::GuardPoint;
+use agentry_agents::{
+    self as agent, Agent, AgentError, AgentEvent as DomainEvent, AgentHub, Budget,
+};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -179,6 +182,37 @@ pub struct AgentDetail {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub live_scoring: Option<LiveScoringConfig>,
+    /// Its guardrails' names, by where they stand (absent when it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub guardrails: Option<GuardrailNames>,
+    /// The models tried in order when its model fails with a retryable error.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
+    /// Its token budgets (absent when it has none; its usage: `GET /agents/{id}/usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub budget: Option<BudgetConfig>,
+}
+
+/// An agent's guardrails' names, by where they stand.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GuardrailNames {
+    pub input: Vec<String>,
+    pub output: Vec<String>,
+    pub tool: Vec<String>,
+}
+
+/// An agent's token budgets.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetConfig {
+    /// The most tokens one run may spend (`null`: no limit).
+    #[schema(required = true)]
+    pub tokens_per_run: Option<u64>,
+    /// The most tokens one user may spend per UTC day (`null`: no limit).
+    #[schema(required = true)]
+    pub tokens_per_user_day: Option<u64>,
 }
 
 /// An agent's live scoring, as its detail shows it.
@@ -217,6 +251,29 @@ impl AgentDetail {
             live_scoring: a.live_scoring.as_ref().map(|l| LiveScoringConfig {
                 scorers: l.scorers.iter().map(|s| s.name().to_owned()).collect(),
                 sample_rate: l.rate,
+            }),
+            guardrails: (!a.guardrails.is_empty()).then(|| {
+                let names = |point| {
+                    a.guardrails
+                        .at(point)
+                        .iter()
+                        .map(|g| g.name().to_owned())
+                        .collect()
+                };
+                GuardrailNames {
+                    input: names(GuardPoint::Input),
+                    output: names(GuardPoint::Output),
+                    tool: names(GuardPoint::Tool),
+                }
+            }),
+            fallback_models: a
+                .fallback_models
+                .iter()
+                .map(|m| m.name().to_owned())
+                .collect(),
+            budget: (a.budget != Budget::default()).then(|| BudgetConfig {
+                tokens_per_run: a.budget.tokens_per_run,
+                tokens_per_user_day: a.budget.tokens_per_user_day,
             }),
         }
     }

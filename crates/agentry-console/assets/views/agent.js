@@ -1,12 +1,13 @@
-// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory), its working memory
-// (when it keeps one), a chat with it, its durable runs (`?status=` filters them) and its live
-// scores.
+// /console/agents/<id>: an agent's detail (model, tools, sub-agents, memory, guardrails,
+// fallbacks, budgets), its working memory (when it keeps one), a chat with it, its durable runs
+// (`?status=` filters them), its live scores and its token usage.
 
 import { api, seg } from "../api.js";
 import { chat } from "../chat.js";
 import { facts, h, json, replace } from "../dom.js";
 import { agentScores } from "../scores.js";
 import { runList } from "./agent-runs.js";
+import { tokenUsage } from "./usage.js";
 import { workingMemory } from "./working-memory.js";
 
 export async function render({ main, params, query, signal, title }) {
@@ -39,6 +40,34 @@ export async function render({ main, params, query, signal, title }) {
       ["Memory", agent.memory ? h("pre", {}, json(agent.memory.config)) : h("span", { class: "muted" }, "none: every call stands alone")],
       ["Telemetry", agent.isTelemetryEnabled ? "on" : "off"],
       [
+        "Guardrails",
+        agent.guardrails
+          ? h(
+              "span",
+              { "data-testid": "guardrails" },
+              ["input", "output", "tool"]
+                .filter((p) => agent.guardrails[p].length)
+                .map((p, i) => [i ? " · " : "", `${p}: `, agent.guardrails[p].map((g, j) => [j ? ", " : "", h("code", {}, g)])]),
+            )
+          : h("span", { class: "muted" }, "none"),
+      ],
+      ["Fallback models", list((agent.fallbackModels || []).map((m) => h("code", {}, m)), "none")],
+      [
+        "Budget",
+        agent.budget
+          ? h(
+              "span",
+              { "data-testid": "budget" },
+              [
+                agent.budget.tokensPerRun != null ? `${agent.budget.tokensPerRun} tokens per run` : null,
+                agent.budget.tokensPerUserDay != null ? `${agent.budget.tokensPerUserDay} tokens per user per day` : null,
+              ]
+                .filter(Boolean)
+                .join(" · "),
+            )
+          : h("span", { class: "muted" }, "none"),
+      ],
+      [
         "Live scoring",
         agent.liveScoring
           ? h(
@@ -54,5 +83,6 @@ export async function render({ main, params, query, signal, title }) {
     chat(agent, signal),
     runList(agent, query, signal),
     agentScores(agent, signal),
+    tokenUsage(agent, signal),
   );
 }
