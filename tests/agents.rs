@@ -249,19 +249,21 @@ fn prompt_tokens(data: &Value) -> u64 {
 
 async fn memory_spans_calls_of_one_conversation_and_isolates_users(backend: Backend) {
     let server = TestServer::start(backend).await;
+    // The supervisor: conversation memory without semantic recall (the assistant's would add
+    // the conversation's older messages to a call with a small contextLimit).
     let conv = agentry_tests::new_id();
     let body = |user: &str| json!({"input": "remember the blue door", "options": {"userId": user, "conversationId": conv}});
-    let first = text(&server, "assistant", body("u1")).await;
-    let second = text(&server, "assistant", body("u1")).await;
+    let first = text(&server, "supervisor", body("u1")).await;
+    let second = text(&server, "supervisor", body("u1")).await;
     // The second call carries the first exchange (4 + 6 words) in its prompt.
     assert_eq!(prompt_tokens(&second), prompt_tokens(&first) + 10);
     // Another user in a conversation of the same id sees nothing of it.
-    let other = text(&server, "assistant", body("u2")).await;
+    let other = text(&server, "supervisor", body("u2")).await;
     assert_eq!(prompt_tokens(&other), prompt_tokens(&first));
     // contextLimit 1 loads only the last message (the answer: 6 words).
     let limited = text(
         &server,
-        "assistant",
+        "supervisor",
         json!({"input": "remember the blue door", "options": {"userId": "u1", "conversationId": conv, "contextLimit": 1}}),
     )
     .await;
