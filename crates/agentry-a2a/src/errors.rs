@@ -100,7 +100,6 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::NotForkable
         | Code::InvalidEvent
         | Code::InvalidDefinition
-        | Code::GuardrailTripped
         | Code::ClientClosedRequest => RpcCode::InvalidParams,
         Code::AuthenticationRequired
         | Code::InvalidToken
@@ -136,6 +135,7 @@ pub fn rpc_code(code: Code) -> RpcCode {
         | Code::ToolFailed
         | Code::TooManyEvents
         | Code::BudgetExceeded
+        | Code::GuardrailTripped
         | Code::ExecutionFailed
         | Code::GenerationFailed
         | Code::ModelRefused
