@@ -249,7 +249,6 @@ pub const BUILTIN_ROUTES: &[BuiltinRoute] = {
             &[
                 AgentNotFound,
                 NoWorkingMemory,
-                Forbidden,
                 Internal,
                 DatabaseUnavailable,
             ],
@@ -801,6 +800,10 @@ mod tests {
             // Working memory (extensions.md): like memory.
             "GET /agents/{id}/memory/working",
             "PUT /agents/{id}/memory/working",
+            // Token usage: a user's, like their memory.
+            "GET /agents/{id}/usage",
+            // Live scores: read like runs.
+            "GET /agents/{id}/scores",
             // Schedules (extensions.md): read like the executions list.
             "GET /schedules",
             "GET /schedules/{id}",
