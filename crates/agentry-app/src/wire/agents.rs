@@ -271,7 +271,7 @@ impl AgentDetail {
                 .iter()
                 .map(|m| m.name().to_owned())
                 .collect(),
-            budget: (a.budget != Budget::default()).then(|| BudgetConfig {
+            budget: (a.budget != Budget::default()).then_some(BudgetConfig {
                 tokens_per_run: a.budget.tokens_per_run,
                 tokens_per_user_day: a.budget.tokens_per_user_day,
             }),
