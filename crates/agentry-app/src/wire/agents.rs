@@ -77,8 +77,9 @@ pub struct WorkingMemoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub template: Option<String>,
-    /// The current value; `null` when none was written.
-    #[schema(value_type = Object, required = true)]
+    /// The current value (a JSON value, or the Markdown text of a template); `null` when none
+    /// was written.
+    #[schema(required = true)]
     pub value: Option<Value>,
     /// When the value was last written; `null` when none was.
     #[schema(value_type = Option<crate::wire::Timestamp>, required = true)]
