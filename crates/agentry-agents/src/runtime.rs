@@ -23,7 +23,7 @@ use super::model::{Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
 use super::partial::parse_partial;
 use super::recall::{self, RecallStore};
 use super::tool::{Tool, ToolContext};
-use super::usage::{InMemoryUsageStore, UsageKey, UsageStore};
+use super::usage::{InMemoryUsageStore, UsageKey, UsageStore, usage_user};
 use super::working_memory::{InMemoryWorkingMemoryStore, WorkingMemoryStore};
 use crate::telemetry::{
     AgentTelemetry, GuardrailReport, ModelCallReport, NoTelemetry, ToolCallReport, UNKNOWN,
@@ -288,25 +288,23 @@ impl AgentHub {
             .now()
     }
 
-    /// Today (UTC), and how long until tomorrow.
-    pub fn usage_day(&self) -> (NaiveDate, std::time::Duration) {
+    /// Today (UTC), when tomorrow begins (when daily budgets reset), and how long until then,
+    /// by the hub's clock.
+    pub fn usage_day(
+        &self,
+    ) -> (
+        NaiveDate,
+        chrono::DateTime<chrono::Utc>,
+        std::time::Duration,
+    ) {
         let now = self.now();
         let today = now.date_naive();
         let tomorrow = today
             .succ_opt()
             .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .map(|t| t.and_utc());
-        let left = tomorrow
-            .and_then(|t| (t - now).to_std().ok())
-            .unwrap_or_default();
-        (today, left)
-    }
-
-    /// Whose tokens a generation spends (and whose daily budget it draws on): the namespace of
-    /// its conversation memory, `anonymous` for a caller with no user.
-    pub fn usage_user(opts: &GenerateOptions) -> String {
-        crate::memory::namespace(&opts.memory_owner, opts.user_id.as_deref())
-            .unwrap_or_else(|| "anonymous".to_owned())
+            .map_or(now, |t| t.and_utc());
+        let left = (tomorrow - now).to_std().unwrap_or_default();
+        (today, tomorrow, left)
     }
 
     /// The tokens a generation of `agent` may spend (none without a budget), or its refusal
@@ -324,10 +322,10 @@ impl AgentHub {
         let Some(per_day) = agent.budget.tokens_per_user_day else {
             return Ok(run);
         };
-        let (day, resets_in) = self.usage_day();
+        let (day, _, resets_in) = self.usage_day();
         let key = UsageKey {
             agent_id: agent.id.clone(),
-            user_id: Self::usage_user(opts),
+            user_id: usage_user(&opts.memory_owner, opts.user_id.as_deref()),
             day,
         };
         let used = self.usage_store().used(&key).await.map_err(memory_error)?;
@@ -357,7 +355,7 @@ impl AgentHub {
         }
         let key = UsageKey {
             agent_id: g.agent.id.clone(),
-            user_id: Self::usage_user(g.opts),
+            user_id: usage_user(&g.opts.memory_owner, g.opts.user_id.as_deref()),
             day: self.usage_day().0,
         };
         let store = self.usage_store();

@@ -13,6 +13,12 @@ use agentry_engine::store::StoreError;
 /// The most days a usage query reads.
 pub const MAX_USAGE_DAYS: u32 = 90;
 
+/// Whose tokens a caller spends (and whose daily budget it draws on): the namespace of its
+/// memory ([`crate::memory::namespace`]), `anonymous` for a caller with no user.
+pub fn usage_user(owner: &crate::MemoryOwner, user_id: Option<&str>) -> String {
+    crate::memory::namespace(owner, user_id).unwrap_or_else(|| "anonymous".to_owned())
+}
+
 /// Whose tokens: an agent, a user's memory namespace (as conversation memory names it) and a day.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UsageKey {

@@ -2,8 +2,7 @@
 //! budgets (`GET /agents/{id}/usage`). Whose usage is decided as for memory
 //! ([`crate::Policy::memory_owner`]): the same namespace the budgets count under.
 
-use agentry_agents::memory::namespace;
-use agentry_agents::usage::MAX_USAGE_DAYS;
+use agentry_agents::usage::{MAX_USAGE_DAYS, usage_user};
 use agentry_engine::AgentId;
 
 use crate::App;
@@ -50,18 +49,15 @@ impl App {
         let owner = self
             .policy()
             .memory_owner(caller, query.user_id.as_deref())?;
-        let user =
-            namespace(&owner, query.user_id.as_deref()).unwrap_or_else(|| "anonymous".to_owned());
-        let (today, resets_in) = self.agents().usage_day();
+        let user = usage_user(&owner, query.user_id.as_deref());
+        let (today, resets_at, _) = self.agents().usage_day();
         let from = today - chrono::Days::new(u64::from(days - 1));
         let spent = self
             .agents()
             .usage_store()
             .days(&agent.id, &user, from, today)
             .await
-            .map_err(|e| {
-                AppError::agent(agentry_agents::AgentError::MemoryUnavailable(e.to_string()))
-            })?;
+            .map_err(|e| AppError::engine(e.into(), "Failed to read the usage"))?;
         let today_tokens = spent
             .iter()
             .find(|(d, _)| *d == today)
@@ -81,9 +77,7 @@ impl App {
                 .budget
                 .tokens_per_user_day
                 .map(|b| b.saturating_sub(today_tokens)),
-            resets_at: (chrono::Utc::now()
-                + chrono::Duration::from_std(resets_in).unwrap_or_default())
-            .into(),
+            resets_at: resets_at.into(),
             days: spent
                 .into_iter()
                 .map(|(day, tokens)| DayUsage {
