@@ -23,7 +23,7 @@ use super::model::{Model, ModelChunk, ModelRequest, ModelResponse, ToolSpec};
 use super::partial::parse_partial;
 use super::recall::{self, RecallStore};
 use super::tool::{Tool, ToolContext};
-use super::usage::{InMemoryUsageStore, UsageKey, UsageStore, usage_user};
+use super::usage::{InMemoryUsageStore, UsageCounter, UsageKey, UsageStore, usage_user};
 use super::working_memory::{InMemoryWorkingMemoryStore, WorkingMemoryStore};
 use crate::telemetry::{
     AgentTelemetry, GuardrailReport, ModelCallReport, NoTelemetry, ToolCallReport, UNKNOWN,
@@ -66,7 +66,7 @@ struct Inner {
     /// Stops the hub's background work.
     background: CancellationToken,
     /// Tokens spent per agent, user and day (the daily budgets).
-    usage: RwLock<Arc<dyn UsageStore>>,
+    usage: RwLock<Arc<UsageCounter>>,
     /// What day it is (the daily budgets).
     clock: RwLock<Arc<dyn Clock>>,
     /// Where working memories are kept (`crate::working_memory`).
@@ -253,7 +253,9 @@ impl AgentHub {
                 recall: RwLock::new(None),
                 embed_wake: Arc::new(tokio::sync::Notify::new()),
                 background: CancellationToken::new(),
-                usage: RwLock::new(Arc::new(InMemoryUsageStore::default())),
+                usage: RwLock::new(Arc::new(UsageCounter::new(Arc::new(
+                    InMemoryUsageStore::default(),
+                )))),
                 clock: RwLock::new(Arc::new(SystemClock)),
                 working_memory: RwLock::new(Arc::new(InMemoryWorkingMemoryStore::default())),
                 scoring: Arc::default(),
@@ -263,16 +265,26 @@ impl AgentHub {
 
     /// Sets where token usage is counted (by default, in process).
     pub fn set_usage_store(&self, usage: Arc<dyn UsageStore>) {
-        *self.inner.usage.write().unwrap_or_else(|p| p.into_inner()) = usage;
+        *self.inner.usage.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(UsageCounter::new(usage));
     }
 
-    /// Where token usage is counted.
+    /// Where token usage is counted (the store, with what is counted and not written yet).
     pub fn usage_store(&self) -> Arc<dyn UsageStore> {
+        self.usage_counter()
+    }
+
+    fn usage_counter(&self) -> Arc<UsageCounter> {
         self.inner
             .usage
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Writes the token usage counted and not written yet (at shutdown).
+    pub async fn flush_usage(&self) {
+        self.usage_counter().flush().await;
     }
 
     /// Sets the clock that says what day it is (tests move it).
@@ -358,12 +370,7 @@ impl AgentHub {
             user_id: usage_user(&g.opts.memory_owner, g.opts.user_id.as_deref()),
             day: self.usage_day().0,
         };
-        let store = self.usage_store();
-        tokio::spawn(async move {
-            if let Err(e) = store.add(&key, tokens).await {
-                tracing::warn!(agent_id = %key.agent_id, error = %e, "token usage not counted");
-            }
-        });
+        self.usage_counter().count(key, tokens);
     }
 
     /// Sets who is told of every model and tool call (metrics).

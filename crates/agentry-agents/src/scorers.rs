@@ -729,15 +729,37 @@ impl ScoringQueue {
     }
 }
 
-/// The worker: scores each generation in turn, stores and reports its scores.
+/// The most generations whose scores the worker stores in one write.
+const SCORING_BATCH: usize = 64;
+
+/// The worker: scores the generations waiting (each in turn), then stores all their scores in
+/// one write (under load, one write serves many generations instead of one each).
 async fn work(queue: std::sync::Weak<ScoringQueue>, mut rx: mpsc::Receiver<Job>) {
-    while let Some(job) = rx.recv().await {
+    let mut jobs = Vec::with_capacity(SCORING_BATCH);
+    while rx.recv_many(&mut jobs, SCORING_BATCH).await > 0 {
         let Some(queue) = queue.upgrade() else { return };
-        score_job(&queue.store(), job).await;
+        let mut stored = Vec::new();
+        let mut runs = Vec::new();
+        for job in jobs.drain(..) {
+            runs.push((job.agent_id.clone(), job.run_id.clone()));
+            stored.extend(score_job(job).await);
+        }
+        // A run scored twice in one batch (replayed): its last scores stand, as two writes
+        // would have left them.
+        let mut seen = std::collections::HashSet::new();
+        stored.reverse();
+        stored.retain(|s: &StoredScore| {
+            seen.insert((s.agent_id.clone(), s.run_id.clone(), s.scorer.clone()))
+        });
+        stored.reverse();
+        if let Err(e) = queue.store().record(&stored).await {
+            tracing::warn!(runs = ?runs, error = %e, "scores not stored");
+        }
     }
 }
 
-async fn score_job(store: &Arc<dyn ScoreStore>, job: Job) {
+/// Scores one generation and reports its scores; the scores to store.
+async fn score_job(job: Job) -> Vec<StoredScore> {
     let scores = {
         use tracing::Instrument;
         score_all(&job.scorers, &job.input)
@@ -760,7 +782,7 @@ async fn score_job(store: &Arc<dyn ScoreStore>, job: Job) {
             value: s.value,
         });
     }
-    let stored: Vec<StoredScore> = scores
+    scores
         .into_iter()
         .map(|s| StoredScore {
             agent_id: job.agent_id.clone(),
@@ -772,10 +794,7 @@ async fn score_job(store: &Arc<dyn ScoreStore>, job: Job) {
             reason: s.reason,
             created_at: now,
         })
-        .collect();
-    if let Err(e) = store.record(&stored).await {
-        tracing::warn!(agent_id = %job.agent_id, run_id = %job.run_id, error = %e, "scores not stored");
-    }
+        .collect()
 }
 
 /// The `score` span of a generation: its own trace, linked to the generation's span (which is

@@ -411,7 +411,7 @@ async fn streams(url: &str, count: usize, pid: u32) -> anyhow::Result<()> {
                         && let Ok(at) = chrono::DateTime::parse_from_rfc3339(ts)
                     {
                         let late = chrono::Utc::now().signed_duration_since(at);
-                        latencies.push(late.num_microseconds().unwrap_or(0).max(0) as u64);
+                        latencies.push((first, late.num_microseconds().unwrap_or(0).max(0) as u64));
                     }
                     if first {
                         first = false;
@@ -429,13 +429,22 @@ async fn streams(url: &str, count: usize, pid: u32) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let during = rss_kb(pid)?;
     let (mut all, mut errors) = (Samples::default(), 0);
+    // The first event of each stream (written by its start, while the others start too) and
+    // the later ones (the ticks), apart.
+    let (mut firsts, mut later) = (Samples::default(), Samples::default());
     for t in tasks {
         let (l, e) = t.await?;
-        all.0.extend(l);
+        for (first, late) in l {
+            all.0.push(late);
+            if first { &mut firsts } else { &mut later }.0.push(late);
+        }
         errors += e;
     }
     let after = rss_kb(pid)?;
-    let mut v = all.summary(start.elapsed(), errors);
+    let elapsed = start.elapsed();
+    let mut v = all.summary(elapsed, errors);
+    v["first_event"] = firsts.summary(elapsed, 0);
+    v["later_events"] = later.summary(elapsed, 0);
     v["case"] = json!(format!(
         "{count} workflow streams open at once (event delivery)"
     ));

@@ -28,6 +28,7 @@ pub mod origin;
 pub mod page;
 pub mod queues;
 pub mod request_log;
+pub mod routes;
 pub mod runs;
 pub mod schedules;
 pub mod server_info;
@@ -48,8 +49,6 @@ use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::{Next, from_fn};
 use actix_web::{App, HttpRequest, HttpServer, web};
 
-use utoipa_actix_web::service_config::ServiceConfig;
-
 pub use agentry_auth as authn;
 pub use auth::{AuthGate, AuthenticatedUser, authenticated_user};
 pub use error::ApiError;
@@ -58,6 +57,7 @@ pub use host::{Host, HostError};
 pub use hosts::AllowedHosts;
 pub use mount::{FrontEnds, Mount};
 pub use origin::AllowedOrigins;
+pub use routes::Routes;
 pub use validate::{Valid, Validate};
 
 /// HTTP settings: sizes, time-outs and connection limits (docs/SECURITY.md lists them all).
@@ -208,7 +208,7 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
             .app_data(web::PayloadConfig::default().limit(limit))
             .app_data(web::PathConfig::default().error_handler(error::path_error))
             .app_data(web::QueryConfig::default().error_handler(error::query_error));
-        builtin_routes(&mut ServiceConfig::new(cfg), &front_ends);
+        builtin_routes(&mut Routes::Served(cfg), &front_ends);
     }
 }
 
@@ -216,8 +216,8 @@ pub fn configure(state: AppState) -> impl FnOnce(&mut web::ServiceConfig) {
 /// registered through utoipa-actix-web: each `.service(handler)` both serves the handler and
 /// adds its `#[utoipa::path]` to the OpenAPI document, which [`openapi::document`] collects by
 /// running this same function (so what is served is what is documented).
-pub fn builtin_routes(cfg: &mut ServiceConfig<'_>, front_ends: &FrontEnds) {
-    fn mount(cfg: &mut ServiceConfig<'_>, front_end: &Option<Mount>) {
+pub fn builtin_routes(cfg: &mut Routes<'_, '_>, front_ends: &FrontEnds) {
+    fn mount(cfg: &mut Routes<'_, '_>, front_end: &Option<Mount>) {
         if let Some(m) = front_end {
             m.register(cfg);
         }

@@ -35,6 +35,6 @@ pub async fn list(
 }
 
 /// Registers the log routes.
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
     cfg.service(list);
 }

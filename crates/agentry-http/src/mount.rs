@@ -6,19 +6,19 @@
 
 use std::sync::Arc;
 
-use utoipa_actix_web::service_config::ServiceConfig;
+use crate::routes::Routes;
 
 /// A front end's routes, registered through utoipa-actix-web (so that `/doc` describes what is
 /// served). Run once per server worker, and once more to collect the document.
 #[derive(Clone)]
-pub struct Mount(Arc<dyn Fn(&mut ServiceConfig<'_>) + Send + Sync>);
+pub struct Mount(Arc<dyn Fn(&mut Routes<'_, '_>) + Send + Sync>);
 
 impl Mount {
-    pub fn new(routes: impl Fn(&mut ServiceConfig<'_>) + Send + Sync + 'static) -> Self {
+    pub fn new(routes: impl Fn(&mut Routes<'_, '_>) + Send + Sync + 'static) -> Self {
         Self(Arc::new(routes))
     }
 
-    pub(crate) fn register(&self, cfg: &mut ServiceConfig<'_>) {
+    pub(crate) fn register(&self, cfg: &mut Routes<'_, '_>) {
         (self.0)(cfg)
     }
 }

@@ -38,7 +38,6 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr};
 use utoipa::{OpenApi as _, ToSchema};
 use utoipa_actix_web::AppExt;
-use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::FrontEnds;
 use crate::access::{BUILTIN_ROUTES, BuiltinRoute, UNAUTHORIZED};
@@ -90,7 +89,7 @@ pub fn document(front_ends: &FrontEnds) -> OpenApi {
     let (_, mut api) = actix_web::App::new()
         .into_utoipa_app()
         .openapi(ApiDoc::openapi())
-        .configure(|cfg| crate::builtin_routes(cfg, front_ends))
+        .configure(|cfg| crate::builtin_routes(&mut crate::Routes::Documented(cfg), front_ends))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     apply_access(&mut api);
@@ -435,7 +434,7 @@ pub async fn api_explorer_file(tail: web::Path<String>) -> HttpResponse {
 }
 
 /// Registers `/doc` and `/ui`.
-pub fn routes(cfg: &mut ServiceConfig<'_>) {
+pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
     cfg.service(openapi_document)
         .service(api_explorer)
         .service(api_explorer_file);

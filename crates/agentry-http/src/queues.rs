@@ -45,6 +45,6 @@ pub async fn detail(
     Ok(envelope::ok(app.app.queue(&caller.0, &name).await?))
 }
 
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
     cfg.service(list).service(detail);
 }

@@ -185,7 +185,7 @@ pub async fn backfill(
     ))
 }
 
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
     cfg.service(list)
         .service(create)
         .service(detail)

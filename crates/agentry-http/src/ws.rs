@@ -353,6 +353,6 @@ impl Follow {
 }
 
 /// Registers the WebSocket routes.
-pub fn routes(cfg: &mut utoipa_actix_web::service_config::ServiceConfig<'_>) {
+pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
     cfg.service(logs).service(execution);
 }

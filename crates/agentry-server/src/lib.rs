@@ -431,6 +431,8 @@ impl Running {
         engine.shutdown(self.shutdown_grace).await;
         handle.stop(true).await;
         server.await??;
+        // The token usage counted since the last write (written in the background, in batches).
+        self.agents.flush_usage().await;
         // A run still waiting on a statement holds its connection: the close waits a moment,
         // not for it.
         if tokio::time::timeout(Duration::from_secs(1), self.database.close())

@@ -178,13 +178,32 @@ impl Engine {
     }
 
     pub(super) fn send(&self, ev: WorkflowEvent) {
-        if let Some(run) = lock(&self.inner.live).get_mut(&ev.execution_id) {
-            if let Some(seq) = ev.seq {
+        // Cloned for each receiver but the last, which takes the event itself (a run usually
+        // has one subscriber and nobody listens to every event).
+        let everyone = self.inner.all_events.receiver_count() > 0;
+        let mut live = lock(&self.inner.live);
+        let run = live.get_mut(&ev.execution_id);
+        let mut ev = Some(ev);
+        if let Some(run) = run {
+            if let Some(seq) = ev.as_ref().and_then(|e| e.seq) {
                 run.sent = run.sent.max(seq);
             }
-            run.subscribers.retain(|s| s.send(ev.clone()).is_ok());
+            let last = run.subscribers.len().saturating_sub(1);
+            let mut i = 0;
+            run.subscribers.retain(|s| {
+                let this = if i == last && !everyone {
+                    ev.take()
+                } else {
+                    ev.clone()
+                };
+                i += 1;
+                this.is_some_and(|e| s.send(e).is_ok())
+            });
         }
-        let _ = self.inner.all_events.send(ev);
+        drop(live);
+        if let Some(ev) = ev.filter(|_| everyone) {
+            let _ = self.inner.all_events.send(ev);
+        }
     }
 
     /// Wakes whoever follows `execution_id`'s log in this process: its log has grown or its
