@@ -66,6 +66,7 @@ where
     (String, String, String): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert(&self, d: &StoredDefinition) -> Result<bool, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO workflow_definitions \
              (name, version, digest, source, content_type, created_ms, created_by) VALUES (",
@@ -135,6 +136,7 @@ where
     }
 
     async fn delete(&self, name: &str, version: &str) -> Result<bool, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new("DELETE FROM workflow_definitions WHERE name = ");
         q.push_bind(name.to_owned())
             .push(" AND version = ")

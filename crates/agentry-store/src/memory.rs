@@ -69,6 +69,7 @@ where
 
     /// The messages in one statement: all of them are remembered, or none.
     async fn append(&self, key: &ConversationKey, messages: &[Message]) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         if messages.is_empty() {
             return Ok(());
         }

@@ -50,6 +50,10 @@ impl Dialect for Postgres {
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }
+
+    async fn write_turn(_: &PgPool) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        None
+    }
 }
 
 /// The channel of `Dialect::NOTIFY`.

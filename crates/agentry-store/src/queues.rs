@@ -55,6 +55,7 @@ where
         if pass.workflows.is_empty() || pass.limit == 0 || !self.any_queued(&name).await? {
             return Ok(Vec::new());
         }
+        let _turn = DB::write_turn(self.pool()).await;
         // Inside `to_the_end` (`ExecutionStore::dequeue`).
         let mut tx = self.pool().begin().await.map_err(db_err)?; // to_the_end
         // The queue's lock, and the pass's number (the round-robin's clock).

@@ -408,6 +408,7 @@ where
         embedder: &str,
         embeddings: &[MessageEmbedding],
     ) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut seen = HashSet::new();
         let embeddings: Vec<&MessageEmbedding> = embeddings
             .iter()

@@ -74,6 +74,7 @@ where
     (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     async fn insert(&self, schedule: &Schedule) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO schedules (id, owner, due_ms, record, version) VALUES (",
         );
@@ -139,6 +140,7 @@ where
         schedule: &Schedule,
         expected: i64,
     ) -> Result<bool, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new("UPDATE schedules SET due_ms = ");
         q.push_bind(due_ms(schedule))
             .push(", record = ")
@@ -155,6 +157,7 @@ where
     }
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new("DELETE FROM schedules WHERE id = ");
         q.push_bind(id.to_owned());
         let done = q.build().execute(&self.pool).await.map_err(db_err)?;

@@ -107,6 +107,7 @@ where
 {
     /// All of them in one statement.
     async fn record(&self, scores: &[StoredScore]) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         if scores.is_empty() {
             return Ok(());
         }

@@ -76,6 +76,16 @@ pub trait Dialect: Database {
     const COMMITTERS: usize;
 
     fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Waits for this process's turn to write to `pool`'s database, held until dropped: on
+    /// SQLite, whose database has one writer, the process's writers (the group commit, the
+    /// heartbeat, the claims, the other stores) take turns here instead of meeting at the
+    /// database's lock, where the one that loses sleeps in SQLite's busy handler (1 to 100 ms
+    /// at a time) even once the lock is free. None on PostgreSQL, whose writers lock rows.
+    /// Taken before a connection of the pool, never while holding one.
+    fn write_turn(
+        pool: &Pool<Self>,
+    ) -> impl std::future::Future<Output = Option<tokio::sync::OwnedMutexGuard<()>>> + Send;
 }
 
 /// Executions in a SQL database: [`crate::SqliteStore`] or [`crate::PgStore`].
@@ -666,6 +676,7 @@ where
         statuses: &[Status],
         limit: u32,
     ) -> Result<u64, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let finals: Vec<String> = statuses
             .iter()
             .filter(|s| s.is_final())
@@ -742,6 +753,7 @@ where
     }
 
     async fn renew_leases(&self, node: &str, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut renewed = Vec::new();
         let mut ids = ids.to_vec();
         ids.sort();
@@ -766,6 +778,7 @@ where
     }
 
     async fn claim_orphans(&self, claim: &Claim<'_>) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         if claim.workflows.is_empty() || claim.limit == 0 {
             return Ok(Vec::new());
         }
@@ -835,6 +848,7 @@ where
     }
 
     async fn release_leases(&self, node: &str) -> Result<u64, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         // Locks in id order, like a batch of checkpoints, so the two never deadlock.
         let mut q = QueryBuilder::<DB>::new(
             "UPDATE workflow_executions SET lease_expires_at = 0 \
@@ -848,6 +862,7 @@ where
     }
 
     async fn announce_node(&self, node: &str, keys: &[String]) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO workflow_nodes (node_id, versions, seen_at_ms) VALUES (",
         );
@@ -864,6 +879,7 @@ where
     }
 
     async fn forget_node(&self, node: &str) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new("DELETE FROM workflow_nodes WHERE node_id = ");
         q.push_bind(node.to_owned());
         q.build().execute(&self.pool).await.map_err(db_err)?;
@@ -893,6 +909,7 @@ where
     }
 
     async fn publish_event(&self, event: &PublishedEvent) -> Result<bool, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO workflow_published_events \
              (name, scope, event_id, event_key, data, bytes, published_at, owner) VALUES (",
@@ -1006,6 +1023,7 @@ where
         event_id: &str,
         woken: &[String],
     ) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new("UPDATE workflow_published_events SET woken = ");
         q.push_bind(to_json(&woken))
             .push(DB::AS_JSON)
@@ -1020,6 +1038,7 @@ where
     }
 
     async fn prune_published(&self, before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q =
             QueryBuilder::<DB>::new("DELETE FROM workflow_published_events WHERE published_at < ");
         q.push_bind(before);
@@ -1185,6 +1204,7 @@ where
     /// left it inside the transaction (SQLite after a full disk or on a read-only file), holding
     /// the database's write lock for good, or it may be broken (PostgreSQL restarted).
     async fn write_on(pool: &Pool<DB>, jobs: &[&Job]) -> Result<Vec<bool>, StoreError> {
+        let _turn = DB::write_turn(pool).await;
         let mut conn = pool.acquire().await.map_err(db_err)?;
         let written = Self::write_batch(&mut conn, jobs).await;
         if written.as_ref().is_err_and(StoreError::is_unavailable) {

@@ -1,6 +1,9 @@
 //! SQLite (the embedded default): WAL journal, a busy timeout, and its [`Dialect`].
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteQueryResult,
@@ -115,4 +118,27 @@ impl Dialect for Sqlite {
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }
+
+    fn write_turn(
+        pool: &SqlitePool,
+    ) -> impl std::future::Future<Output = Option<tokio::sync::OwnedMutexGuard<()>>> + Send {
+        let turn = writers(pool);
+        async move { Some(turn.lock_owned().await) }
+    }
+}
+
+/// The turn of the writers of `pool`'s database file in this process ([`Dialect::write_turn`]):
+/// one per file, shared by every pool and store on it.
+fn writers(pool: &SqlitePool) -> Arc<tokio::sync::Mutex<()>> {
+    static TURNS: LazyLock<Mutex<HashMap<PathBuf, Weak<tokio::sync::Mutex<()>>>>> =
+        LazyLock::new(Mutex::default);
+    let file = pool.connect_options().get_filename().to_path_buf();
+    let mut turns = TURNS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(turn) = turns.get(&file).and_then(Weak::upgrade) {
+        return turn;
+    }
+    turns.retain(|_, t| t.strong_count() > 0);
+    let turn = Arc::new(tokio::sync::Mutex::new(()));
+    turns.insert(file, Arc::downgrade(&turn));
+    turn
 }

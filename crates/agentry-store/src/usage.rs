@@ -32,7 +32,7 @@ fn tokens(n: u64) -> i64 {
 #[async_trait]
 impl<DB> UsageStore for SqlUsageStore<DB>
 where
-    DB: Database,
+    DB: crate::sql::Dialect,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'t> String: Encode<'t, DB> + Type<DB> + sqlx::Decode<'t, DB>,
@@ -41,6 +41,7 @@ where
     (String, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
     async fn add(&self, key: &UsageKey, n: u64) -> Result<(), StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO agent_usage (agent_id, user_id, day, tokens) VALUES (",
         );

@@ -75,6 +75,7 @@ where
         value: &Value,
         at: DateTime<Utc>,
     ) -> Result<StoredWorkingMemory, StoreError> {
+        let _turn = DB::write_turn(&self.pool).await;
         let mut q = QueryBuilder::<DB>::new(
             "INSERT INTO agent_working_memory \
              (agent_id, user_id, conversation_id, value, updated_ms) VALUES (",
