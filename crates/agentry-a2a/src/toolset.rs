@@ -78,7 +78,8 @@ struct RemoteAgent {
     parameters: Value,
     card_url: String,
     token: Option<String>,
-    http: reqwest::Client,
+    /// Built at the first call (no TLS roots loaded for an agent never asked).
+    http: std::sync::OnceLock<reqwest::Client>,
     /// The JSON-RPC endpoint, once the card was read.
     endpoint: OnceCell<String>,
 }
@@ -104,11 +105,17 @@ impl RemoteAgent {
             id,
             card_url: card_url.to_owned(),
             token,
-            http: reqwest::Client::builder()
+            http: std::sync::OnceLock::new(),
+            endpoint: OnceCell::new(),
+        })
+    }
+
+    fn http(&self) -> &reqwest::Client {
+        self.http.get_or_init(|| {
+            reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
                 .build()
-                .unwrap_or_default(),
-            endpoint: OnceCell::new(),
+                .unwrap_or_default()
         })
     }
 
@@ -124,7 +131,7 @@ impl RemoteAgent {
         self.endpoint
             .get_or_try_init(|| async {
                 let res = self
-                    .authorized(self.http.get(&self.card_url))
+                    .authorized(self.http().get(&self.card_url))
                     .timeout(Duration::from_secs(30))
                     .send()
                     .await
@@ -164,7 +171,7 @@ impl RemoteAgent {
             "params": {"message": message},
         });
         let res = self
-            .authorized(self.http.post(&endpoint))
+            .authorized(self.http().post(&endpoint))
             .header("A2A-Version", PROTOCOL_VERSION)
             .header("Accept", "text/event-stream")
             .json(&request)

@@ -150,7 +150,9 @@ pub fn parse_sink(s: &str) -> Result<String, String> {
 
 /// The outbound HTTP client of definitions.
 pub struct Outbound {
-    client: reqwest::Client,
+    /// Built at the first call (a server whose definitions never call out never loads the TLS
+    /// roots).
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
     policy: Policy,
     /// The OpenAPI documents read so far, by URI (`call: openapi`).
     pub(crate) documents: crate::openapi::Documents,
@@ -168,8 +170,32 @@ impl std::fmt::Debug for Outbound {
 
 impl Outbound {
     pub fn new(policy: Policy) -> Result<Outbound, String> {
+        Ok(Outbound {
+            client: std::sync::OnceLock::new(),
+            policy,
+            documents: Default::default(),
+            protocols: Default::default(),
+        })
+    }
+
+    /// The client, built at the first call.
+    fn client(&self) -> Result<&reqwest::Client, DslError> {
+        self.client
+            .get_or_init(|| self.build_client())
+            .as_ref()
+            .map_err(|e| {
+                DslError::standard(
+                    ErrorType::Configuration,
+                    "Configuration Error",
+                    format!("the outbound HTTP client could not be made: {e}"),
+                )
+            })
+    }
+
+    fn build_client(&self) -> Result<reqwest::Client, String> {
+        let policy = self.policy.clone();
         let redirect_policy = policy.clone();
-        let client = reqwest::Client::builder()
+        reqwest::Client::builder()
             .dns_resolver(Arc::new(Guarded(policy.clone())))
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() >= MAX_REDIRECTS {
@@ -188,13 +214,7 @@ impl Outbound {
             .timeout(DEFAULT_TIMEOUT)
             .user_agent(concat!("agentry/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Outbound {
-            client,
-            policy,
-            documents: Default::default(),
-            protocols: Default::default(),
-        })
+            .map_err(|e| e.to_string())
     }
 
     /// Checks a URL against the policy before a request.
@@ -364,7 +384,7 @@ impl Outbound {
         }
         self.check_url(&url)?;
         let mut builder = self
-            .client
+            .client()?
             .request(method.clone(), url.clone())
             .header("idempotency-key", idempotency_key);
         if let Some(t) = timeout {

@@ -142,3 +142,28 @@ fn writers(pool: &SqlitePool) -> Arc<tokio::sync::Mutex<()>> {
     turns.insert(file, Arc::downgrade(&turn));
     turn
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_writers_of_one_file_take_turns_those_of_two_files_do_not() {
+        let dir = std::env::temp_dir().join(format!("agentry-turns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = |name: &str| format!("sqlite://{}", dir.join(name).display());
+        let db = crate::DbOptions::default();
+        let (a, b) = (
+            connect(&url("a.db"), db).await.unwrap(),
+            connect(&url("a.db"), db).await.unwrap(),
+        );
+        let other = connect(&url("b.db"), db).await.unwrap();
+        let held = Sqlite::write_turn(&a).await.expect("a turn on SQLite");
+        // Another pool on the same file waits for it; a pool on another file does not.
+        assert!(writers(&b).try_lock().is_err());
+        assert!(Sqlite::write_turn(&other).await.is_some());
+        drop(held);
+        assert!(Sqlite::write_turn(&b).await.is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
