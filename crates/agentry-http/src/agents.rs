@@ -317,7 +317,7 @@ pub async fn stream_object_route(
 }
 
 /// Registers the agent routes (each `.service` also adds its path to the OpenAPI document).
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list_agents)
         .service(get_agent)
         .service(generate_text)

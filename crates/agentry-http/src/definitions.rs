@@ -131,6 +131,6 @@ pub async fn remove(
     ))
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(deploy).service(detail).service(remove);
 }

@@ -135,6 +135,6 @@ pub async fn counts(app: web::Data<AppState>, caller: Requester) -> Result<HttpR
     Ok(envelope::ok(app.app.counts(&caller.0).await?))
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list_all).service(find).service(counts);
 }

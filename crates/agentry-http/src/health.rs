@@ -54,6 +54,6 @@ pub async fn readyz(app: web::Data<AppState>) -> HttpResponse {
     }
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(healthz).service(readyz);
 }

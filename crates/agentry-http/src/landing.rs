@@ -135,7 +135,7 @@ pub async fn index(app: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Registers the landing page.
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(index);
 }
 

@@ -28,7 +28,7 @@ pub mod origin;
 pub mod page;
 pub mod queues;
 pub mod request_log;
-pub mod routes;
+pub mod registration;
 pub mod runs;
 pub mod schedules;
 pub mod server_info;
@@ -57,7 +57,7 @@ pub use host::{Host, HostError};
 pub use hosts::AllowedHosts;
 pub use mount::{FrontEnds, Mount};
 pub use origin::AllowedOrigins;
-pub use routes::Routes;
+pub use registration::Routes;
 pub use validate::{Valid, Validate};
 
 /// HTTP settings: sizes, time-outs and connection limits (docs/SECURITY.md lists them all).

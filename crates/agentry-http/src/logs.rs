@@ -35,6 +35,6 @@ pub async fn list(
 }
 
 /// Registers the log routes.
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list);
 }

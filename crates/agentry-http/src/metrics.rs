@@ -133,6 +133,6 @@ pub fn render(app: &AppState) -> HttpResponse {
         .body(app.app.render_metrics(agentry_otel::dropped_spans()))
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(exposition);
 }

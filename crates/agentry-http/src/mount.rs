@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::routes::Routes;
+use crate::registration::Routes;
 
 /// A front end's routes, registered through utoipa-actix-web (so that `/doc` describes what is
 /// served). Run once per server worker, and once more to collect the document.

@@ -434,7 +434,7 @@ pub async fn api_explorer_file(tail: web::Path<String>) -> HttpResponse {
 }
 
 /// Registers `/doc` and `/ui`.
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(openapi_document)
         .service(api_explorer)
         .service(api_explorer_file);

@@ -176,7 +176,7 @@ pub async fn fork(
 
 /// Registers the operations' routes (each `.service` also adds its path to the OpenAPI
 /// document).
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(deliver_event)
         .service(send_event)
         .service(send_cloud_event)

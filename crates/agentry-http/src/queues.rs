@@ -45,6 +45,6 @@ pub async fn detail(
     Ok(envelope::ok(app.app.queue(&caller.0, &name).await?))
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list).service(detail);
 }

@@ -377,7 +377,7 @@ pub async fn list_agent_scores(
 }
 
 /// Registers the run routes (each `.service` also adds its path to the OpenAPI document).
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list_agent_runs)
         .service(list_all_runs)
         .service(get_run)

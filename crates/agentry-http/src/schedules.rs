@@ -185,7 +185,7 @@ pub async fn backfill(
     ))
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list)
         .service(create)
         .service(detail)

@@ -49,6 +49,6 @@ pub async fn me(user: Option<AuthenticatedUser>) -> HttpResponse {
     })
 }
 
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(info).service(me);
 }

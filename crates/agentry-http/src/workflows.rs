@@ -432,7 +432,7 @@ pub async fn cancel(
 }
 
 /// Registers the workflow routes (each `.service` also adds its path to the OpenAPI document).
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(list)
         .service(detail)
         .service(execute)

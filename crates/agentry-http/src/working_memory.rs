@@ -142,7 +142,7 @@ pub async fn get_usage(
 }
 
 /// Registers the three routes.
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(get_working_memory)
         .service(set_working_memory)
         .service(get_usage);

@@ -353,6 +353,6 @@ impl Follow {
 }
 
 /// Registers the WebSocket routes.
-pub fn routes(cfg: &mut crate::routes::Routes<'_, '_>) {
+pub fn routes(cfg: &mut crate::registration::Routes<'_, '_>) {
     cfg.service(logs).service(execution);
 }
