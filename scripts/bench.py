@@ -4,6 +4,7 @@
     python3 scripts/bench.py [--seconds 10] [--connections 32] [--backends sqlite,postgres]
                              [--postgres postgres://postgres@127.0.0.1:5432/postgres]
                              [--million] [--queues] [--out bench-results] [--bin-dir DIR]
+                             [--db-prefix agentry_bench]
 
 Builds nothing (the justfile recipe builds the release binaries first). For each backend: the
 limits first (a bare actix-web handler serving GET /agents's bytes from memory, measured with
@@ -15,8 +16,22 @@ call held in memory and durable, word-count execute and the same workflow writte
 definition (word-count-dsl, served from crates/agentry-bench/definitions), order-fulfillment
 execute; with agentry-bench: the expense-approval cycle, the assistant's stream (time to first and
 last event), 1,000 workflow streams open at once. The server's RSS (idle, under load, after) and
-CPU time per request come from /proc. With --million, scripts/million-executions.py measures
-state and resume latency with 1,000,000 executions in the table. With --soak MINUTES, the
+CPU time per request come from /proc.
+
+Then, per core and per step: word-count's executions/s with the server on one core and per
+agentry CPU-second; on PostgreSQL, word-count against a private PostgreSQL server (initdb in a
+temporary directory, its own port, every process on CPU 0, fsync and synchronous_commit on) with
+the server on CPU 1: executions/s and executions per PostgreSQL CPU-second (its processes'
+utime + stime from /proc). The hidden test registry's chains of no-op steps (`tester-chain-1`,
+`-10`, `-100`; agentry-bench steps) give the cost of one durable step, the interval between two
+steps' calls (the engine calls a step only once the previous one's checkpoint is committed):
+p50 and p99 unloaded (tester-chain-100, one client) and loaded (tester-chain-10, CONNECTIONS
+clients), and executions/s by steps per workflow. Then word-count's executions/s and
+tester-chain-10's step latency on a fresh database holding 0, 10,000 and 100,000 finished
+executions (1,000,000 too with --million), filled with scripts/million-executions.py's SQL.
+
+With --million, scripts/million-executions.py also measures state and resume latency with
+1,000,000 executions in the table. With --soak MINUTES, the
 server (SQLite) then takes word-count and GET /agents load for that long while its RSS is read
 every minute: the first and the last minute's RSS, and their difference. With --queues, only
 scripts/queue-bench.py runs (three release replicas on one fresh PostgreSQL database, 10,000
@@ -32,6 +47,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -75,12 +91,15 @@ def bench_line(out):
 
 
 class Server:
-    """The release agentry on a fresh database, pinned to CPU 1."""
+    """The release agentry on a fresh database, pinned to CPU 1 (with `test_agents`, a directory:
+    the hidden test registry too, `tester-chain-N` among it)."""
 
-    def __init__(self, url):
+    def __init__(self, url, test_agents=None):
         env = dict(os.environ, RUST_LOG="warn")
-        for k in ("AGENTRY_JWT_SECRET", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        for k in ("AGENTRY_JWT_SECRET", "OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENTRY_TEST_AGENTS"):
             env.pop(k, None)
+        if test_agents:
+            env["AGENTRY_TEST_AGENTS"] = test_agents
         self.proc = subprocess.Popen(
             pin(1, [AGENTRY, "serve", "--bind", "127.0.0.1:0", "--database-url", url,
                         "--definitions", DEFINITIONS]),
@@ -199,7 +218,200 @@ def backend(name, url, args):
     time.sleep(1)
     results["rss_after_kb"] = rss_kb(server.pid)
     server.stop()
+    # Per core and per step.
+    wc = next(r for r in results["cases"] if r["case"] == "word-count execute")
+    results["per_core"] = {"agentry": {
+        "rate": wc["rate"], "per_agentry_cpu_s": 1e3 / wc["cpu_ms_per_request"]
+        if wc["cpu_ms_per_request"] else None}}
+    if name != "sqlite":
+        print(f"   {name}: a private PostgreSQL on CPU 0", file=sys.stderr, flush=True)
+        results["per_core"]["postgres"] = per_postgres_core(args)
+    results["steps"] = steps_and_growth(name, args, args.tmp)
     return results
+
+
+# Per core and per step (issue 39, item 5).
+
+WORD_COUNT = next(c for c in WRK_CASES if c[0] == "word-count execute")
+# Stored executions the growth runs start with (--million adds 1,000,000).
+STORED_LEVELS = (0, 10_000, 100_000)
+
+
+def load_million():
+    """scripts/million-executions.py as a module: its bulk fill (SQLITE_BULK, PG_BULK)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "million_executions", os.path.join(ROOT, "scripts", "million-executions.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def word_count_load(server, seconds, connections):
+    return measure_server_case(server, lambda: wrk(
+        server.base + WORD_COUNT[2], seconds, connections, "POST", WORD_COUNT[3]))
+
+
+def chain(server, steps, connections, seconds):
+    """`agentry-bench steps` on `tester-chain-<steps>`: executions/s and the step intervals."""
+    return measure_server_case(server, lambda: tool(
+        "steps", "--url", server.base, "--workflow", f"tester-chain-{steps}",
+        "--connections", str(connections), "--seconds", str(seconds))[0])
+
+
+def proc_stat(pid):
+    """(ppid, utime + stime, cutime + cstime) of `pid`, in seconds; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS,
+            (int(fields[13]) + int(fields[14])) / TICKS)
+
+
+def tree_cpu_seconds(root):
+    """CPU seconds of process `root` and its children, the ended ones included (a process's
+    ended and waited-for children count in its cutime and cstime)."""
+    own = proc_stat(root)
+    if own is None:
+        return 0.0
+    total = own[1] + own[2]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = proc_stat(int(entry))
+            if st and st[0] == root:
+                total += st[1] + st[2]
+    return total
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of its own (initdb in a temporary directory, its own port), every
+    process of it on CPU 0: fsync and synchronous_commit on, the defaults otherwise."""
+
+    def __init__(self):
+        bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        self.pg_ctl = os.path.join(bindir, "pg_ctl")
+        self.dir = tempfile.mkdtemp(prefix="agentry-bench-pg-")
+        self.data = os.path.join(self.dir, "data")
+        # initdb refuses root: as root, the cluster is the postgres user's.
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_user:
+            shutil.chown(self.dir, "postgres", "postgres")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        subprocess.run(self.as_user + [os.path.join(bindir, "initdb"), "-D", self.data, "-A",
+                                       "trust", "-U", "postgres", "--no-sync"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        options = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=on -c synchronous_commit=on")
+        subprocess.run(self.as_user + pin(0, [self.pg_ctl, "-D", self.data, "-l",
+                                              os.path.join(self.dir, "log"), "-w", "-o",
+                                              options, "start"]),
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            self.pid = int(f.readline())
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self):
+        subprocess.run(self.as_user + [self.pg_ctl, "-D", self.data, "-m", "fast", "-w", "stop"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def per_postgres_core(args):
+    """word-count against a private PostgreSQL on CPU 0, the server on CPU 1: executions/s, and
+    executions per CPU-second of PostgreSQL's processes and of the server."""
+    pg = PrivatePostgres()
+    try:
+        subprocess.run(["psql", pg.url, "-qc", "CREATE DATABASE agentry_bench"], check=True)
+        server = Server(pg.url.rsplit("/", 1)[0] + "/agentry_bench")
+        try:
+            # A second of warm-up (the pool's connections, the first pages).
+            wrk(server.base + WORD_COUNT[2], 1, args.connections, "POST", WORD_COUNT[3])
+            pg0, ag0 = tree_cpu_seconds(pg.pid), cpu_seconds(server.pid)
+            r = wrk(server.base + WORD_COUNT[2], args.seconds, args.connections, "POST",
+                    WORD_COUNT[3])
+            pg_cpu, ag_cpu = tree_cpu_seconds(pg.pid) - pg0, cpu_seconds(server.pid) - ag0
+        finally:
+            server.stop()
+    finally:
+        pg.stop()
+    seconds = r["duration_us"] / 1e6
+    return {"rate": r["rate"], "requests": r["requests"], "p50_us": r["p50_us"],
+            "p99_us": r["p99_us"], "seconds": seconds,
+            "postgres_cpu_s": pg_cpu, "agentry_cpu_s": ag_cpu,
+            "postgres_cores_busy": pg_cpu / seconds, "agentry_cores_busy": ag_cpu / seconds,
+            "per_postgres_cpu_s": r["requests"] / pg_cpu if pg_cpu else None,
+            "per_agentry_cpu_s": r["requests"] / ag_cpu if ag_cpu else None}
+
+
+def fresh_database(name, args, tmp):
+    """A new empty database of the backend: its URL and what removes it."""
+    if name == "sqlite":
+        path = f"{tmp}/steps-{uuid.uuid4().hex}.db"
+        return f"sqlite://{path}", lambda: [
+            os.path.exists(p) and os.unlink(p) for p in (path, path + "-wal", path + "-shm")]
+    db = f"{args.db_prefix}_{uuid.uuid4().hex[:12]}"
+    subprocess.run(["psql", args.postgres, "-qc", f"CREATE DATABASE {db}"], check=True)
+    return args.postgres.rsplit("/", 1)[0] + "/" + db, lambda: subprocess.run(
+        ["psql", args.postgres, "-qc", f"DROP DATABASE {db} WITH (FORCE)"])
+
+
+def bulk_fill(name, url, rows):
+    """`rows` finished executions, with SQL (scripts/million-executions.py's bulk fill)."""
+    million = load_million()
+    subprocess.run([AGENTRY, "migrate", "--database-url", url], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not rows:
+        return 0.0
+    t = time.time()
+    if name == "sqlite":
+        import sqlite3
+        db = sqlite3.connect(url[len("sqlite://"):])
+        db.executescript(million.SQLITE_BULK.format(rows=rows))
+        db.commit()
+        db.close()
+    else:
+        subprocess.run(["psql", url, "-qc", million.PG_BULK.format(rows=rows)], check=True,
+                       stdout=subprocess.DEVNULL)
+    return time.time() - t
+
+
+def steps_and_growth(name, args, tmp):
+    """Step latency and executions/s with the steps per workflow, then with the stored
+    executions: a fresh database for each level, filled with SQL before the server starts."""
+    out = {"chains": [], "stored": []}
+    levels = STORED_LEVELS + ((1_000_000,) if args.million else ())
+    agents_dir = tempfile.mkdtemp(prefix="agentry-bench-tester-", dir=tmp)
+    for stored in levels:
+        print(f"   {name}: {stored:,} stored executions", file=sys.stderr, flush=True)
+        url, drop = fresh_database(name, args, tmp)
+        try:
+            fill_s = bulk_fill(name, url, stored)
+            server = Server(url, test_agents=agents_dir)
+            try:
+                level = {"stored": stored, "fill_s": fill_s}
+                if stored == 0:
+                    # Unloaded: one execution at a time; loaded: CONNECTIONS clients.
+                    out["chains"].append(chain(server, 100, 1, args.seconds))
+                    for steps in (1, 10, 100):
+                        r = chain(server, steps, args.connections, args.seconds)
+                        out["chains"].append(r)
+                        if steps == 10:
+                            level["chain10"] = r
+                else:
+                    level["chain10"] = chain(server, 10, args.connections, args.seconds)
+                level["word_count"] = word_count_load(server, args.seconds, args.connections)
+                out["stored"].append(level)
+            finally:
+                server.stop()
+        finally:
+            drop()
+    shutil.rmtree(agents_dir, ignore_errors=True)
+    return out
 
 
 def soak(minutes, args):
@@ -258,7 +470,58 @@ def markdown(all_results):
                          "CPU per execution (issue 37's limit: 1.5x; the exact figure is "
                          "scripts/callgrind-per-request.py's).")
         lines.append(f"\nRSS idle {b['rss_idle_kb'] / 1024:.1f} MB, after {b['rss_after_kb'] / 1024:.1f} MB.")
+        if "steps" in b:
+            lines.extend(per_step_markdown(b))
     return "\n".join(lines)
+
+
+def per_step_markdown(b):
+    """The backend's "per core and per step" tables."""
+    def step_ms(r):
+        s = r["step"]
+        return (f"{ms(s['p50_us'])} | {ms(s['p99_us'])}" if s["intervals"] else "– | –")
+
+    def per(v):
+        return f"{v:,.0f}" if v else "–"
+
+    lines = [f"\n#### {b['backend']}: per core and per step\n",
+             "| figure | value |", "|---|---|"]
+    ag = b["per_core"]["agentry"]
+    lines.append(f"| executions/s per agentry core (word-count, server on one core) | "
+                 f"{ag['rate']:,.0f}/s; {per(ag['per_agentry_cpu_s'])} per agentry CPU-second |")
+    pg = b["per_core"].get("postgres")
+    if pg:
+        lines.append(
+            f"| per PostgreSQL core (word-count; a private PostgreSQL on CPU 0, the server on "
+            f"CPU 1) | {pg['rate']:,.0f}/s (p50 {ms(pg['p50_us'])} ms, p99 {ms(pg['p99_us'])} "
+            f"ms); {per(pg['per_postgres_cpu_s'])} per PostgreSQL CPU-second "
+            f"({pg['postgres_cores_busy']:.2f} cores busy), {per(pg['per_agentry_cpu_s'])} per "
+            f"agentry CPU-second ({pg['agentry_cores_busy']:.2f} cores busy) |")
+    chains = b["steps"]["chains"]
+    for r in chains:
+        if r["chain_steps"] == 100 and r["connections"] == 1:
+            lines.append(f"| step latency, unloaded (tester-chain-100, one client), p50 / p99 ms | "
+                         f"{ms(r['step']['p50_us'])} / {ms(r['step']['p99_us'])} |")
+        if r["chain_steps"] == 10 and r["connections"] > 1:
+            lines.append(f"| step latency, loaded (tester-chain-10, {r['connections']} clients), "
+                         f"p50 / p99 ms | {ms(r['step']['p50_us'])} / {ms(r['step']['p99_us'])} |")
+    lines.append("\nWith the steps per workflow (a step: the interval between two steps' calls):\n")
+    lines.append("| workflow | clients | executions/s | steps/s | execute p50 ms | execute p99 ms "
+                 "| step p50 ms | step p99 ms | CPU ms/execution |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for r in chains:
+        lines.append(f"| {r['workflow']} | {r['connections']} | {r['rate']:,.0f} | "
+                     f"{r['steps_per_s']:,.0f} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | "
+                     f"{step_ms(r)} | {r['cpu_ms_per_request']:.3f} |")
+    lines.append("\nWith the stored executions (a fresh database filled with SQL for each):\n")
+    lines.append("| stored executions | word-count executions/s | word-count p99 ms "
+                 "| tester-chain-10 executions/s | step p50 ms | step p99 ms |")
+    lines.append("|---|---|---|---|---|---|")
+    for lv in b["steps"]["stored"]:
+        wc, c10 = lv["word_count"], lv["chain10"]
+        lines.append(f"| {lv['stored']:,} | {wc['rate']:,.0f} | {ms(wc['p99_us'])} | "
+                     f"{c10['rate']:,.0f} | {step_ms(c10)} |")
+    return lines
 
 
 def queues(args):
@@ -283,6 +546,8 @@ def main():
     p.add_argument("--backends", default="sqlite,postgres")
     p.add_argument("--postgres", default=os.environ.get(
         "AGENTRY_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    p.add_argument("--db-prefix", default="agentry_bench",
+                   help="the PostgreSQL databases it makes (and drops) are named PREFIX_<random>")
     p.add_argument("--million", action="store_true")
     p.add_argument("--queues", action="store_true",
                    help="run only the queue benchmark (scripts/queue-bench.py)")
@@ -310,11 +575,12 @@ def main():
                     "kernel": os.uname().release, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
         "seconds": args.seconds, "connections": args.connections, "backends": []}
     tmp = tempfile.mkdtemp(prefix="agentry-bench-")
+    args.tmp = tmp
     for name in args.backends.split(","):
         if name == "sqlite":
             url = f"sqlite://{tmp}/bench-{uuid.uuid4().hex}.db"
         else:
-            db = f"agentry_bench_{uuid.uuid4().hex[:12]}"
+            db = f"{args.db_prefix}_{uuid.uuid4().hex[:12]}"
             subprocess.run(["psql", args.postgres, "-qc", f"CREATE DATABASE {db}"], check=True)
             url = args.postgres.rsplit("/", 1)[0] + "/" + db
         print(f"== {name}", file=sys.stderr)

@@ -8,7 +8,13 @@
 //! - `cycle`: expense-approval cycles (execute over 1000, suspended; resume, completed);
 //! - `agent-stream`: `POST /agents/assistant/stream`, time to the first event and to the last;
 //! - `streams`: N workflow streams open at once: event delivery latency and the server's RSS
-//!   per open stream.
+//!   per open stream;
+//! - `steps`: executions of a chain of no-op steps (`tester-chain-N`, the server started with
+//!   `AGENTRY_TEST_AGENTS`), and what one durable step costs: each step answers the time it was
+//!   called (µs), and the engine calls step k+1 only once step k's checkpoint is committed, so
+//!   the interval between two steps' calls is one step's call to its acknowledged checkpoint
+//!   (and the hand-off to the next). The intervals are read back from the executions' states
+//!   after the load (the wire's timestamps are to the millisecond; these are to the µs).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,6 +67,16 @@ enum Cmd {
         #[arg(long)]
         pid: u32,
     },
+    /// Executions of WORKFLOW (a `tester-chain-N`) from CONNECTIONS clients for SECONDS, then
+    /// the intervals between its steps' calls, read back from at most STATES executions.
+    Steps {
+        #[command(flatten)]
+        load: Load,
+        #[arg(long, default_value = "tester-chain-10")]
+        workflow: String,
+        #[arg(long, default_value_t = 2000)]
+        states: usize,
+    },
 }
 
 /// A closed-loop load on the server at URL.
@@ -88,6 +104,11 @@ async fn main() -> anyhow::Result<()> {
             agent_stream(&l.url, l.connections, Duration::from_secs(l.seconds)).await
         }
         Cmd::Streams { url, count, pid } => streams(&url, count, pid).await,
+        Cmd::Steps {
+            load,
+            workflow,
+            states,
+        } => steps(&load, &workflow, states).await,
     }
 }
 
@@ -456,4 +477,113 @@ async fn streams(url: &str, count: usize, pid: u32) -> anyhow::Result<()> {
     v["rss_per_stream_kb"] = json!((during.saturating_sub(before)) as f64 / count as f64);
     print(v);
     Ok(())
+}
+
+/// Executions of a `tester-chain-N` under a closed-loop load, then the intervals between the
+/// calls of consecutive steps (from the steps' outputs, `{k, calledUs}`), read back from the
+/// states of at most `max_states` of them, evenly spread over the run.
+async fn steps(load: &Load, workflow: &str, max_states: usize) -> anyhow::Result<()> {
+    let c = client(load.connections);
+    let base = load.url.trim_end_matches('/').to_owned();
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (samples, errors, elapsed) = {
+        let (c, base, ids, workflow) = (c.clone(), base.clone(), ids.clone(), workflow.to_owned());
+        closed_loop(
+            load.connections,
+            Duration::from_secs(load.seconds),
+            move || {
+                let (c, base, ids, workflow) =
+                    (c.clone(), base.clone(), ids.clone(), workflow.clone());
+                async move {
+                    let t = Instant::now();
+                    let url = format!("{base}/workflows/{workflow}/execute");
+                    let d = post_data(&c, url, &json!({"input": {}})).await?;
+                    if d["status"] != "completed" {
+                        bail!("not completed: {d}");
+                    }
+                    let took = t.elapsed().as_micros() as u64;
+                    let id = d["executionId"].as_str().context("executionId")?;
+                    ids.lock().unwrap().push(id.to_owned());
+                    Ok(vec![took])
+                }
+            },
+        )
+        .await
+    };
+    let ids = std::mem::take(&mut *ids.lock().unwrap());
+    let picked: Vec<String> = if ids.len() <= max_states {
+        ids.clone()
+    } else {
+        (0..max_states)
+            .map(|i| ids[i * ids.len() / max_states].clone())
+            .collect()
+    };
+    // The states, eight at a time, once the load is over.
+    let intervals: Vec<anyhow::Result<Vec<u64>>> = futures::stream::iter(picked)
+        .map(|id| {
+            let (c, base) = (c.clone(), base.clone());
+            let workflow = workflow.to_owned();
+            async move {
+                let url = format!("{base}/workflows/{workflow}/executions/{id}/state");
+                let resp = c.get(url).send().await?;
+                if !resp.status().is_success() {
+                    bail!("state of {id}: status {}", resp.status());
+                }
+                let v: Value = resp.json().await?;
+                call_intervals(&v["data"]["steps"])
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let mut step = Samples::default();
+    let mut read = 0usize;
+    for i in intervals {
+        step.0.extend(i?);
+        read += 1;
+    }
+    let step_count = step.0.len();
+    let executions = samples.0.len();
+    let mut v = samples.summary(elapsed, errors);
+    let chain: u64 = workflow
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    v["case"] = json!(format!(
+        "{workflow} execute, {} connection{}",
+        load.connections,
+        if load.connections == 1 { "" } else { "s" }
+    ));
+    v["workflow"] = json!(workflow);
+    v["chain_steps"] = json!(chain);
+    v["connections"] = json!(load.connections);
+    v["steps_per_s"] = json!(executions as f64 * chain as f64 / elapsed.as_secs_f64());
+    let mut s = step.summary(elapsed, 0);
+    if let Some(fields) = s.as_object_mut() {
+        fields.retain(|k, _| k.ends_with("_us"));
+    }
+    s["executions_read"] = json!(read);
+    s["intervals"] = json!(step_count);
+    v["step"] = s;
+    print(v);
+    Ok(())
+}
+
+/// The intervals in µs between the calls of steps `s1`, `s2`, ... of a `tester-chain-N`
+/// execution's `steps` (each output `{k, calledUs}`).
+fn call_intervals(steps: &Value) -> anyhow::Result<Vec<u64>> {
+    let map = steps.as_object().context("no steps")?;
+    let mut called = Vec::with_capacity(map.len());
+    for k in 1..=map.len() {
+        let us = map
+            .get(&format!("s{k}"))
+            .and_then(|s| s["output"]["calledUs"].as_i64())
+            .with_context(|| format!("step s{k} has no calledUs"))?;
+        called.push(us);
+    }
+    Ok(called
+        .windows(2)
+        .map(|w| (w[1] - w[0]).max(0) as u64)
+        .collect())
 }

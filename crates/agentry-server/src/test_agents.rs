@@ -37,6 +37,13 @@
 //! and `wait=<ms>` (how long `/execute` waits before its 202, 30 s by default); unset (or
 //! empty): `concurrency=2`. A malformed value stops the server at its start.
 //! `tester-unqueued` is the same workflow without a queue (the queue benchmark's baseline).
+//!
+//! `tester-chain-1`, `tester-chain-10` and `tester-chain-100` (any input object) are chains of
+//! that many no-op `andThen` steps, `s1` to `sN`, step `k` answering `{"k": k, "calledUs": µs}`
+//! (the wall clock when the engine called it, in microseconds since the Unix epoch; the result is
+//! the last step's): what one durable step costs (the interval between two steps' calls) and
+//! how it grows with a workflow's length, in `just bench` (scripts/bench.py, `agentry-bench
+//! steps`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -69,6 +76,9 @@ pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> 
         tester_mailbox(),
         tester_queued(PathBuf::from(&dir), &limits),
         tester_unqueued(PathBuf::from(&dir)),
+        tester_chain(1),
+        tester_chain(10),
+        tester_chain(100),
     ] {
         engine.register(wf?)?;
     }
@@ -186,6 +196,24 @@ fn tester_mailbox() -> Def {
             let got = ctx.wait_for_event("ping", None, deadline).await?;
             Ok(json!({"got": got, "timedOut": ctx.timed_out}))
         }))
+        .build()
+}
+
+/// `tester-chain-<steps>`: `steps` no-op `andThen` steps, `s1` to `s<steps>`, step `k`
+/// answering `{"k": k, "calledUs": <the wall clock when it was called, µs>}`.
+fn tester_chain(steps: u32) -> Def {
+    let builder = Workflow::new(
+        format!("tester-chain-{steps}"),
+        format!("Tester Chain {steps}"),
+    )
+    .input_schema(json!({"type": "object"}));
+    (1..=steps)
+        .fold(builder, |b, k| {
+            b.and_then(step(format!("s{k}"), move |_ctx: StepContext| async move {
+                let called = chrono::Utc::now().timestamp_micros();
+                Ok(json!({"k": k, "calledUs": called}))
+            }))
+        })
         .build()
 }
 
