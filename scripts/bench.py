@@ -589,7 +589,8 @@ def main():
             subprocess.run(["psql", args.postgres, "-qc", f"DROP DATABASE {db} WITH (FORCE)"])
     shutil.rmtree(tmp, ignore_errors=True)
     if args.million:
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "million-executions.py")],
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "million-executions.py"),
+                              "--binary", AGENTRY, "--postgres", args.postgres],
                              capture_output=True, text=True)
         all_results["million"] = out.stdout
     if args.soak:
