@@ -28,7 +28,9 @@ steps' calls (the engine calls a step only once the previous one's checkpoint is
 p50 and p99 unloaded (tester-chain-100, one client) and loaded (tester-chain-10, CONNECTIONS
 clients), and executions/s by steps per workflow. Then word-count's executions/s and
 tester-chain-10's step latency on a fresh database holding 0, 10,000 and 100,000 finished
-executions (1,000,000 too with --million), filled with scripts/million-executions.py's SQL.
+executions (1,000,000 too with --million), filled with scripts/million-executions.py's SQL. On
+PostgreSQL, the chains and the stored executions run on the private server too (away from other
+users of the shared one), each case with PostgreSQL's CPU time per execution.
 
 With --million, scripts/million-executions.py also measures state and resume latency with
 1,000,000 executions in the table. With --soak MINUTES, the
@@ -223,10 +225,17 @@ def backend(name, url, args):
     results["per_core"] = {"agentry": {
         "rate": wc["rate"], "per_agentry_cpu_s": 1e3 / wc["cpu_ms_per_request"]
         if wc["cpu_ms_per_request"] else None}}
-    if name != "sqlite":
-        print(f"   {name}: a private PostgreSQL on CPU 0", file=sys.stderr, flush=True)
-        results["per_core"]["postgres"] = per_postgres_core(args)
-    results["steps"] = steps_and_growth(name, args, args.tmp)
+    if name == "sqlite":
+        results["steps"] = steps_and_growth(name, args, args.tmp)
+        return results
+    # The rest on a private PostgreSQL, all of it on CPU 0 (the shared one is not pinned).
+    print(f"   {name}: a private PostgreSQL on CPU 0", file=sys.stderr, flush=True)
+    pg = PrivatePostgres()
+    try:
+        results["per_core"]["postgres"] = per_postgres_core(args, pg)
+        results["steps"] = steps_and_growth(name, args, args.tmp, pg)
+    finally:
+        pg.stop()
     return results
 
 
@@ -247,16 +256,27 @@ def load_million():
     return module
 
 
-def word_count_load(server, seconds, connections):
-    return measure_server_case(server, lambda: wrk(
-        server.base + WORD_COUNT[2], seconds, connections, "POST", WORD_COUNT[3]))
+def with_postgres_cpu(pg, run):
+    """Runs `run()`, adding the CPU time of the private PostgreSQL `pg` per request."""
+    if pg is None:
+        return run()
+    cpu0 = tree_cpu_seconds(pg.pid)
+    r = run()
+    r["postgres_cpu_ms_per_request"] = (tree_cpu_seconds(pg.pid) - cpu0) * 1e3 / max(
+        r["requests"], 1)
+    return r
 
 
-def chain(server, steps, connections, seconds):
+def word_count_load(server, seconds, connections, pg=None):
+    return with_postgres_cpu(pg, lambda: measure_server_case(server, lambda: wrk(
+        server.base + WORD_COUNT[2], seconds, connections, "POST", WORD_COUNT[3])))
+
+
+def chain(server, steps, connections, seconds, pg=None):
     """`agentry-bench steps` on `tester-chain-<steps>`: executions/s and the step intervals."""
-    return measure_server_case(server, lambda: tool(
+    return with_postgres_cpu(pg, lambda: measure_server_case(server, lambda: tool(
         "steps", "--url", server.base, "--workflow", f"tester-chain-{steps}",
-        "--connections", str(connections), "--seconds", str(seconds))[0])
+        "--connections", str(connections), "--seconds", str(seconds))[0]))
 
 
 def proc_stat(pid):
@@ -321,24 +341,21 @@ class PrivatePostgres:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def per_postgres_core(args):
-    """word-count against a private PostgreSQL on CPU 0, the server on CPU 1: executions/s, and
-    executions per CPU-second of PostgreSQL's processes and of the server."""
-    pg = PrivatePostgres()
+def per_postgres_core(args, pg):
+    """word-count against the private PostgreSQL `pg` on CPU 0, the server on CPU 1:
+    executions/s, and executions per CPU-second of PostgreSQL's processes and of the server."""
+    subprocess.run(["psql", pg.url, "-qc", "CREATE DATABASE agentry_bench"], check=True)
+    server = Server(pg.url.rsplit("/", 1)[0] + "/agentry_bench")
     try:
-        subprocess.run(["psql", pg.url, "-qc", "CREATE DATABASE agentry_bench"], check=True)
-        server = Server(pg.url.rsplit("/", 1)[0] + "/agentry_bench")
-        try:
-            # A second of warm-up (the pool's connections, the first pages).
-            wrk(server.base + WORD_COUNT[2], 1, args.connections, "POST", WORD_COUNT[3])
-            pg0, ag0 = tree_cpu_seconds(pg.pid), cpu_seconds(server.pid)
-            r = wrk(server.base + WORD_COUNT[2], args.seconds, args.connections, "POST",
-                    WORD_COUNT[3])
-            pg_cpu, ag_cpu = tree_cpu_seconds(pg.pid) - pg0, cpu_seconds(server.pid) - ag0
-        finally:
-            server.stop()
+        # A second of warm-up (the pool's connections, the first pages).
+        wrk(server.base + WORD_COUNT[2], 1, args.connections, "POST", WORD_COUNT[3])
+        pg0, ag0 = tree_cpu_seconds(pg.pid), cpu_seconds(server.pid)
+        r = wrk(server.base + WORD_COUNT[2], args.seconds, args.connections, "POST",
+                WORD_COUNT[3])
+        pg_cpu, ag_cpu = tree_cpu_seconds(pg.pid) - pg0, cpu_seconds(server.pid) - ag0
     finally:
-        pg.stop()
+        server.stop()
+    subprocess.run(["psql", pg.url, "-qc", "DROP DATABASE agentry_bench WITH (FORCE)"])
     seconds = r["duration_us"] / 1e6
     return {"rate": r["rate"], "requests": r["requests"], "p50_us": r["p50_us"],
             "p99_us": r["p99_us"], "seconds": seconds,
@@ -348,16 +365,18 @@ def per_postgres_core(args):
             "per_agentry_cpu_s": r["requests"] / ag_cpu if ag_cpu else None}
 
 
-def fresh_database(name, args, tmp):
-    """A new empty database of the backend: its URL and what removes it."""
+def fresh_database(name, args, tmp, pg=None):
+    """A new empty database of the backend (on PostgreSQL, of the private server `pg`): its URL
+    and what removes it."""
     if name == "sqlite":
         path = f"{tmp}/steps-{uuid.uuid4().hex}.db"
         return f"sqlite://{path}", lambda: [
             os.path.exists(p) and os.unlink(p) for p in (path, path + "-wal", path + "-shm")]
+    admin = pg.url if pg else args.postgres
     db = f"{args.db_prefix}_{uuid.uuid4().hex[:12]}"
-    subprocess.run(["psql", args.postgres, "-qc", f"CREATE DATABASE {db}"], check=True)
-    return args.postgres.rsplit("/", 1)[0] + "/" + db, lambda: subprocess.run(
-        ["psql", args.postgres, "-qc", f"DROP DATABASE {db} WITH (FORCE)"])
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {db}"], check=True)
+    return admin.rsplit("/", 1)[0] + "/" + db, lambda: subprocess.run(
+        ["psql", admin, "-qc", f"DROP DATABASE {db} WITH (FORCE)"])
 
 
 def bulk_fill(name, url, rows):
@@ -380,15 +399,16 @@ def bulk_fill(name, url, rows):
     return time.time() - t
 
 
-def steps_and_growth(name, args, tmp):
+def steps_and_growth(name, args, tmp, pg=None):
     """Step latency and executions/s with the steps per workflow, then with the stored
-    executions: a fresh database for each level, filled with SQL before the server starts."""
+    executions: a fresh database for each level, filled with SQL before the server starts (on
+    PostgreSQL, of the private server `pg`, whose CPU time each case adds)."""
     out = {"chains": [], "stored": []}
     levels = STORED_LEVELS + ((1_000_000,) if args.million else ())
     agents_dir = tempfile.mkdtemp(prefix="agentry-bench-tester-", dir=tmp)
     for stored in levels:
         print(f"   {name}: {stored:,} stored executions", file=sys.stderr, flush=True)
-        url, drop = fresh_database(name, args, tmp)
+        url, drop = fresh_database(name, args, tmp, pg)
         try:
             fill_s = bulk_fill(name, url, stored)
             server = Server(url, test_agents=agents_dir)
@@ -396,15 +416,15 @@ def steps_and_growth(name, args, tmp):
                 level = {"stored": stored, "fill_s": fill_s}
                 if stored == 0:
                     # Unloaded: one execution at a time; loaded: CONNECTIONS clients.
-                    out["chains"].append(chain(server, 100, 1, args.seconds))
+                    out["chains"].append(chain(server, 100, 1, args.seconds, pg))
                     for steps in (1, 10, 100):
-                        r = chain(server, steps, args.connections, args.seconds)
+                        r = chain(server, steps, args.connections, args.seconds, pg)
                         out["chains"].append(r)
                         if steps == 10:
                             level["chain10"] = r
                 else:
-                    level["chain10"] = chain(server, 10, args.connections, args.seconds)
-                level["word_count"] = word_count_load(server, args.seconds, args.connections)
+                    level["chain10"] = chain(server, 10, args.connections, args.seconds, pg)
+                level["word_count"] = word_count_load(server, args.seconds, args.connections, pg)
                 out["stored"].append(level)
             finally:
                 server.stop()
@@ -479,7 +499,8 @@ def per_step_markdown(b):
     """The backend's "per core and per step" tables."""
     def step_ms(r):
         s = r["step"]
-        return (f"{ms(s['p50_us'])} | {ms(s['p99_us'])}" if s["intervals"] else "– | –")
+        return (f"{ms(s['p50_us'])} | {ms(s['p99_us'])} | {ms(s['mean_us'])}"
+                if s["intervals"] else "– | – | –")
 
     def per(v):
         return f"{v:,.0f}" if v else "–"
@@ -506,20 +527,29 @@ def per_step_markdown(b):
             lines.append(f"| step latency, loaded (tester-chain-10, {r['connections']} clients), "
                          f"p50 / p99 ms | {ms(r['step']['p50_us'])} / {ms(r['step']['p99_us'])} |")
     lines.append("\nWith the steps per workflow (a step: the interval between two steps' calls):\n")
+    def cpu(r):
+        pg_ms = r.get("postgres_cpu_ms_per_request")
+        return f"{r['cpu_ms_per_request']:.3f}" + (f" | {pg_ms:.3f}" if pg else "")
+
+    pg_head, pg_rule = (" PostgreSQL CPU ms/execution |", "---|") if pg else ("", "")
     lines.append("| workflow | clients | executions/s | steps/s | execute p50 ms | execute p99 ms "
-                 "| step p50 ms | step p99 ms | CPU ms/execution |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+                 "| step p50 ms | step p99 ms | step mean ms | agentry CPU ms/execution |"
+                 + pg_head)
+    lines.append("|---|---|---|---|---|---|---|---|---|---|" + pg_rule)
     for r in chains:
         lines.append(f"| {r['workflow']} | {r['connections']} | {r['rate']:,.0f} | "
                      f"{r['steps_per_s']:,.0f} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | "
-                     f"{step_ms(r)} | {r['cpu_ms_per_request']:.3f} |")
-    lines.append("\nWith the stored executions (a fresh database filled with SQL for each):\n")
+                     f"{step_ms(r)} | {cpu(r)} |")
+    where = " of the private PostgreSQL" if pg else ""
+    lines.append(f"\nWith the stored executions (a fresh database{where} filled with SQL for "
+                 "each):\n")
     lines.append("| stored executions | word-count executions/s | word-count p99 ms "
-                 "| tester-chain-10 executions/s | step p50 ms | step p99 ms |")
-    lines.append("|---|---|---|---|---|---|")
+                 "| agentry CPU ms/execution |" + pg_head
+                 + " tester-chain-10 executions/s | step p50 ms | step p99 ms | step mean ms |")
+    lines.append("|---|---|---|---|---|---|---|---|" + pg_rule)
     for lv in b["steps"]["stored"]:
         wc, c10 = lv["word_count"], lv["chain10"]
-        lines.append(f"| {lv['stored']:,} | {wc['rate']:,.0f} | {ms(wc['p99_us'])} | "
+        lines.append(f"| {lv['stored']:,} | {wc['rate']:,.0f} | {ms(wc['p99_us'])} | {cpu(wc)} | "
                      f"{c10['rate']:,.0f} | {step_ms(c10)} |")
     return lines
 

@@ -543,6 +543,7 @@ async fn steps(load: &Load, workflow: &str, max_states: usize) -> anyhow::Result
         read += 1;
     }
     let step_count = step.0.len();
+    let step_mean = step.0.iter().sum::<u64>() as f64 / step_count.max(1) as f64;
     let executions = samples.0.len();
     let mut v = samples.summary(elapsed, errors);
     let chain: u64 = workflow
@@ -563,6 +564,7 @@ async fn steps(load: &Load, workflow: &str, max_states: usize) -> anyhow::Result
     if let Some(fields) = s.as_object_mut() {
         fields.retain(|k, _| k.ends_with("_us"));
     }
+    s["mean_us"] = json!(step_mean);
     s["executions_read"] = json!(read);
     s["intervals"] = json!(step_count);
     v["step"] = s;
