@@ -273,10 +273,15 @@ def word_count_load(server, seconds, connections, pg=None):
 
 
 def chain(server, steps, connections, seconds, pg=None):
-    """`agentry-bench steps` on `tester-chain-<steps>`: executions/s and the step intervals."""
-    return with_postgres_cpu(pg, lambda: measure_server_case(server, lambda: tool(
-        "steps", "--url", server.base, "--workflow", f"tester-chain-{steps}",
-        "--connections", str(connections), "--seconds", str(seconds))[0]))
+    """`agentry-bench steps` on `tester-chain-<steps>`: executions/s and the step intervals, and
+    the CPU time of the server (and of PostgreSQL) per execution over the load alone."""
+    cpu = ["--cpu-of", f"agentry={server.pid}"] + (["--cpu-of", f"postgres={pg.pid}"] if pg else [])
+    r = tool("steps", "--url", server.base, "--workflow", f"tester-chain-{steps}",
+             "--connections", str(connections), "--seconds", str(seconds),
+             "--clock-ticks", str(TICKS), *cpu)[0]
+    r["cpu_ms_per_request"] = r.pop("agentry_cpu_ms_per_request")
+    r["rss_kb"] = rss_kb(server.pid)
+    return r
 
 
 def proc_stat(pid):

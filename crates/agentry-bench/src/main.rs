@@ -14,7 +14,8 @@
 //!   called (µs), and the engine calls step k+1 only once step k's checkpoint is committed, so
 //!   the interval between two steps' calls is one step's call to its acknowledged checkpoint
 //!   (and the hand-off to the next). The intervals are read back from the executions' states
-//!   after the load (the wire's timestamps are to the millisecond; these are to the µs).
+//!   after the load (the wire's timestamps are to the millisecond; these are to the µs); the
+//!   CPU time of the processes given with `--cpu-of` is measured over the load alone.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,7 +77,19 @@ enum Cmd {
         workflow: String,
         #[arg(long, default_value_t = 2000)]
         states: usize,
+        /// Processes whose CPU time (with their children's) is measured over the load alone,
+        /// not the reading of the states: `NAME=PID`, e.g. `agentry=123`.
+        #[arg(long = "cpu-of", value_parser = parse_named_pid)]
+        cpu_of: Vec<(String, u32)>,
+        /// The kernel's clock ticks per second (`getconf CLK_TCK`), for /proc's CPU times.
+        #[arg(long, default_value_t = 100)]
+        clock_ticks: u64,
     },
+}
+
+fn parse_named_pid(s: &str) -> Result<(String, u32), String> {
+    let (name, pid) = s.split_once('=').ok_or("NAME=PID")?;
+    Ok((name.to_owned(), pid.parse().map_err(|_| "NAME=PID")?))
 }
 
 /// A closed-loop load on the server at URL.
@@ -108,7 +121,9 @@ async fn main() -> anyhow::Result<()> {
             load,
             workflow,
             states,
-        } => steps(&load, &workflow, states).await,
+            cpu_of,
+            clock_ticks,
+        } => steps(&load, &workflow, states, &cpu_of, clock_ticks).await,
     }
 }
 
@@ -482,10 +497,17 @@ async fn streams(url: &str, count: usize, pid: u32) -> anyhow::Result<()> {
 /// Executions of a `tester-chain-N` under a closed-loop load, then the intervals between the
 /// calls of consecutive steps (from the steps' outputs, `{k, calledUs}`), read back from the
 /// states of at most `max_states` of them, evenly spread over the run.
-async fn steps(load: &Load, workflow: &str, max_states: usize) -> anyhow::Result<()> {
+async fn steps(
+    load: &Load,
+    workflow: &str,
+    max_states: usize,
+    cpu_of: &[(String, u32)],
+    clock_ticks: u64,
+) -> anyhow::Result<()> {
     let c = client(load.connections);
     let base = load.url.trim_end_matches('/').to_owned();
     let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let cpu_before: Vec<u64> = cpu_of.iter().map(|(_, pid)| tree_cpu_ticks(*pid)).collect();
     let (samples, errors, elapsed) = {
         let (c, base, ids, workflow) = (c.clone(), base.clone(), ids.clone(), workflow.to_owned());
         closed_loop(
@@ -510,6 +532,11 @@ async fn steps(load: &Load, workflow: &str, max_states: usize) -> anyhow::Result
         )
         .await
     };
+    let cpu_ticks: Vec<u64> = cpu_of
+        .iter()
+        .zip(cpu_before)
+        .map(|((_, pid), before)| tree_cpu_ticks(*pid).saturating_sub(before))
+        .collect();
     let ids = std::mem::take(&mut *ids.lock().unwrap());
     let picked: Vec<String> = if ids.len() <= max_states {
         ids.clone()
@@ -565,6 +592,10 @@ async fn steps(load: &Load, workflow: &str, max_states: usize) -> anyhow::Result
         fields.retain(|k, _| k.ends_with("_us"));
     }
     s["mean_us"] = json!(step_mean);
+    for ((name, _), ticks) in cpu_of.iter().zip(cpu_ticks) {
+        let ms = ticks as f64 * 1e3 / clock_ticks.max(1) as f64;
+        v[format!("{name}_cpu_ms_per_request")] = json!(ms / executions.max(1) as f64);
+    }
     s["executions_read"] = json!(read);
     s["intervals"] = json!(step_count);
     v["step"] = s;
@@ -588,4 +619,35 @@ fn call_intervals(steps: &Value) -> anyhow::Result<Vec<u64>> {
         .windows(2)
         .map(|w| (w[1] - w[0]).max(0) as u64)
         .collect())
+}
+
+/// (parent, own utime + stime, its ended children's) of process `pid` in clock ticks, if it
+/// is there.
+fn proc_times(pid: u32) -> Option<(u32, u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let n = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    Some((
+        fields.get(1)?.parse().ok()?,
+        n(11)? + n(12)?,
+        n(13)? + n(14)?,
+    ))
+}
+
+/// CPU clock ticks of process `pid` and its children, the ended ones included (a process's
+/// waited-for children count in its own cutime and cstime).
+fn tree_cpu_ticks(pid: u32) -> u64 {
+    let Some((_, own, ended)) = proc_times(pid) else {
+        return 0;
+    };
+    let children: u64 = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(proc_times)
+        .filter(|(parent, _, _)| *parent == pid)
+        .map(|(_, own, ended)| own + ended)
+        .sum();
+    own + ended + children
 }
