@@ -10,7 +10,9 @@ test:
     cargo test --workspace
 
 # The benchmark suite (docs/PERFORMANCE.md): release build, each case against its limit, on a fresh
-# SQLite database then PostgreSQL; prints the table, writes bench-results/results.{json,md}.
+# SQLite database then PostgreSQL, then executions/s per core (a private PostgreSQL pinned to one
+# core), step latency and its growth with steps and stored executions; prints the tables, writes
+# bench-results/results.{json,md}.
 # Extra arguments go to scripts/bench.py (--seconds, --connections, --backends, --million; --queues
 # runs only the queue benchmark, scripts/queue-bench.py: three replicas on one PostgreSQL database).
 bench *args:
