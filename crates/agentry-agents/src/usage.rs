@@ -72,16 +72,27 @@ impl UsageStore for InMemoryUsageStore {
         to: NaiveDate,
     ) -> Result<Vec<(NaiveDate, u64)>, StoreError> {
         let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out: Vec<(NaiveDate, u64)> = counts
-            .iter()
-            .filter(|(k, _)| {
-                k.agent_id == agent_id && k.user_id == user_id && k.day >= from && k.day <= to
-            })
-            .map(|(k, n)| (k.day, *n))
-            .collect();
-        out.sort();
-        Ok(out)
+        Ok(days_of(&counts, agent_id, user_id, from, to))
     }
+}
+
+/// The counts of `agent_id` and `user_id` from `from` to `to` (both included), by day.
+fn days_of(
+    counts: &HashMap<UsageKey, u64>,
+    agent_id: &str,
+    user_id: &str,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Vec<(NaiveDate, u64)> {
+    let mut out: Vec<(NaiveDate, u64)> = counts
+        .iter()
+        .filter(|(k, _)| {
+            k.agent_id == agent_id && k.user_id == user_id && k.day >= from && k.day <= to
+        })
+        .map(|(k, n)| (k.day, *n))
+        .collect();
+    out.sort();
+    out
 }
 
 /// Usage counted in memory and written to a [`UsageStore`] in the background: each model call
@@ -200,15 +211,9 @@ impl UsageStore for UsageCounter {
         from: NaiveDate,
         to: NaiveDate,
     ) -> Result<Vec<(NaiveDate, u64)>, StoreError> {
-        let unwritten: Vec<(NaiveDate, u64)> = {
+        let unwritten = {
             let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            pending
-                .iter()
-                .filter(|(k, _)| {
-                    k.agent_id == agent_id && k.user_id == user_id && k.day >= from && k.day <= to
-                })
-                .map(|(k, n)| (k.day, *n))
-                .collect()
+            days_of(&pending, agent_id, user_id, from, to)
         };
         let mut days = self.store.days(agent_id, user_id, from, to).await?;
         for (day, n) in unwritten {
