@@ -102,6 +102,7 @@ class Server:
             env.pop(k, None)
         if test_agents:
             env["AGENTRY_TEST_AGENTS"] = test_agents
+            env["AGENTRY_TEST_CHAINS"] = "1"
         self.proc = subprocess.Popen(
             pin(1, [AGENTRY, "serve", "--bind", "127.0.0.1:0", "--database-url", url,
                         "--definitions", DEFINITIONS]),

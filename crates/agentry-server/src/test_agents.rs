@@ -38,7 +38,8 @@
 //! empty): `concurrency=2`. A malformed value stops the server at its start.
 //! `tester-unqueued` is the same workflow without a queue (the queue benchmark's baseline).
 //!
-//! `tester-chain-1`, `tester-chain-10` and `tester-chain-100` (any input object) are chains of
+//! With `AGENTRY_TEST_CHAINS` set too, `tester-chain-1`, `tester-chain-10` and `tester-chain-100`
+//! (any input object) are chains of
 //! that many no-op `andThen` steps, `s1` to `sN`, step `k` answering `{"k": k, "calledUs": µs}`
 //! (the wall clock when the engine called it, in microseconds since the Unix epoch; the result is
 //! the last step's): what one durable step costs (the interval between two steps' calls) and
@@ -76,11 +77,14 @@ pub fn register_from_env(hub: &AgentHub, engine: &Engine) -> anyhow::Result<()> 
         tester_mailbox(),
         tester_queued(PathBuf::from(&dir), &limits),
         tester_unqueued(PathBuf::from(&dir)),
-        tester_chain(1),
-        tester_chain(10),
-        tester_chain(100),
     ] {
         engine.register(wf?)?;
+    }
+    // Only for the benchmarks (a hundred-step workflow more in every test server is not free).
+    if std::env::var_os("AGENTRY_TEST_CHAINS").is_some() {
+        for steps in [1, 10, 100] {
+            engine.register(tester_chain(steps)?)?;
+        }
     }
     if let Ok(versions) = std::env::var("AGENTRY_TEST_VERSIONS") {
         for version in versions.split(',').filter(|v| !v.is_empty()) {
