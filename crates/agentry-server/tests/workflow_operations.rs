@@ -1001,8 +1001,10 @@ fn rss_mib(r: &Replica) -> u64 {
 
 /// Full mailboxes cost bounded memory (hardening III, finding 9): four executions' mailboxes
 /// and one key's kept events filled with 60 KB events up to their caps, then 64 clients reading
-/// the executions' states at once for ten seconds. The binary's RSS stays within 100 MiB of
-/// what it was before the events (it grew by 500 MiB and more when nothing was capped).
+/// the executions' states at once for ten seconds. The binary's RSS stays within 150 MiB of
+/// what it was before the events (it grew by 500 MiB and more when nothing was capped; capped,
+/// the peak is 80 to 105 MiB, more when the machine is busy and more of the 64 reads are in
+/// flight at once).
 async fn full_mailboxes_cost_bounded_memory(url: &str) {
     let dir = scratch_dir();
     let r = Replica::with_test_registry(url, "rss", &dir, &[]);
@@ -1083,7 +1085,7 @@ async fn full_mailboxes_cost_bounded_memory(url: &str) {
     peak = peak.max(rss_mib(&r));
     assert!(reads > 64, "{reads} reads");
     assert!(
-        peak < before + 100,
+        peak < before + 150,
         "RSS {before} MiB before the events, {peak} MiB at most after {reads} reads"
     );
     eprintln!("RSS {before} MiB before, {peak} MiB at most, {reads} state reads");
